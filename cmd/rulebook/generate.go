@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"rulebook/enumerate"
+	"rulebook/rules"
+	"rulebook/store"
+)
+
+type generateOptions struct {
+	maxOps     int
+	ops        string
+	seed       uint64
+	workers    int
+	exhaustive bool
+	noProgress bool
+}
+
+func newGenerateCmd() *cobra.Command {
+	var o generateOptions
+	cmd := &cobra.Command{
+		Use:   "generate",
+		Short: "Enumerate small graphs and store candidate rules",
+		Long: `generate enumerates every graph of up to --max-ops operators over the operator
+set and TASO's input pool (2-D activations 2x4 and weights 4x4, 4-D activations
+2x4x5x5, conv kernels 4x4x3x3, 4x4x1x3, 4x4x3x1 and 4x1x3x3, one scalar).
+
+Each graph is evaluated exactly, modulo the prime 2^31-1, and fingerprinted.
+Graphs with equal fingerprints are paired when an independent float64 test
+agrees too; each pair is generalised (shared sub-terms become inputs while the
+rule still holds) and stored as a candidate rule. Only class representatives
+are extended to larger graphs (RepGen), unless --exhaustive.
+
+Re-running the same generation adds no duplicates. Ctrl-C stops cleanly: the
+run is recorded as interrupted and no rules of it are written.`,
+		Example: `  rulebook generate --max-ops 3
+  rulebook generate --max-ops 2 --ops matmul,ewadd,transpose --db small.db`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runGenerate(cmd.Context(), cmd, o)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.maxOps, "max-ops", 3, fmt.Sprintf("largest graph size in operators (1..%d)", enumerate.MaxOps))
+	f.StringVar(&o.ops, "ops", "", "comma-separated operator set (default: all; see 'rulebook ops')")
+	f.Uint64Var(&o.seed, "seed", 1, "seed of the fingerprint and float-test inputs")
+	f.IntVar(&o.workers, "workers", runtime.GOMAXPROCS(0), "parallel workers")
+	f.BoolVar(&o.exhaustive, "exhaustive", false, "extend every graph, not only class representatives (slow)")
+	f.BoolVar(&o.noProgress, "no-progress", false, "do not draw progress bars")
+	return cmd
+}
+
+func selectOps(spec string) (*rules.Registry, error) {
+	reg := rules.Default()
+	if spec == "" {
+		return reg, nil
+	}
+	return reg.Select(strings.Split(spec, ","))
+}
+
+func runGenerate(ctx context.Context, cmd *cobra.Command, o generateOptions) error {
+	// Validate everything before touching the database.
+	if o.maxOps < 1 || o.maxOps > enumerate.MaxOps {
+		return fmt.Errorf("--max-ops must be between 1 and %d, got %d", enumerate.MaxOps, o.maxOps)
+	}
+	reg, err := selectOps(o.ops)
+	if err != nil {
+		return fmt.Errorf("--ops: %w", err)
+	}
+	if o.workers < 1 {
+		return fmt.Errorf("--workers must be at least 1, got %d", o.workers)
+	}
+	db, err := store.Open(ctx, dbPath(cmd))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	pool := enumerate.DefaultPool()
+	config, _ := json.Marshal(map[string]any{
+		"max_ops": o.maxOps, "ops": reg.Names(), "pool": pool.String(), "exhaustive": o.exhaustive, "workers": o.workers,
+	})
+	runID, err := db.BeginRun(ctx, "generate", string(config), o.seed, version)
+	if err != nil {
+		return err
+	}
+	run := store.Run{ID: runID, Status: "failed"}
+	defer func() {
+		// Record how the run ended even when ctx is already cancelled.
+		now := time.Now().UTC()
+		run.FinishedAt = &now
+		_ = db.FinishRun(context.WithoutCancel(ctx), run)
+	}()
+
+	out := cmd.OutOrStdout()
+	start := time.Now()
+	bar := newProgress(cmd.ErrOrStderr(), o.noProgress)
+	res, err := enumerate.Generate(ctx, enumerate.Config{
+		Registry: reg, Pool: pool, MaxOps: o.maxOps, Seed: o.seed, Workers: o.workers,
+		Exhaustive: o.exhaustive, Progress: bar.update,
+	})
+	bar.finish()
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			run.Status = "interrupted"
+		}
+		return fmt.Errorf("generate: %w", err)
+	}
+	stored, err := db.InsertRules(ctx, toStoreRules(res.Candidates, runID))
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			run.Status = "interrupted"
+		}
+		return err
+	}
+	s := res.Stats
+	run.Status = "done"
+	run.Graphs, run.Classes, run.Collisions, run.Candidates, run.Stored = s.Graphs, s.Classes, s.Collisions, int64(len(res.Candidates)), stored
+	printStages(out, s, len(res.Candidates), stored, time.Since(start))
+	fmt.Fprintf(out, "run %d written to %s\n", runID, db.Path())
+	return nil
+}
+
+func printStages(w io.Writer, s enumerate.Stats, distinct int, stored int64, elapsed time.Duration) {
+	fmt.Fprintf(w, "%-28s %12s\n", "stage", "count")
+	fmt.Fprintf(w, "%-28s %12d\n", "graphs enumerated", s.Graphs)
+	for _, l := range s.Levels {
+		fmt.Fprintf(w, "  %-26s %12d\n", fmt.Sprintf("with %d operators", l.Ops), l.Graphs)
+	}
+	fmt.Fprintf(w, "%-28s %12d\n", "distinct fingerprints", s.Classes)
+	fmt.Fprintf(w, "%-28s %12d\n", "fingerprint collisions", s.Collisions)
+	fmt.Fprintf(w, "%-28s %12d\n", "pairs after float test", s.Candidates)
+	fmt.Fprintf(w, "%-28s %12d\n", "distinct candidate rules", distinct)
+	fmt.Fprintf(w, "%-28s %12d\n", "stored (new)", stored)
+	fmt.Fprintf(w, "%-28s %12s\n", "time", elapsed.Round(time.Millisecond))
+}
+
+func toStoreRules(cands []enumerate.Candidate, runID int64) []store.Rule {
+	out := make([]store.Rule, len(cands))
+	for i, c := range cands {
+		ops := append(c.Rule.Src.OpNames(), c.Rule.Dst.OpNames()...)
+		out[i] = store.Rule{
+			Hash: c.Text.Hash(), Src: c.Text.Src, Dst: c.Text.Dst, Inputs: c.Text.Inputs, Constants: c.Text.Constants,
+			SrcOps: len(c.Rule.Src.Nodes), DstOps: len(c.Rule.Dst.Nodes),
+			NumInputs: c.Rule.NumInputs, NumOutputs: len(c.Rule.Src.Outputs),
+			Operators: uniqueSorted(ops), Fingerprint: c.Fingerprint, Status: "candidate", RunID: runID,
+		}
+	}
+	return out
+}
+
+func uniqueSorted(xs []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, x := range xs {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	sortStrings(out)
+	return out
+}
+
+// progress draws one bar per stage and level on a terminal.
+type progress struct {
+	w       io.Writer
+	enabled bool
+	bar     *progressbar.ProgressBar
+	key     string
+}
+
+func newProgress(w io.Writer, disabled bool) *progress {
+	p := &progress{w: w}
+	if f, ok := w.(*os.File); ok && !disabled {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			p.enabled = true
+		}
+	}
+	return p
+}
+
+func (p *progress) update(pr enumerate.Progress) {
+	if !p.enabled {
+		return
+	}
+	key := fmt.Sprintf("%s %d", pr.Stage, pr.Level)
+	if key != p.key {
+		p.finish()
+		p.key = key
+		p.bar = progressbar.NewOptions64(pr.Total, progressbar.OptionSetWriter(p.w),
+			progressbar.OptionSetDescription(fmt.Sprintf("%-9s %d ops", pr.Stage, pr.Level)),
+			progressbar.OptionShowCount(), progressbar.OptionSetWidth(30), progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish())
+	}
+	_ = p.bar.Set64(pr.Done)
+}
+
+func (p *progress) finish() {
+	if p.bar != nil {
+		_ = p.bar.Finish()
+		p.bar = nil
+	}
+}

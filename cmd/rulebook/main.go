@@ -1,0 +1,62 @@
+// Command rulebook discovers, proves and publishes graph substitutions.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// version is the tool version recorded with every run.
+const version = "0.1.0-dev"
+
+const defaultDB = "rulebook.db"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := newRootCmd().ExecuteContext(ctx)
+	if err == nil {
+		return
+	}
+	fmt.Fprintln(os.Stderr, "rulebook:", err)
+	if errors.Is(err, context.Canceled) {
+		os.Exit(130)
+	}
+	os.Exit(1)
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "rulebook",
+		Short: "Discover, prove and publish tensor graph substitutions",
+		Long: `rulebook enumerates small tensor computation graphs over an operator set,
+fingerprints them, and stores the pairs that compute the same result as
+candidate rewrite rules in one SQLite file.
+
+The database is rulebook.db in the current directory unless --db or the
+RULEBOOK_DB environment variable names another.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version,
+	}
+	root.PersistentFlags().String("db", "", "SQLite database file (default $RULEBOOK_DB or rulebook.db)")
+	root.AddCommand(newGenerateCmd(), newListCmd(), newShowCmd(), newStatsCmd(), newOpsCmd())
+	return root
+}
+
+// dbPath resolves --db, then RULEBOOK_DB, then the default.
+func dbPath(cmd *cobra.Command) string {
+	if p, _ := cmd.Flags().GetString("db"); p != "" {
+		return p
+	}
+	if p := os.Getenv("RULEBOOK_DB"); p != "" {
+		return p
+	}
+	return defaultDB
+}

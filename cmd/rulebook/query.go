@@ -1,0 +1,164 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"rulebook/rules"
+	"rulebook/store"
+)
+
+func sortStrings(s []string) { sort.Strings(s) }
+
+func newListCmd() *cobra.Command {
+	var f store.Filter
+	var size int
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List rules, optionally filtered by size, operator and status",
+		Long: `list prints one line per rule: id, status, size (operators on the larger
+side) and the canonical text.`,
+		Example: `  rulebook list --op matmul --size 2
+  rulebook list --status candidate --limit 20`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.Operator != "" {
+				if _, ok := rules.Default().Lookup(f.Operator); !ok {
+					return fmt.Errorf("--op: unknown operator %q (known: %s)", f.Operator, strings.Join(rules.Default().Names(), ","))
+				}
+			}
+			if size < 0 {
+				return fmt.Errorf("--size must be positive, got %d", size)
+			}
+			if size > 0 {
+				f.MinOps, f.MaxOps = size, size
+			}
+			db, err := store.Open(cmd.Context(), dbPath(cmd))
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			rs, err := db.ListRules(cmd.Context(), f)
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSTATUS\tSIZE\tRULE")
+			for _, r := range rs {
+				fmt.Fprintf(tw, "%d\t%s\t%d\t%s => %s\n", r.ID, r.Status, max(r.SrcOps, r.DstOps), r.Src, r.Dst)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().IntVar(&size, "size", 0, "only rules whose larger side has this many operators")
+	cmd.Flags().StringVar(&f.Operator, "op", "", "only rules that use this operator")
+	cmd.Flags().StringVar(&f.Status, "status", "", "only rules with this status (candidate, proved, refuted, unknown)")
+	cmd.Flags().IntVar(&f.Limit, "limit", 0, "at most this many rules (0: all)")
+	return cmd
+}
+
+func newShowCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one rule in full",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil || id < 1 {
+				return fmt.Errorf("rule id must be a positive integer, got %q", args[0])
+			}
+			db, err := store.Open(cmd.Context(), dbPath(cmd))
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			r, err := db.Rule(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "rule %d (%s)\n", r.ID, r.Hash)
+			fmt.Fprintf(w, "  status:      %s\n", r.Status)
+			fmt.Fprintf(w, "  source:      %s\n", r.Src)
+			fmt.Fprintf(w, "  target:      %s\n", r.Dst)
+			fmt.Fprintf(w, "  size:        %d => %d operators, %d inputs, %d outputs\n", r.SrcOps, r.DstOps, r.NumInputs, r.NumOutputs)
+			fmt.Fprintf(w, "  found with:  %s", r.Inputs)
+			if r.Constants != "" {
+				fmt.Fprintf(w, "; constants %s", r.Constants)
+			}
+			fmt.Fprintf(w, "\n  operators:   %s\n", strings.Join(r.Operators, ", "))
+			fmt.Fprintf(w, "  fingerprint: %016x (run %d)\n", r.Fingerprint, r.RunID)
+			return nil
+		},
+	}
+}
+
+func newStatsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "stats",
+		Short: "Count rules by status, size and operator",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			db, err := store.Open(cmd.Context(), dbPath(cmd))
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			s, err := db.Stats(cmd.Context())
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "%d rules from %d runs in %s\n", s.Rules, s.Runs, db.Path())
+			printCounts(w, "status", s.ByStatus)
+			sizes := map[string]int64{}
+			for k, v := range s.BySize {
+				sizes[fmt.Sprintf("%d ops", k)] = v
+			}
+			printCounts(w, "size", sizes)
+			printCounts(w, "operator", s.ByOperator)
+			return nil
+		},
+	}
+}
+
+func printCounts(w interface{ Write([]byte) (int, error) }, title string, m map[string]int64) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	fmt.Fprintf(w, "by %s:\n", title)
+	for _, k := range keys {
+		fmt.Fprintf(w, "  %-12s %8d\n", k, m[k])
+	}
+}
+
+func newOpsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "ops",
+		Short: "List the operators of the default set with their parameters",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "OPERATOR\tOPERANDS\tPARAMETERS\tZ3\tDESCRIPTION")
+			for _, op := range rules.Default().Ops() {
+				var params []string
+				for _, p := range op.Params {
+					dom := fmt.Sprintf("%d..%d", p.Min, p.Max)
+					if p.Symbols != nil {
+						dom = strings.Join(p.Symbols, "|")
+					}
+					params = append(params, p.Name+"="+dom)
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", op.Name, op.Arity, strings.Join(params, " "), strings.Join(op.Z3, ","), op.Doc)
+			}
+			return tw.Flush()
+		},
+	}
+}

@@ -1,0 +1,310 @@
+package enumerate
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"rulebook/fingerprint"
+	"rulebook/rules"
+)
+
+// Config selects what to enumerate.
+type Config struct {
+	Registry *rules.Registry
+	Pool     Pool
+	MaxOps   int
+	Seed     uint64
+	Workers  int
+	// Exhaustive extends every graph, not only class representatives
+	// (TASO's behaviour; far slower, used to cross-check RepGen).
+	Exhaustive bool
+	// Tolerance of the float64 check, relative to max(1, |a|, |b|).
+	Tolerance float64
+	Progress  func(Progress)
+}
+
+// Progress reports work done within a stage.
+type Progress struct {
+	Stage       string
+	Level       int
+	Done, Total int64
+}
+
+// LevelStats counts one graph size.
+type LevelStats struct {
+	Ops        int   `json:"ops"`
+	Graphs     int64 `json:"graphs"`
+	NewClasses int64 `json:"new_classes"`
+	Members    int64 `json:"members"`
+}
+
+// Stats are the per-stage counts that generate prints.
+type Stats struct {
+	Levels     []LevelStats `json:"levels"`
+	Graphs     int64        `json:"graphs"`
+	Classes    int64        `json:"classes"`
+	Collisions int64        `json:"collisions"`
+	Candidates int64        `json:"candidates"`
+}
+
+// Candidate is a pair of graphs that agree on the fingerprint inputs and
+// on an independent float64 test. Src is the larger graph.
+type Candidate struct {
+	Rule        *rules.Rule // canonical form
+	Text        rules.Text
+	Fingerprint uint64
+}
+
+// Result is the outcome of a generation.
+type Result struct {
+	Stats      Stats
+	Candidates []Candidate
+}
+
+type rep struct {
+	g       graph
+	trivial []uint8
+}
+
+type record struct {
+	fp uint64
+	g  graph
+}
+
+type generator struct {
+	cfg       Config
+	l         *layout
+	inputs    fingerprint.Inputs
+	intIn     []*rules.IntTensor
+	inHash    []uint64
+	floatIn   [floatDraws][]*rules.FloatTensor
+	classes   map[uint64]int32
+	reps      [][]rep
+	prevItems []graph
+	// extraItems are collision representatives found by check.
+	extraItems []graph
+	stats      Stats
+}
+
+// Generate enumerates graphs up to cfg.MaxOps operators and returns the
+// candidate rules.
+func Generate(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.MaxOps < 1 || cfg.MaxOps > MaxOps {
+		return nil, fmt.Errorf("max-ops must be between 1 and %d, got %d", MaxOps, cfg.MaxOps)
+	}
+	if cfg.Workers < 1 {
+		cfg.Workers = runtime.GOMAXPROCS(0)
+	}
+	if cfg.Tolerance == 0 {
+		cfg.Tolerance = 1e-5
+	}
+	g, err := newGenerator(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var cands []Candidate
+	g.addTrivialClasses()
+	items := []graph{{}}
+	for n := 1; n <= cfg.MaxOps; n++ {
+		recs, err := g.expand(ctx, n, items)
+		if err != nil {
+			return nil, err
+		}
+		newReps, members := g.classify(recs)
+		lc, err := g.check(ctx, n, recs, members)
+		if err != nil {
+			return nil, err
+		}
+		cands = append(cands, lc...)
+		g.stats.Levels = append(g.stats.Levels, LevelStats{Ops: n, Graphs: int64(len(recs)), NewClasses: int64(len(newReps)), Members: int64(len(members))})
+		g.stats.Graphs += int64(len(recs))
+		if cfg.Exhaustive {
+			items = make([]graph, len(recs))
+			for i, r := range recs {
+				items[i] = r.g
+			}
+			slices.SortFunc(items, func(a, b graph) int { return cmpGraph(&a, &b) })
+		} else {
+			items = append(newReps, g.extraItems...)
+			slices.SortFunc(items, func(a, b graph) int { return cmpGraph(&a, &b) })
+		}
+		g.extraItems = nil
+		g.prevItems = items
+	}
+	g.stats.Classes = int64(len(g.classes))
+	g.stats.Candidates = int64(len(cands))
+	return &Result{Stats: g.stats, Candidates: dedupe(cands)}, nil
+}
+
+func newGenerator(cfg Config) (*generator, error) {
+	tmpls := templates(cfg.Registry, cfg.Pool)
+	if len(tmpls) == 0 {
+		return nil, fmt.Errorf("operator set %v yields no operator templates", cfg.Registry.Names())
+	}
+	l := &layout{tmpls: tmpls}
+	for c, ic := range cfg.Pool.Classes {
+		if ic.Copies < 1 || ic.Copies > 64 {
+			return nil, fmt.Errorf("input class %s: copies must be 1..64, got %d", ic.Name, ic.Copies)
+		}
+		l.start = append(l.start, l.nIn)
+		l.copies = append(l.copies, ic.Copies)
+		for k := 0; k < ic.Copies; k++ {
+			l.class = append(l.class, c)
+			l.copyOf = append(l.copyOf, k)
+			l.nIn++
+		}
+	}
+	if l.nIn+2*MaxOps > noArg {
+		return nil, fmt.Errorf("input pool too large: %d inputs", l.nIn)
+	}
+	for _, t := range tmpls {
+		l.arity = append(l.arity, t.op.Arity)
+		l.nOut = append(l.nOut, t.op.Outputs)
+	}
+	g := &generator{cfg: cfg, l: l, inputs: fingerprint.Inputs{Seed: cfg.Seed}, classes: map[uint64]int32{}}
+	for i := 0; i < l.nIn; i++ {
+		s := cfg.Pool.Classes[l.class[i]].Shape
+		t := g.inputs.Int(i, s)
+		g.intIn = append(g.intIn, t)
+		g.inHash = append(g.inHash, fingerprint.Tensor(t))
+		for d := range g.floatIn {
+			g.floatIn[d] = append(g.floatIn[d], g.inputs.Float(uint64(d), i, s))
+		}
+	}
+	return g, nil
+}
+
+// addTrivialClasses registers the graphs without operators: one input, or
+// two inputs (what a split of a concat gives back).
+func (g *generator) addTrivialClasses() {
+	l := g.l
+	add := func(outs ...uint8) {
+		hs := make([]uint64, len(outs))
+		for i, v := range outs {
+			hs[i] = g.inHash[v]
+		}
+		fp := fingerprint.Combine(hs)
+		if _, ok := g.classes[fp]; !ok {
+			g.classes[fp] = int32(len(g.reps))
+			g.reps = append(g.reps, []rep{{trivial: outs}})
+		}
+		g.stats.Graphs++
+	}
+	for c := range l.start {
+		add(uint8(l.start[c]))
+	}
+	for c := range l.start {
+		if l.copies[c] > 1 {
+			add(uint8(l.start[c]), uint8(l.start[c]+1))
+		}
+		for d := c + 1; d < len(l.start); d++ {
+			add(uint8(l.start[c]), uint8(l.start[d]))
+		}
+	}
+}
+
+// expand extends every item by one operator, in parallel, and returns the
+// accepted graphs sorted by fingerprint then encoding.
+func (g *generator) expand(ctx context.Context, level int, items []graph) ([]record, error) {
+	var next atomic.Int64
+	var done atomic.Int64
+	results := make([][]record, g.cfg.Workers)
+	var wg sync.WaitGroup
+	errs := make([]error, g.cfg.Workers)
+	for w := 0; w < g.cfg.Workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			wk := newWorker(g)
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(len(items)) {
+					break
+				}
+				if ctx.Err() != nil {
+					errs[w] = ctx.Err()
+					return
+				}
+				if err := wk.processItem(items[i]); err != nil {
+					errs[w] = err
+					return
+				}
+				d := done.Add(1)
+				if g.cfg.Progress != nil && (d%64 == 0 || d == int64(len(items))) {
+					g.cfg.Progress(Progress{Stage: "enumerate", Level: level, Done: d, Total: int64(len(items))})
+				}
+			}
+			results[w] = wk.recs
+		}(w)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	var recs []record
+	for _, r := range results {
+		recs = append(recs, r...)
+	}
+	slices.SortFunc(recs, func(a, b record) int {
+		if a.fp != b.fp {
+			if a.fp < b.fp {
+				return -1
+			}
+			return 1
+		}
+		return cmpGraph(&a.g, &b.g)
+	})
+	return recs, nil
+}
+
+type member struct {
+	rec   int
+	class int32
+}
+
+// classify assigns each record to a fingerprint class. The smallest graph
+// of a new class becomes its representative; the rest are members to pair.
+func (g *generator) classify(recs []record) (newReps []graph, members []member) {
+	for i := 0; i < len(recs); {
+		j := i + 1
+		for j < len(recs) && recs[j].fp == recs[i].fp {
+			j++
+		}
+		c, ok := g.classes[recs[i].fp]
+		first := i
+		if !ok {
+			c = int32(len(g.reps))
+			g.classes[recs[i].fp] = c
+			g.reps = append(g.reps, []rep{{g: recs[i].g}})
+			newReps = append(newReps, recs[i].g)
+			first = i + 1
+		}
+		for k := first; k < j; k++ {
+			members = append(members, member{rec: k, class: c})
+		}
+		i = j
+	}
+	slices.SortFunc(newReps, func(a, b graph) int { return cmpGraph(&a, &b) })
+	return newReps, members
+}
+
+// dedupe keeps the first candidate of each canonical text; generalisation
+// and renaming make many pairs the same rule.
+func dedupe(cands []Candidate) []Candidate {
+	seen := map[string]bool{}
+	var out []Candidate
+	for _, c := range cands {
+		h := c.Text.Hash()
+		if !seen[h] {
+			seen[h] = true
+			out = append(out, c)
+		}
+	}
+	return out
+}

@@ -1,0 +1,448 @@
+package enumerate
+
+import (
+	"slices"
+
+	"rulebook/fingerprint"
+	"rulebook/rules"
+)
+
+type valState struct {
+	t    *rules.IntTensor
+	h    uint64
+	sid  int32
+	role Role
+}
+
+type memoKey struct {
+	t    uint16
+	a, b uint64 // hashes of the operands
+}
+
+type memoVal struct {
+	outs   []*rules.IntTensor
+	hashes [2]uint64
+	sids   [2]int32
+}
+
+// memoLimit bounds the per-worker cache of operator results.
+const memoLimit = 1 << 18
+
+type shapeKey struct {
+	t    uint16
+	a, b int32
+}
+
+// worker owns the scratch state of one enumeration goroutine.
+type worker struct {
+	g      *generator
+	l      *layout
+	sids   map[string]int32
+	shapes []rules.Shape
+	ok     map[shapeKey]bool
+	memo   map[memoKey]*memoVal
+	vals   [256]valState
+	recs   []record
+
+	// current graph being extended
+	cur       graph
+	used      []uint64 // per class bitmask of used copies
+	valUse    [256]int // consumers per value
+	nodeUse   [MaxOps]int
+	groups    map[int32][]uint8
+	groupKeys []int32
+}
+
+func newWorker(g *generator) *worker {
+	w := &worker{g: g, l: g.l, sids: map[string]int32{}, ok: map[shapeKey]bool{}, groups: map[int32][]uint8{}, memo: map[memoKey]*memoVal{}}
+	for i := 0; i < g.l.nIn; i++ {
+		role := g.cfg.Pool.Classes[g.l.class[i]].Role
+		w.vals[i] = valState{t: g.intIn[i], h: g.inHash[i], sid: w.intern(g.intIn[i].Shape), role: role}
+	}
+	return w
+}
+
+func (w *worker) intern(s rules.Shape) int32 {
+	key := string(s.AppendEncoding(nil))
+	id, ok := w.sids[key]
+	if !ok {
+		id = int32(len(w.shapes))
+		w.sids[key] = id
+		w.shapes = append(w.shapes, s)
+	}
+	return id
+}
+
+// processItem extends item under every order-preserving relabelling of its
+// inputs that can still yield a prefix graph.
+func (w *worker) processItem(item graph) error {
+	l := w.l
+	k := make([]int, len(l.start)) // copies of each class the item uses
+	for j := 0; j < int(item.n); j++ {
+		nd := item.nodes[j]
+		for a := 0; a < l.arity[nd.t]; a++ {
+			if v := nd.args[a]; l.isInput(v) {
+				k[l.class[v]] = max(k[l.class[v]], l.copyOf[v]+1)
+			}
+		}
+	}
+	choices := make([][][]int, len(l.start))
+	for c := range l.start {
+		choices[c] = subsets(l.copies[c], k[c])
+	}
+	var rec func(c int, images [][]int, holes int) error
+	rec = func(c int, images [][]int, holes int) error {
+		if holes > 2 {
+			return nil
+		}
+		if c == len(l.start) {
+			return w.extendRelabelled(item, images, holes)
+		}
+		for _, s := range choices[c] {
+			h := 0
+			if len(s) > 0 {
+				h = s[len(s)-1] + 1 - len(s)
+			}
+			if err := rec(c+1, append(images, s), holes+h); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return rec(0, nil, 0)
+}
+
+// subsets lists the increasing k-element subsets of 0..n−1.
+func subsets(n, k int) [][]int {
+	if k == 0 {
+		return [][]int{nil}
+	}
+	var out [][]int
+	var cur []int
+	var rec func(from int)
+	rec = func(from int) {
+		if len(cur) == k {
+			out = append(out, slices.Clone(cur))
+			return
+		}
+		for i := from; i < n; i++ {
+			cur = append(cur, i)
+			rec(i + 1)
+			cur = cur[:len(cur)-1]
+		}
+	}
+	rec(0)
+	return out
+}
+
+func (w *worker) extendRelabelled(item graph, images [][]int, holes int) error {
+	l := w.l
+	g := item
+	w.used = make([]uint64, len(l.start))
+	for j := 0; j < int(g.n); j++ {
+		nd := &g.nodes[j]
+		for a := 0; a < l.arity[nd.t]; a++ {
+			if v := nd.args[a]; l.isInput(v) {
+				c := l.class[v]
+				nv := l.start[c] + images[c][l.copyOf[v]]
+				nd.args[a] = uint8(nv)
+				w.used[c] |= 1 << uint(images[c][l.copyOf[v]])
+			}
+		}
+	}
+	w.cur = g
+	if err := w.evaluateCurrent(); err != nil {
+		return err
+	}
+	w.groupValues()
+	for t := range l.tmpls {
+		w.extendWith(uint16(t), holes)
+	}
+	return nil
+}
+
+func (w *worker) evaluateCurrent() error {
+	l := w.l
+	g := &w.cur
+	clear(w.valUse[:])
+	clear(w.nodeUse[:])
+	for j := 0; j < int(g.n); j++ {
+		nd := g.nodes[j]
+		for a := 0; a < l.arity[nd.t]; a++ {
+			w.valUse[nd.args[a]]++
+			if !l.isInput(nd.args[a]) {
+				src, _ := l.nodeOf(nd.args[a])
+				w.nodeUse[src]++
+			}
+		}
+		m, err := w.apply(nd.t, nd.args)
+		if err != nil {
+			return err
+		}
+		role := w.roleOf(nd.t, nd.args)
+		for o, out := range m.outs {
+			w.vals[l.valueOf(j, o)] = valState{t: out, h: m.hashes[o], sid: m.sids[o], role: role}
+		}
+	}
+	return nil
+}
+
+// groupValues buckets the available values by shape, so each template's
+// shape rule runs once per shape pair rather than once per value pair.
+func (w *worker) groupValues() {
+	l := w.l
+	for k := range w.groups {
+		w.groups[k] = w.groups[k][:0]
+	}
+	w.groupKeys = w.groupKeys[:0]
+	add := func(v uint8) {
+		sid := w.vals[v].sid
+		if len(w.groups[sid]) == 0 {
+			w.groupKeys = append(w.groupKeys, sid)
+		}
+		w.groups[sid] = append(w.groups[sid], v)
+	}
+	for c, s := range l.start {
+		// Only copies that can keep the class a prefix are worth offering.
+		limit := min(l.copies[c], bitLen(w.used[c])+2)
+		for k := 0; k < limit; k++ {
+			add(uint8(s + k))
+		}
+	}
+	for j := 0; j < int(w.cur.n); j++ {
+		for o := 0; o < l.nOut[w.cur.nodes[j].t]; o++ {
+			add(l.valueOf(j, o))
+		}
+	}
+}
+
+func bitLen(m uint64) int {
+	n := 0
+	for m != 0 {
+		n++
+		m >>= 1
+	}
+	return n
+}
+
+func (w *worker) shapeOK(t uint16, a, b int32) bool {
+	key := shapeKey{t, a, b}
+	if ok, hit := w.ok[key]; hit {
+		return ok
+	}
+	tm := w.l.tmpls[t]
+	var in []rules.Shape
+	switch tm.op.Arity {
+	case 0:
+		in = []rules.Shape{tm.constShape}
+	case 1:
+		in = []rules.Shape{w.shapes[a]}
+	default:
+		in = []rules.Shape{w.shapes[a], w.shapes[b]}
+	}
+	_, err := tm.op.InferShapes(tm.params, in)
+	w.ok[key] = err == nil
+	return err == nil
+}
+
+func (w *worker) extendWith(t uint16, holes int) {
+	l := w.l
+	switch l.arity[t] {
+	case 0:
+		if holes == 0 && w.shapeOK(t, -1, -1) {
+			w.attempt(t, [2]uint8{noArg, noArg})
+		}
+	case 1:
+		for _, sa := range w.groupKeys {
+			if !w.shapeOK(t, sa, -1) {
+				continue
+			}
+			for _, a := range w.groups[sa] {
+				w.attempt(t, [2]uint8{a, noArg})
+			}
+		}
+	case 2:
+		for _, sa := range w.groupKeys {
+			for _, sb := range w.groupKeys {
+				if !w.shapeOK(t, sa, sb) {
+					continue
+				}
+				for _, a := range w.groups[sa] {
+					for _, b := range w.groups[sb] {
+						w.attempt(t, [2]uint8{a, b})
+					}
+				}
+			}
+		}
+	}
+}
+
+// attempt adds node (t, args) to the current graph and records the result
+// if it is new, canonical and (under RepGen) built from representatives.
+func (w *worker) attempt(t uint16, args [2]uint8) {
+	l := w.l
+	g := &w.cur
+	ar := l.arity[t]
+	if ar == 2 && args[0] == args[1] {
+		return // distinct operands, as in TASO
+	}
+	// Inputs must stay a prefix of each class; roles must fit operands.
+	var used [16]uint64
+	copy(used[:], w.used)
+	op := l.tmpls[t].op
+	for a := 0; a < ar; a++ {
+		v := args[a]
+		role := w.vals[v].role
+		if role == Weight && op.DataOperand(a) || role == Data && op.WeightOperand(a) {
+			return
+		}
+		if l.isInput(v) {
+			used[l.class[v]] |= 1 << uint(l.copyOf[v])
+		}
+	}
+	if !l.isPrefix(used[:len(w.used)]) {
+		return
+	}
+	tm := l.tmpls[t]
+	for j := 0; j < int(g.n); j++ {
+		nd := g.nodes[j]
+		if nd.t == t && nd.args == args {
+			return // duplicated computation
+		}
+		if tm.constKey != "" && l.tmpls[nd.t].constKey == tm.constKey {
+			return // one constant, one shape per graph
+		}
+	}
+	n := int(g.n)
+	if n >= MaxOps {
+		return
+	}
+	next := *g
+	next.nodes[n] = node{t: t, args: args}
+	next.n++
+	var uses [MaxOps]int // uses of each existing node by the new node
+	for a := 0; a < ar; a++ {
+		if !l.isInput(args[a]) {
+			src, _ := l.nodeOf(args[a])
+			uses[src]++
+		}
+	}
+	// The new node must be the largest sink: each graph is built in one order.
+	for j := 0; j < n; j++ {
+		if w.nodeUse[j] == 0 && uses[j] == 0 && l.cmpNode(&next, n, j) <= 0 {
+			return
+		}
+	}
+	if !w.g.cfg.Exhaustive && !w.builtFromRepresentatives(&next, uses) {
+		return
+	}
+	m, err := w.apply(t, args)
+	if err != nil {
+		return
+	}
+	var hs [2 * MaxOps]uint64
+	nh := 0
+	for v := l.nIn; v < l.nIn+2*n; v++ {
+		j, o := l.nodeOf(uint8(v))
+		if o >= l.nOut[g.nodes[j].t] || w.valUse[v] > 0 || args[0] == uint8(v) || (ar == 2 && args[1] == uint8(v)) {
+			continue
+		}
+		hs[nh] = w.vals[v].h
+		nh++
+	}
+	for o := range m.outs {
+		hs[nh] = m.hashes[o]
+		nh++
+	}
+	w.recs = append(w.recs, record{fp: fingerprint.Combine(hs[:nh]), g: next})
+}
+
+// builtFromRepresentatives is the RepGen test: removing any other sink
+// whose operands stay visible must leave a class representative, otherwise
+// the graph is reachable from a smaller rule and adds nothing.
+func (w *worker) builtFromRepresentatives(next *graph, uses [MaxOps]int) bool {
+	l := w.l
+	n := int(next.n) - 1
+	for s := 0; s < n; s++ {
+		if w.nodeUse[s] > 0 || uses[s] > 0 {
+			continue // not a sink
+		}
+		if !w.operandsExposed(next, s, uses) {
+			continue
+		}
+		h := l.canonical(l.without(*next, s))
+		if _, found := slices.BinarySearchFunc(w.g.prevItems, h, func(a, b graph) int { return cmpGraph(&a, &b) }); !found {
+			return false
+		}
+	}
+	return true
+}
+
+// operandsExposed reports whether every node that sink s reads is read by
+// nothing else, so that removing s leaves those values as outputs.
+func (w *worker) operandsExposed(next *graph, s int, uses [MaxOps]int) bool {
+	l := w.l
+	nd := next.nodes[s]
+	var fromS [MaxOps]int
+	for a := 0; a < l.arity[nd.t]; a++ {
+		if !l.isInput(nd.args[a]) {
+			src, _ := l.nodeOf(nd.args[a])
+			fromS[src]++
+		}
+	}
+	for j := 0; j < n(next)-1; j++ {
+		if fromS[j] > 0 && w.nodeUse[j]+uses[j] != fromS[j] {
+			return false
+		}
+	}
+	return true
+}
+
+func n(g *graph) int { return int(g.n) }
+
+// apply evaluates template t on the given values, remembering results by
+// operand hashes: the same operator on the same tensors recurs in many graphs.
+func (w *worker) apply(t uint16, args [2]uint8) (*memoVal, error) {
+	l := w.l
+	key := memoKey{t: t}
+	if l.arity[t] > 0 {
+		key.a = w.vals[args[0]].h
+	}
+	if l.arity[t] > 1 {
+		key.b = w.vals[args[1]].h
+	}
+	if m, ok := w.memo[key]; ok {
+		return m, nil
+	}
+	tm := l.tmpls[t]
+	ins := make([]*rules.IntTensor, l.arity[t])
+	for a := range ins {
+		ins[a] = w.vals[args[a]].t
+	}
+	outs, err := rules.Eval(tm.op, tm.op.IntKernel, tm.params, ins, tm.constShape)
+	if err != nil {
+		return nil, err
+	}
+	m := &memoVal{outs: outs}
+	for o, out := range outs {
+		m.hashes[o] = fingerprint.Tensor(out)
+		m.sids[o] = w.intern(out.Shape)
+	}
+	if len(w.memo) >= memoLimit {
+		clear(w.memo)
+	}
+	w.memo[key] = m
+	return m, nil
+}
+
+// roleOf joins the roles of a node's operands; constants are weights.
+func (w *worker) roleOf(t uint16, args [2]uint8) Role {
+	role := Neutral
+	if w.l.arity[t] == 0 {
+		return Weight
+	}
+	for a := 0; a < w.l.arity[t]; a++ {
+		role = role.join(w.vals[args[a]].role)
+	}
+	return role
+}

@@ -1,0 +1,86 @@
+// Package fingerprint hashes the outputs of a graph evaluated on
+// deterministic inputs (DESIGN.md, Fingerprints).
+package fingerprint
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"slices"
+	"unsafe"
+
+	"github.com/zeebo/xxh3"
+
+	"rulebook/rules"
+)
+
+// Tensor hashes one output tensor: its shape, split history and values.
+func Tensor(t *rules.IntTensor) uint64 {
+	var buf [64]byte
+	meta := t.Shape.AppendEncoding(buf[:0])
+	h := xxh3.New()
+	_, _ = h.Write(meta)
+	if len(t.Data) > 0 {
+		_, _ = h.Write(unsafe.Slice((*byte)(unsafe.Pointer(&t.Data[0])), len(t.Data)*4))
+	}
+	return h.Sum64()
+}
+
+// Combine is the symmetric combination of output hashes: sorted, then
+// hashed, so that the fingerprint does not depend on output order.
+func Combine(hashes []uint64) uint64 {
+	var small [8]uint64
+	sorted := append(small[:0], hashes...)
+	slices.Sort(sorted)
+	buf := make([]byte, 8*len(sorted))
+	for i, h := range sorted {
+		binary.LittleEndian.PutUint64(buf[8*i:], h)
+	}
+	return xxh3.Hash(buf)
+}
+
+// Inputs makes deterministic input tensors from a seed. Stream separates
+// independent draws (integers for fingerprints, floats for the check).
+type Inputs struct {
+	Seed uint64
+}
+
+func (in Inputs) rng(stream, index uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(in.Seed, stream<<32|index))
+}
+
+// Int returns input number index with values uniform modulo the prime.
+func (in Inputs) Int(index int, s rules.Shape) *rules.IntTensor {
+	r := in.rng(1, uint64(index))
+	t := rules.NewTensor[uint32](s)
+	for i := range t.Data {
+		t.Data[i] = uint32(r.Uint64N(rules.Prime))
+	}
+	return t
+}
+
+// Float returns input number index for float draw number stream (use
+// distinct streams for independent tests). Even streams are uniform in
+// [−1, 1]. Odd streams are one-signed: the whole tensor is positive or
+// negative, values in [0.1, 1] in magnitude. Uniform draws alone let
+// identities about relu or max pooling through, since a 3×3 window is
+// almost never all negative.
+func (in Inputs) Float(stream uint64, index int, s rules.Shape) *rules.FloatTensor {
+	r := in.rng(2+stream, uint64(index))
+	t := rules.NewTensor[float64](s)
+	if stream%2 == 0 {
+		for i := range t.Data {
+			t.Data[i] = 2*r.Float64() - 1
+		}
+		return t
+	}
+	// Signs follow the bits of a per-input hash, so across draws every
+	// subset of inputs takes both parities.
+	sign := 1.0
+	if (uint64(index)*0x9E3779B97F4A7C15>>(20+stream/2))&1 == 1 {
+		sign = -1
+	}
+	for i := range t.Data {
+		t.Data[i] = sign * (0.1 + 0.9*r.Float64())
+	}
+	return t
+}

@@ -1,0 +1,277 @@
+package rules
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Symbols of the enumerated parameters.
+var (
+	paddingSymbols    = []string{"same", "valid"}
+	activationSymbols = []string{"none", "relu"}
+)
+
+// Padding and activation values, as stored in parameter lists.
+const (
+	PadSame   = 0
+	PadValid  = 1
+	ActNone   = 0
+	ActRelu   = 1
+	maxKernel = 15
+)
+
+func strideParam() ParamSpec {
+	return ParamSpec{Name: "stride", Min: 1, Max: 8, Generate: []int{1}}
+}
+func paddingParam() ParamSpec {
+	return ParamSpec{Name: "padding", Symbols: paddingSymbols, Generate: []int{PadSame, PadValid}}
+}
+func kernelParam() ParamSpec {
+	return ParamSpec{Name: "kernel", Min: 1, Max: maxKernel, Generate: []int{3}}
+}
+func axisParam() ParamSpec {
+	return ParamSpec{Name: "axis", Min: 0, Max: MaxRank - 1, Generate: []int{0, 1}}
+}
+
+// Default returns the default operator set: TASO's Table 2.1.
+func Default() *Registry {
+	return newRegistry([]*Op{
+		{Name: "ewadd", Doc: "element-wise addition", Arity: 2, Outputs: 1, Z3: []string{"ewadd"},
+			Shape: elementwiseShape, IntKernel: ewaddKernel[uint32, Mod], FloatKernel: ewaddKernel[float64, Real]},
+		{Name: "ewmul", Doc: "element-wise multiplication", Arity: 2, Outputs: 1, Z3: []string{"ewmul"},
+			Shape: elementwiseShape, IntKernel: ewmulKernel[uint32, Mod], FloatKernel: ewmulKernel[float64, Real]},
+		{Name: "smul", Doc: "multiplication by a scalar tensor", Arity: 2, Outputs: 1, Z3: []string{"smul"},
+			Shape: smulShape, IntKernel: smulKernel[uint32, Mod], FloatKernel: smulKernel[float64, Real]},
+		{Name: "transpose", Doc: "swap the last two dimensions of a matrix or batch of matrices", Arity: 1, Outputs: 1, Z3: []string{"transpose"},
+			Shape: transposeShape, IntKernel: transposeKernel[uint32], FloatKernel: transposeKernel[float64]},
+		{Name: "matmul", Doc: "(batched) matrix multiplication", Arity: 2, Outputs: 1, Z3: []string{"matmul"},
+			Shape: matmulShape, IntKernel: matmulKernel[uint32, Mod], FloatKernel: matmulKernel[float64, Real]},
+		{Name: "conv2d", Doc: "grouped 2-D convolution, NCHW; groups = input channels / kernel input channels", Arity: 2, Outputs: 1, Z3: []string{"conv2d"},
+			Operands: []Operand{{Name: "input", Data: true}, {Name: "kernel", Weight: true}},
+			Params: []ParamSpec{strideParam(), paddingParam(),
+				{Name: "activation", Symbols: activationSymbols, Generate: []int{ActNone, ActRelu}}},
+			Shape: convShape, IntKernel: convKernel[uint32, Mod], FloatKernel: convKernel[float64, Real]},
+		{Name: "enlarge", Doc: "pad a convolution kernel with zeros to kernel×kernel, centred", Arity: 1, Outputs: 1, Z3: []string{"enlarge"},
+			Operands: []Operand{{Name: "kernel", Weight: true}},
+			Params:   []ParamSpec{kernelParam()},
+			Shape:    enlargeShape, IntKernel: enlargeKernel[uint32, Mod], FloatKernel: enlargeKernel[float64, Real]},
+		{Name: "relu", Doc: "rectified linear unit", Arity: 1, Outputs: 1, Z3: []string{"relu"},
+			Shape: sameShape, IntKernel: reluKernel[uint32, Mod], FloatKernel: reluKernel[float64, Real]},
+		{Name: "pool_avg", Doc: "average pooling, NCHW; padded cells count as zeros", Arity: 1, Outputs: 1, Z3: []string{"pool_avg"},
+			Operands: []Operand{{Name: "input", Data: true}},
+			Params:   []ParamSpec{kernelParam(), strideParam(), paddingParam()},
+			Shape:    poolShape, IntKernel: poolAvgKernel[uint32, Mod], FloatKernel: poolAvgKernel[float64, Real]},
+		{Name: "pool_max", Doc: "max pooling, NCHW; padded cells are ignored", Arity: 1, Outputs: 1, Z3: []string{"pool_max"},
+			Operands: []Operand{{Name: "input", Data: true}},
+			Params:   []ParamSpec{kernelParam(), strideParam(), paddingParam()},
+			Shape:    poolShape, IntKernel: poolMaxKernel[uint32, Mod], FloatKernel: poolMaxKernel[float64, Real]},
+		{Name: "concat", Doc: "concatenation of two tensors along an axis", Arity: 2, Outputs: 1, Z3: []string{"concat"},
+			Params: []ParamSpec{axisParam()},
+			Shape:  concatShape, IntKernel: concatKernel[uint32], FloatKernel: concatKernel[float64]},
+		{Name: "split", Doc: "undo the most recent concat along an axis; outputs split0 and split1", Arity: 1, Outputs: 2, Z3: []string{"split0", "split1"},
+			Params: []ParamSpec{axisParam()},
+			Shape:  splitShape, IntKernel: splitKernel[uint32], FloatKernel: splitKernel[float64]},
+		{Name: "C_pool", Doc: "constant kernel (c,1,k,k) of 1/(k·k): average pooling as a depth-wise convolution", Z3: []string{"C_pool"},
+			Outputs: 1, Params: []ParamSpec{kernelParam()},
+			Shape: cPoolShape, IntKernel: cPoolKernel[uint32, Mod], FloatKernel: cPoolKernel[float64, Real]},
+		{Name: "I_conv", Doc: "identity convolution kernel (c,c,k,k)", Z3: []string{"I_conv"},
+			Outputs: 1, Params: []ParamSpec{kernelParam()},
+			Shape: iConvShape, IntKernel: iConvKernel[uint32, Mod], FloatKernel: iConvKernel[float64, Real]},
+		{Name: "I_matmul", Doc: "identity matrix (n,n)", Z3: []string{"I_matmul"}, Outputs: 1,
+			Shape: iMatmulShape, IntKernel: iMatmulKernel[uint32, Mod], FloatKernel: iMatmulKernel[float64, Real]},
+		{Name: "I_ewmul", Doc: "tensor of ones", Z3: []string{"I_ewmul"}, Outputs: 1,
+			Shape: plainShape, IntKernel: onesKernel[uint32, Mod], FloatKernel: onesKernel[float64, Real]},
+	})
+}
+
+// ---- shape rules ----
+
+func plainShape(_ []int, in []Shape) ([]Shape, error) {
+	return []Shape{NewShape(in[0].DimList()...)}, nil
+}
+
+func sameShape(_ []int, in []Shape) ([]Shape, error) { return []Shape{in[0]}, nil }
+
+func elementwiseShape(_ []int, in []Shape) ([]Shape, error) {
+	a, b := in[0], in[1]
+	if !a.SameDims(b) {
+		return nil, fmt.Errorf("operands must have equal shapes, got %s and %s", a, b)
+	}
+	out := a
+	for i := 0; i < a.Rank; i++ {
+		out.Split[i] = combineSplit(a.Split[i], b.Split[i])
+	}
+	return []Shape{out}, nil
+}
+
+func smulShape(_ []int, in []Shape) ([]Shape, error) {
+	if in[1].Rank != 0 {
+		return nil, fmt.Errorf("second operand must be a scalar, got %s", in[1])
+	}
+	return []Shape{in[0]}, nil
+}
+
+func transposeShape(_ []int, in []Shape) ([]Shape, error) {
+	x := in[0]
+	if x.Rank != 2 && x.Rank != 3 {
+		return nil, fmt.Errorf("operand must have rank 2 or 3, got %s", x)
+	}
+	out, r := x, x.Rank
+	out.Dims[r-1], out.Dims[r-2] = x.Dims[r-2], x.Dims[r-1]
+	out.Split[r-1], out.Split[r-2] = x.Split[r-2], x.Split[r-1]
+	return []Shape{out}, nil
+}
+
+func matmulShape(_ []int, in []Shape) ([]Shape, error) {
+	x, y := in[0], in[1]
+	if x.Rank < 2 || x.Rank != y.Rank || x.Rank > 3 {
+		return nil, fmt.Errorf("operands must be matrices or batches of equal rank (2 or 3), got %s and %s", x, y)
+	}
+	r := x.Rank
+	if x.Dims[r-1] != y.Dims[r-2] || (r == 3 && x.Dims[0] != y.Dims[0]) {
+		return nil, fmt.Errorf("inner dimensions differ: %s times %s", x, y)
+	}
+	out := x
+	if r == 3 {
+		out.Split[0] = combineSplit(x.Split[0], y.Split[0])
+	}
+	out.Dims[r-1], out.Split[r-1] = y.Dims[r-1], y.Split[r-1]
+	return []Shape{out}, nil
+}
+
+// windowOut returns the output extent and leading padding of a sliding
+// window; same padding is ONNX's SAME_UPPER.
+func windowOut(in, k, stride, padding int) (out, padBegin int, err error) {
+	if padding == PadValid {
+		if in < k {
+			return 0, 0, fmt.Errorf("window %d exceeds extent %d with valid padding", k, in)
+		}
+		return (in-k)/stride + 1, 0, nil
+	}
+	out = (in + stride - 1) / stride
+	total := (out-1)*stride + k - in
+	if total < 0 {
+		total = 0
+	}
+	return out, total / 2, nil
+}
+
+func convShape(p []int, in []Shape) ([]Shape, error) {
+	x, w := in[0], in[1]
+	if x.Rank != 4 || w.Rank != 4 {
+		return nil, fmt.Errorf("expected input NCHW and kernel OIHW of rank 4, got %s and %s", x, w)
+	}
+	if w.Dims[1] == 0 || x.Dims[1]%w.Dims[1] != 0 {
+		return nil, fmt.Errorf("input channels %d are not a multiple of kernel input channels %d", x.Dims[1], w.Dims[1])
+	}
+	groups := x.Dims[1] / w.Dims[1]
+	if w.Dims[0]%groups != 0 {
+		return nil, fmt.Errorf("output channels %d are not a multiple of groups %d", w.Dims[0], groups)
+	}
+	out := NewShape(x.Dims[0], w.Dims[0], 0, 0)
+	for d := 2; d < 4; d++ {
+		n, _, err := windowOut(x.Dims[d], w.Dims[d], p[0], p[1])
+		if err != nil {
+			return nil, err
+		}
+		out.Dims[d] = n
+	}
+	out.Split[0], out.Split[1] = x.Split[0], w.Split[0]
+	return []Shape{out}, nil
+}
+
+func enlargeShape(p []int, in []Shape) ([]Shape, error) {
+	w, k := in[0], p[0]
+	if w.Rank != 4 {
+		return nil, fmt.Errorf("operand must be a rank-4 kernel, got %s", w)
+	}
+	for d := 2; d < 4; d++ {
+		if w.Dims[d] > k || (k-w.Dims[d])%2 != 0 {
+			return nil, fmt.Errorf("kernel %s cannot be centred in %dx%d", w, k, k)
+		}
+	}
+	if w.Dims[2] == k && w.Dims[3] == k {
+		return nil, fmt.Errorf("kernel %s is already %dx%d", w, k, k)
+	}
+	out := w
+	out.Dims[2], out.Dims[3] = k, k
+	out.Split[2], out.Split[3] = nil, nil
+	return []Shape{out}, nil
+}
+
+func poolShape(p []int, in []Shape) ([]Shape, error) {
+	x := in[0]
+	if x.Rank != 4 {
+		return nil, fmt.Errorf("operand must be NCHW of rank 4, got %s", x)
+	}
+	out := x
+	for d := 2; d < 4; d++ {
+		n, _, err := windowOut(x.Dims[d], p[0], p[1], p[2])
+		if err != nil {
+			return nil, err
+		}
+		out.Dims[d], out.Split[d] = n, nil
+	}
+	return []Shape{out}, nil
+}
+
+func concatShape(p []int, in []Shape) ([]Shape, error) {
+	x, y, axis := in[0], in[1], p[0]
+	if x.Rank != y.Rank || axis >= x.Rank {
+		return nil, fmt.Errorf("operands %s and %s cannot be concatenated on axis %d", x, y, axis)
+	}
+	out := x
+	for i := 0; i < x.Rank; i++ {
+		if i == axis {
+			continue
+		}
+		if x.Dims[i] != y.Dims[i] {
+			return nil, fmt.Errorf("operands %s and %s differ off axis %d", x, y, axis)
+		}
+		out.Split[i] = combineSplit(x.Split[i], y.Split[i])
+	}
+	out.Dims[axis] = x.Dims[axis] + y.Dims[axis]
+	out.Split[axis] = &SplitTree{Left: x.Split[axis], Right: y.Split[axis], LeftSize: x.Dims[axis]}
+	return []Shape{out}, nil
+}
+
+var errNoConcat = errors.New("operand has no concat history on the split axis")
+
+func splitShape(p []int, in []Shape) ([]Shape, error) {
+	x, axis := in[0], p[0]
+	if axis >= x.Rank {
+		return nil, fmt.Errorf("axis %d out of range for %s", axis, x)
+	}
+	t := x.Split[axis]
+	if t == nil {
+		return nil, errNoConcat
+	}
+	left, right := x, x
+	left.Dims[axis], left.Split[axis] = t.LeftSize, t.Left
+	right.Dims[axis], right.Split[axis] = x.Dims[axis]-t.LeftSize, t.Right
+	return []Shape{left, right}, nil
+}
+
+func cPoolShape(p []int, in []Shape) ([]Shape, error) {
+	s, k := in[0], p[0]
+	if s.Rank != 4 || s.Dims[1] != 1 || s.Dims[2] != k || s.Dims[3] != k {
+		return nil, fmt.Errorf("constant shape must be (c,1,%d,%d), got %s", k, k, s)
+	}
+	return plainShape(p, in)
+}
+
+func iConvShape(p []int, in []Shape) ([]Shape, error) {
+	s, k := in[0], p[0]
+	if s.Rank != 4 || s.Dims[0] != s.Dims[1] || s.Dims[2] != k || s.Dims[3] != k || k%2 == 0 {
+		return nil, fmt.Errorf("constant shape must be (c,c,%d,%d) with odd %d, got %s", k, k, k, s)
+	}
+	return plainShape(p, in)
+}
+
+func iMatmulShape(p []int, in []Shape) ([]Shape, error) {
+	s := in[0]
+	if s.Rank != 2 || s.Dims[0] != s.Dims[1] {
+		return nil, fmt.Errorf("constant shape must be a square matrix, got %s", s)
+	}
+	return plainShape(p, in)
+}

@@ -1,0 +1,216 @@
+package rules
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// ParamSpec describes one integer parameter of an operator. Enumerated
+// parameters (padding, activation) carry symbolic names; their integer value
+// is the index of the name, which is also what the Z3 encoding uses.
+type ParamSpec struct {
+	Name     string
+	Symbols  []string // nil for plain integers
+	Min, Max int      // inclusive bounds for plain integers
+	// Generate lists the values the generator enumerates by default.
+	Generate []int
+}
+
+// Format renders a value as it appears in canonical text.
+func (p ParamSpec) Format(v int) string {
+	if p.Symbols != nil {
+		return p.Symbols[v]
+	}
+	return strconv.Itoa(v)
+}
+
+// Parse reads a value written by Format.
+func (p ParamSpec) Parse(text string) (int, error) {
+	if p.Symbols != nil {
+		for i, s := range p.Symbols {
+			if s == text {
+				return i, nil
+			}
+		}
+		return 0, fmt.Errorf("parameter %s: expected one of %s, got %q", p.Name, strings.Join(p.Symbols, "|"), text)
+	}
+	v, err := strconv.Atoi(text)
+	if err != nil || v < p.Min || v > p.Max {
+		return 0, fmt.Errorf("parameter %s: expected an integer in [%d, %d], got %q", p.Name, p.Min, p.Max, text)
+	}
+	return v, nil
+}
+
+// Operand describes one tensor operand of an operator.
+type Operand struct {
+	Name string
+	// Data marks operands that take activations: the generator never feeds
+	// a weight input (a conv kernel, say) there directly.
+	Data bool
+	// Weight marks operands that take weights: the generator never feeds an
+	// activation input there directly.
+	Weight bool
+}
+
+// Op is the single definition of an operator: everything the generator,
+// verifier, exporters and optimizer need to know about it.
+type Op struct {
+	Name  string
+	Doc   string
+	Arity int // tensor operands; 0 for constants
+	// Operands names the tensor operands; nil means plain operands a, b.
+	Operands []Operand
+	Outputs  int
+	Params   []ParamSpec
+	// Z3 names the uninterpreted function for each output; its signature is
+	// the Int parameters followed by the tensor operands.
+	Z3 []string
+	// Shape infers output shapes or says why the operands are ill-shaped.
+	// A constant (Arity 0) receives the requested shape as its only operand
+	// and checks that the constant can take it.
+	Shape       func(p []int, in []Shape) ([]Shape, error)
+	IntKernel   func(p []int, in []*IntTensor, out []*IntTensor)
+	FloatKernel func(p []int, in []*FloatTensor, out []*FloatTensor)
+}
+
+// DataOperand reports whether operand i takes activations only.
+func (op *Op) DataOperand(i int) bool {
+	return i < len(op.Operands) && op.Operands[i].Data
+}
+
+// WeightOperand reports whether operand i takes weights only.
+func (op *Op) WeightOperand(i int) bool {
+	return i < len(op.Operands) && op.Operands[i].Weight
+}
+
+// IsConstant reports whether the operator produces a constant tensor.
+func (op *Op) IsConstant() bool { return op.Arity == 0 }
+
+// InferShapes checks the parameters and operand shapes and returns the
+// output shapes, with an error naming the operator.
+func (op *Op) InferShapes(p []int, in []Shape) ([]Shape, error) {
+	if len(p) != len(op.Params) {
+		return nil, fmt.Errorf("%s: expected %d parameters, got %d", op.Name, len(op.Params), len(p))
+	}
+	want := op.Arity
+	if op.IsConstant() {
+		want = 1
+	}
+	if len(in) != want {
+		return nil, fmt.Errorf("%s: expected %d operands, got %d", op.Name, op.Arity, len(in))
+	}
+	out, err := op.Shape(p, in)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op.Name, err)
+	}
+	return out, nil
+}
+
+// Eval runs one operator on concrete tensors in the given arithmetic.
+func Eval[T any](op *Op, kernel func(p []int, in []*Tensor[T], out []*Tensor[T]), p []int, in []*Tensor[T], constShape Shape) ([]*Tensor[T], error) {
+	shapes := make([]Shape, len(in))
+	for i, t := range in {
+		shapes[i] = t.Shape
+	}
+	if op.IsConstant() {
+		shapes = []Shape{constShape}
+	}
+	outShapes, err := op.InferShapes(p, shapes)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Tensor[T], len(outShapes))
+	for i, s := range outShapes {
+		out[i] = NewTensor[T](s)
+	}
+	kernel(p, in, out)
+	return out, nil
+}
+
+// Registry is an operator set. It is built once and never changed.
+type Registry struct {
+	ops    []*Op
+	byName map[string]*Op
+	byZ3   map[string]z3Ref
+}
+
+type z3Ref struct {
+	op     *Op
+	output int
+}
+
+func newRegistry(ops []*Op) *Registry {
+	r := &Registry{ops: ops, byName: map[string]*Op{}, byZ3: map[string]z3Ref{}}
+	for _, op := range ops {
+		r.byName[op.Name] = op
+		for i, sym := range op.Z3 {
+			r.byZ3[sym] = z3Ref{op, i}
+		}
+	}
+	return r
+}
+
+// Ops lists the operators in registry order.
+func (r *Registry) Ops() []*Op { return r.ops }
+
+// Lookup finds an operator by name.
+func (r *Registry) Lookup(name string) (*Op, bool) {
+	op, ok := r.byName[name]
+	return op, ok
+}
+
+// LookupZ3 finds the operator and output index of a Z3 function symbol.
+func (r *Registry) LookupZ3(sym string) (*Op, int, bool) {
+	ref, ok := r.byZ3[sym]
+	return ref.op, ref.output, ok
+}
+
+// Names lists operator names in registry order.
+func (r *Registry) Names() []string {
+	names := make([]string, len(r.ops))
+	for i, op := range r.ops {
+		names[i] = op.Name
+	}
+	return names
+}
+
+// Select returns the sub-registry with the named operators, in registry
+// order, or an error naming every unknown operator.
+func (r *Registry) Select(names []string) (*Registry, error) {
+	want := map[string]bool{}
+	var unknown []string
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		if _, ok := r.byName[n]; !ok {
+			unknown = append(unknown, n)
+		}
+		want[n] = true
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return nil, fmt.Errorf("unknown operator %s (known: %s)", strings.Join(quoteAll(unknown), ", "), strings.Join(r.Names(), ","))
+	}
+	if len(want) == 0 {
+		return nil, fmt.Errorf("empty operator set (known: %s)", strings.Join(r.Names(), ","))
+	}
+	var ops []*Op
+	for _, op := range r.ops {
+		if want[op.Name] {
+			ops = append(ops, op)
+		}
+	}
+	return newRegistry(ops), nil
+}
+
+func quoteAll(s []string) []string {
+	out := make([]string, len(s))
+	for i, x := range s {
+		out[i] = strconv.Quote(x)
+	}
+	return out
+}

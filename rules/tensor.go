@@ -1,0 +1,121 @@
+package rules
+
+import "math"
+
+// Prime is the modulus of the exact integer semantics (DESIGN.md,
+// Fingerprints): every linear identity holds exactly modulo a prime.
+const Prime = 1<<31 - 1
+
+// Ring is the arithmetic an operator kernel is written against. Each kernel
+// is written once, generically, and instantiated for the exact modular
+// semantics (Mod) and the float64 semantics (Real).
+type Ring[T any] interface {
+	Zero() T
+	One() T
+	Add(a, b T) T
+	Mul(a, b T) T
+	// Relu keeps the non-negative values and zeroes the rest.
+	Relu(a T) T
+	// Max is the larger value in the signed reading.
+	Max(a, b T) T
+	// Recip is 1/n for a small positive integer n.
+	Recip(n int) T
+}
+
+// Mod is arithmetic modulo Prime. Values v ≤ (Prime−1)/2 read as
+// non-negative, the rest as v−Prime.
+type Mod struct{}
+
+func (Mod) Zero() uint32 { return 0 }
+func (Mod) One() uint32  { return 1 }
+
+func (Mod) Add(a, b uint32) uint32 {
+	s := a + b // both < 2^31, so no overflow
+	if s >= Prime {
+		s -= Prime
+	}
+	return s
+}
+
+// Mul reduces with the Mersenne identity 2^31 ≡ 1 (mod 2^31−1).
+func (Mod) Mul(a, b uint32) uint32 {
+	p := uint64(a) * uint64(b)
+	s := uint32(p&Prime) + uint32(p>>31)
+	if s >= Prime {
+		s -= Prime
+	}
+	return s
+}
+
+func (Mod) Relu(a uint32) uint32 {
+	if a <= (Prime-1)/2 {
+		return a
+	}
+	return 0
+}
+
+func (Mod) Max(a, b uint32) uint32 {
+	if signedMod(a) >= signedMod(b) {
+		return a
+	}
+	return b
+}
+
+func (Mod) Recip(n int) uint32 { return modInverse(uint64(n)) }
+
+func signedMod(v uint32) int64 {
+	if v <= (Prime-1)/2 {
+		return int64(v)
+	}
+	return int64(v) - Prime
+}
+
+// modInverse is n^(P−2) mod P (Fermat).
+func modInverse(n uint64) uint32 {
+	result, base, e := uint64(1), n%Prime, uint64(Prime-2)
+	for e > 0 {
+		if e&1 == 1 {
+			result = result * base % Prime
+		}
+		base = base * base % Prime
+		e >>= 1
+	}
+	return uint32(result)
+}
+
+// ModFromInt maps a signed integer into the ring.
+func ModFromInt(v int64) uint32 {
+	v %= Prime
+	if v < 0 {
+		v += Prime
+	}
+	return uint32(v)
+}
+
+// Real is ordinary float64 arithmetic.
+type Real struct{}
+
+func (Real) Zero() float64            { return 0 }
+func (Real) One() float64             { return 1 }
+func (Real) Add(a, b float64) float64 { return a + b }
+func (Real) Mul(a, b float64) float64 { return a * b }
+func (Real) Relu(a float64) float64   { return math.Max(a, 0) }
+func (Real) Max(a, b float64) float64 { return math.Max(a, b) }
+func (Real) Recip(n int) float64      { return 1 / float64(n) }
+
+// Tensor is a dense row-major tensor with its shape and split history.
+type Tensor[T any] struct {
+	Shape Shape
+	Data  []T
+}
+
+// NewTensor allocates a zero tensor of the given shape.
+func NewTensor[T any](s Shape) *Tensor[T] {
+	return &Tensor[T]{Shape: s, Data: make([]T, s.Size())}
+}
+
+// IntTensor and FloatTensor are the two instantiations the project uses.
+type (
+	IntTensor   = Tensor[uint32]
+	FloatTensor = Tensor[float64]
+)

@@ -1,0 +1,322 @@
+package rules
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/zeebo/xxh3"
+)
+
+// Rule is a graph substitution: Src and Dst compute the same outputs,
+// position by position, from the same inputs.
+type Rule struct {
+	NumInputs int
+	// InputShapes are the concrete input shapes the rule was found with;
+	// empty when unknown (rules themselves are shape-agnostic).
+	InputShapes []Shape
+	Src, Dst    Graph
+}
+
+// Text is the canonical text of a rule: "SRC => DST".
+type Text struct {
+	Src, Dst string
+	// Inputs lists the input names with their shapes ("?a:2x4 ?b:4x4")
+	// when shapes are known.
+	Inputs string
+	// Constants lists the shapes of constant nodes in order of first
+	// appearance in the text, when known.
+	Constants string
+}
+
+// String joins source and target.
+func (t Text) String() string { return t.Src + " => " + t.Dst }
+
+// Hash is the rule's identity: xxh3 of the canonical text.
+func (t Text) Hash() string { return fmt.Sprintf("%016x", xxh3.HashString(t.String())) }
+
+// inputName is the canonical name of the i-th input in order of appearance.
+func inputName(i int) string {
+	name := string(rune('a' + i%26))
+	if i >= 26 {
+		name += fmt.Sprint(i / 26)
+	}
+	return "?" + name
+}
+
+// printer renders both sides of a rule with shared input naming.
+type printer struct {
+	anonymous  bool // print every input as "?" (order-free keys)
+	inputIndex map[int]int
+	inputOrder []int
+}
+
+type sidePrinter struct {
+	p         *printer
+	g         *Graph
+	bind      map[Value]bool
+	names     map[Value]string
+	bindings  []string
+	nodeSeen  []bool
+	nodeOrder []int
+}
+
+func newSidePrinter(p *printer, g *Graph) *sidePrinter {
+	sp := &sidePrinter{p: p, g: g, bind: map[Value]bool{}, names: map[Value]string{}, nodeSeen: make([]bool, len(g.Nodes))}
+	refs := map[Value]int{}
+	for _, n := range g.Nodes {
+		for _, a := range n.Args {
+			refs[a]++
+		}
+	}
+	for _, o := range g.Outputs {
+		refs[o]++
+	}
+	for v, c := range refs {
+		if !v.IsInput() && c > 1 {
+			sp.bind[v] = true
+		}
+	}
+	// An operand of a node printed once per output would be printed twice.
+	for i, n := range g.Nodes {
+		live := 0
+		for out := 0; out < n.Op.Outputs; out++ {
+			if refs[Value{i, out}] > 0 {
+				live++
+			}
+		}
+		if live > 1 {
+			for _, a := range n.Args {
+				if !a.IsInput() {
+					sp.bind[a] = true
+				}
+			}
+		}
+	}
+	return sp
+}
+
+func (sp *sidePrinter) term(v Value) string {
+	if v.IsInput() {
+		if sp.p.anonymous {
+			return "?"
+		}
+		idx, ok := sp.p.inputIndex[v.Input()]
+		if !ok {
+			idx = len(sp.p.inputOrder)
+			sp.p.inputIndex[v.Input()] = idx
+			sp.p.inputOrder = append(sp.p.inputOrder, v.Input())
+		}
+		return inputName(idx)
+	}
+	if !sp.bind[v] || sp.p.anonymous {
+		return sp.define(v)
+	}
+	if name, ok := sp.names[v]; ok {
+		return name
+	}
+	def := sp.define(v)
+	name := fmt.Sprintf("%%%d", len(sp.bindings))
+	sp.names[v] = name
+	sp.bindings = append(sp.bindings, "("+name+" "+def+")")
+	return name
+}
+
+func (sp *sidePrinter) define(v Value) string {
+	n := sp.g.Nodes[v.Node]
+	var b strings.Builder
+	b.WriteString("(")
+	b.WriteString(n.Op.Z3[v.Out])
+	for i, p := range n.Params {
+		b.WriteString(" ")
+		b.WriteString(n.Op.Params[i].Format(p))
+	}
+	for _, a := range n.Args {
+		b.WriteString(" ")
+		b.WriteString(sp.term(a))
+	}
+	b.WriteString(")")
+	if !sp.nodeSeen[v.Node] {
+		sp.nodeSeen[v.Node] = true
+		sp.nodeOrder = append(sp.nodeOrder, v.Node)
+	}
+	return b.String()
+}
+
+func (sp *sidePrinter) side(outputs []int) string {
+	terms := make([]string, len(outputs))
+	for i, o := range outputs {
+		terms[i] = sp.term(sp.g.Outputs[o])
+	}
+	body := terms[0]
+	if len(terms) > 1 {
+		body = "(outputs " + strings.Join(terms, " ") + ")"
+	}
+	if len(sp.bindings) == 0 {
+		return body
+	}
+	return "(let (" + strings.Join(sp.bindings, " ") + ") " + body + ")"
+}
+
+// FormatGraph renders a single graph in canonical text, inputs named in
+// order of appearance.
+func FormatGraph(g *Graph) string {
+	p := &printer{inputIndex: map[int]int{}}
+	order := make([]int, len(g.Outputs))
+	for i := range order {
+		order[i] = i
+	}
+	return newSidePrinter(p, g).side(order)
+}
+
+type rendering struct {
+	text       string
+	src, dst   *sidePrinter
+	inputOrder []int
+	outputs    []int
+}
+
+func (r *Rule) render(outputs []int) rendering {
+	p := &printer{inputIndex: map[int]int{}}
+	src, dst := newSidePrinter(p, &r.Src), newSidePrinter(p, &r.Dst)
+	s := src.side(outputs)
+	d := dst.side(outputs)
+	return rendering{text: s + " => " + d, src: src, dst: dst, inputOrder: p.inputOrder, outputs: outputs}
+}
+
+// outputOrders lists the output orders worth trying: outputs are sorted by
+// a name-free key and only outputs with equal keys are permuted.
+func (r *Rule) outputOrders() [][]int {
+	n := len(r.Src.Outputs)
+	p := &printer{anonymous: true}
+	keys := make([]string, n)
+	for i := 0; i < n; i++ {
+		keys[i] = newSidePrinter(p, &r.Src).term(r.Src.Outputs[i]) + "|" + newSidePrinter(p, &r.Dst).term(r.Dst.Outputs[i])
+	}
+	base := make([]int, n)
+	for i := range base {
+		base[i] = i
+	}
+	slices.SortStableFunc(base, func(a, b int) int { return strings.Compare(keys[a], keys[b]) })
+	orders := [][]int{base}
+	for start := 0; start < n; {
+		end := start + 1
+		for end < n && keys[base[end]] == keys[base[start]] {
+			end++
+		}
+		if end-start > 1 {
+			var next [][]int
+			for _, o := range orders {
+				for _, perm := range permutations(o[start:end]) {
+					c := slices.Clone(o)
+					copy(c[start:end], perm)
+					next = append(next, c)
+					if len(next) > 5040 {
+						break
+					}
+				}
+			}
+			orders = next
+		}
+		start = end
+	}
+	return orders
+}
+
+func permutations(xs []int) [][]int {
+	if len(xs) <= 1 {
+		return [][]int{slices.Clone(xs)}
+	}
+	var out [][]int
+	for i := range xs {
+		rest := append(slices.Clone(xs[:i]), xs[i+1:]...)
+		for _, p := range permutations(rest) {
+			out = append(out, append([]int{xs[i]}, p...))
+		}
+	}
+	return out
+}
+
+// Canonical returns the rule with inputs, nodes and outputs renumbered in
+// canonical order, and its canonical text. Rules equal up to renaming of
+// inputs, reordering of nodes or (jointly) of outputs get the same text.
+func (r *Rule) Canonical() (*Rule, Text) {
+	var best rendering
+	for i, order := range r.outputOrders() {
+		rd := r.render(order)
+		if i == 0 || rd.text < best.text {
+			best = rd
+		}
+	}
+	c := &Rule{NumInputs: len(best.inputOrder)}
+	newInput := map[int]int{}
+	for i, old := range best.inputOrder {
+		newInput[old] = i
+		if len(r.InputShapes) > 0 {
+			c.InputShapes = append(c.InputShapes, r.InputShapes[old])
+		}
+	}
+	c.Src = renumber(&r.Src, best.src.nodeOrder, best.outputs, newInput)
+	c.Dst = renumber(&r.Dst, best.dst.nodeOrder, best.outputs, newInput)
+	srcText, dstText, _ := strings.Cut(best.text, " => ")
+	t := Text{Src: srcText, Dst: dstText}
+	if len(c.InputShapes) > 0 {
+		parts := make([]string, c.NumInputs)
+		for i, s := range c.InputShapes {
+			parts[i] = inputName(i) + ":" + s.String()
+		}
+		t.Inputs = strings.Join(parts, " ")
+	}
+	t.Constants = constantShapes(c)
+	return c, t
+}
+
+func renumber(g *Graph, nodeOrder, outputs []int, newInput map[int]int) Graph {
+	newNode := map[int]int{}
+	for i, old := range nodeOrder {
+		newNode[old] = i
+	}
+	mapValue := func(v Value) Value {
+		if v.IsInput() {
+			return InputValue(newInput[v.Input()])
+		}
+		return Value{Node: newNode[v.Node], Out: v.Out}
+	}
+	out := Graph{NumInputs: len(newInput)}
+	for _, old := range nodeOrder {
+		n := g.Nodes[old]
+		c := Node{Op: n.Op, Params: slices.Clone(n.Params), ConstShape: n.ConstShape}
+		for _, a := range n.Args {
+			c.Args = append(c.Args, mapValue(a))
+		}
+		out.Nodes = append(out.Nodes, c)
+	}
+	for _, o := range outputs {
+		out.Outputs = append(out.Outputs, mapValue(g.Outputs[o]))
+	}
+	return out
+}
+
+// constantShapes lists the known shapes of constants, source then target,
+// in canonical node order; empty if any is unknown or there are none.
+func constantShapes(r *Rule) string {
+	var parts []string
+	for _, g := range []*Graph{&r.Src, &r.Dst} {
+		for _, n := range g.Nodes {
+			if !n.Op.IsConstant() {
+				continue
+			}
+			if n.ConstShape == nil {
+				return ""
+			}
+			parts = append(parts, n.ConstShape.String())
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// Format returns the canonical text of the rule.
+func (r *Rule) Format() Text {
+	_, t := r.Canonical()
+	return t
+}

@@ -1,0 +1,254 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Rule statuses.
+const (
+	StatusCandidate = "candidate"
+	StatusProved    = "proved"
+	StatusRefuted   = "refuted"
+	StatusUnknown   = "unknown"
+)
+
+// Rule is one rewrite rule as stored.
+type Rule struct {
+	ID                    int64
+	Hash                  string // 16 lower-case hex chars, unique
+	Src, Dst              string // canonical s-expression text of the two sides
+	Inputs                string // e.g. "?a:2x4 ?b:4x4"
+	Constants             string // shapes of constants, e.g. "4x4"; may be ""
+	SrcOps, DstOps        int
+	NumInputs, NumOutputs int
+	Operators             []string // distinct operator names used on either side, sorted
+	Fingerprint           uint64   // stored as INTEGER (int64 bit pattern)
+	Status                string   // "candidate", "proved", "refuted", "unknown"
+	RunID                 int64    // run that first found it
+}
+
+// InsertRules inserts rules in one transaction: all or nothing, and nothing
+// if ctx is cancelled midway. Rules whose hash is already stored (or repeated
+// earlier in rules) are skipped; the result is the number of new rows. For
+// each new rule its operators go to rule_operators. An empty Status means
+// "candidate". The input slice is not modified.
+func (s *Store) InsertRules(ctx context.Context, rules []Rule) (int64, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("store: insert rules: %w", err)
+	}
+	defer tx.Rollback() // no-op after Commit
+
+	insRule, err := tx.PrepareContext(ctx, `INSERT INTO rules(hash, src, dst, inputs, constants,
+		src_ops, dst_ops, num_inputs, num_outputs, fingerprint, status, run_id, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(hash) DO NOTHING`)
+	if err != nil {
+		return 0, fmt.Errorf("store: insert rules: %w", err)
+	}
+	defer insRule.Close()
+	insOp, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO rule_operators(rule_id, operator) VALUES (?, ?)`)
+	if err != nil {
+		return 0, fmt.Errorf("store: insert rules: %w", err)
+	}
+	defer insOp.Close()
+
+	now := formatTime(time.Now())
+	var added int64
+	for i := range rules {
+		r := &rules[i]
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("store: insert rules: %w", err)
+		}
+		status := r.Status
+		if status == "" {
+			status = StatusCandidate
+		}
+		res, err := insRule.ExecContext(ctx, r.Hash, r.Src, r.Dst, r.Inputs, r.Constants,
+			r.SrcOps, r.DstOps, r.NumInputs, r.NumOutputs, int64(r.Fingerprint), status, r.RunID, now)
+		if err != nil {
+			return 0, fmt.Errorf("store: insert rules: rule %s: %w", r.Hash, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, fmt.Errorf("store: insert rules: %w", err)
+		}
+		if n == 0 {
+			continue
+		}
+		added++
+		id, err := res.LastInsertId()
+		if err != nil {
+			return 0, fmt.Errorf("store: insert rules: %w", err)
+		}
+		for _, op := range r.Operators {
+			if _, err := insOp.ExecContext(ctx, id, op); err != nil {
+				return 0, fmt.Errorf("store: insert rules: rule %s operator %q: %w", r.Hash, op, err)
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("store: insert rules: %w", err)
+	}
+	return added, nil
+}
+
+// Filter selects rules for ListRules. Zero values mean "no restriction".
+type Filter struct {
+	MinOps, MaxOps int    // bounds on max(SrcOps, DstOps); 0 = no bound
+	Operator       string // only rules that use this operator
+	Status         string // only rules with this status
+	Limit          int    // at most this many rules; 0 = no limit
+}
+
+const ruleColumns = `r.id, r.hash, r.src, r.dst, r.inputs, r.constants, r.src_ops, r.dst_ops,
+	r.num_inputs, r.num_outputs, r.fingerprint, r.status, r.run_id,
+	(SELECT json_group_array(o.operator) FROM rule_operators o WHERE o.rule_id = r.id)`
+
+// ListRules returns the rules that pass f, ordered by id.
+func (s *Store) ListRules(ctx context.Context, f Filter) ([]Rule, error) {
+	var (
+		where []string
+		args  []any
+	)
+	if f.MinOps > 0 {
+		where = append(where, "max(r.src_ops, r.dst_ops) >= ?")
+		args = append(args, f.MinOps)
+	}
+	if f.MaxOps > 0 {
+		where = append(where, "max(r.src_ops, r.dst_ops) <= ?")
+		args = append(args, f.MaxOps)
+	}
+	if f.Operator != "" {
+		where = append(where, "EXISTS (SELECT 1 FROM rule_operators o WHERE o.rule_id = r.id AND o.operator = ?)")
+		args = append(args, f.Operator)
+	}
+	if f.Status != "" {
+		where = append(where, "r.status = ?")
+		args = append(args, f.Status)
+	}
+	q := "SELECT " + ruleColumns + " FROM rules r"
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY r.id"
+	if f.Limit > 0 {
+		q += " LIMIT ?"
+		args = append(args, f.Limit)
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list rules: %w", err)
+	}
+	defer rows.Close()
+	var out []Rule
+	for rows.Next() {
+		r, err := scanRule(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: list rules: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list rules: %w", err)
+	}
+	return out, nil
+}
+
+// Rule returns the rule with the given id. A missing rule gives the error
+// "rule <id> not found", which matches sql.ErrNoRows.
+func (s *Store) Rule(ctx context.Context, id int64) (Rule, error) {
+	row := s.db.QueryRowContext(ctx, "SELECT "+ruleColumns+" FROM rules r WHERE r.id = ?", id)
+	r, err := scanRule(row)
+	if err == sql.ErrNoRows {
+		return Rule{}, &notFoundError{"rule", id}
+	}
+	if err != nil {
+		return Rule{}, fmt.Errorf("store: rule %d: %w", id, err)
+	}
+	return r, nil
+}
+
+func scanRule(sc interface{ Scan(...any) error }) (Rule, error) {
+	var (
+		r   Rule
+		fp  int64
+		ops string
+	)
+	if err := sc.Scan(&r.ID, &r.Hash, &r.Src, &r.Dst, &r.Inputs, &r.Constants, &r.SrcOps, &r.DstOps,
+		&r.NumInputs, &r.NumOutputs, &fp, &r.Status, &r.RunID, &ops); err != nil {
+		return Rule{}, err
+	}
+	r.Fingerprint = uint64(fp)
+	if err := json.Unmarshal([]byte(ops), &r.Operators); err != nil {
+		return Rule{}, fmt.Errorf("rule %d operators: %w", r.ID, err)
+	}
+	if len(r.Operators) == 0 {
+		r.Operators = nil
+	}
+	slices.Sort(r.Operators)
+	return r, nil
+}
+
+// Stats summarises the store.
+type Stats struct {
+	Rules      int64
+	ByStatus   map[string]int64
+	BySize     map[int]int64 // key = max(SrcOps, DstOps)
+	ByOperator map[string]int64
+	Runs       int64
+}
+
+// Stats counts rules by status, size and operator, and runs, all from one
+// snapshot.
+func (s *Store) Stats(ctx context.Context) (Stats, error) {
+	st := Stats{ByStatus: map[string]int64{}, BySize: map[int]int64{}, ByOperator: map[string]int64{}}
+	// ReadOnly makes the driver issue a plain (deferred) BEGIN instead of
+	// BEGIN IMMEDIATE, so Stats does not take the write lock.
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return st, fmt.Errorf("store: stats: %w", err)
+	}
+	defer tx.Rollback()
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM rules").Scan(&st.Rules); err != nil {
+		return st, fmt.Errorf("store: stats: %w", err)
+	}
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM runs").Scan(&st.Runs); err != nil {
+		return st, fmt.Errorf("store: stats: %w", err)
+	}
+	if err := countBy(ctx, tx, "SELECT status, n FROM status_counts", st.ByStatus); err != nil {
+		return st, fmt.Errorf("store: stats: %w", err)
+	}
+	if err := countBy(ctx, tx, "SELECT max(src_ops, dst_ops), count(*) FROM rules GROUP BY 1", st.BySize); err != nil {
+		return st, fmt.Errorf("store: stats: %w", err)
+	}
+	if err := countBy(ctx, tx, "SELECT operator, n FROM operator_counts", st.ByOperator); err != nil {
+		return st, fmt.Errorf("store: stats: %w", err)
+	}
+	return st, nil
+}
+
+// countBy fills m from a query returning (key, count) rows.
+func countBy[K comparable](ctx context.Context, tx *sql.Tx, q string, m map[K]int64) error {
+	rows, err := tx.QueryContext(ctx, q)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			k K
+			n int64
+		)
+		if err := rows.Scan(&k, &n); err != nil {
+			return err
+		}
+		m[k] = n
+	}
+	return rows.Err()
+}

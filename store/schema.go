@@ -1,0 +1,83 @@
+package store
+
+// SchemaVersion is the newest schema this build knows. It is stored in
+// PRAGMA user_version; a file with a larger value is refused.
+const SchemaVersion = 1
+
+// ApplicationID marks a file as a rulebook database ("RULB"). It is stored in
+// PRAGMA application_id.
+const ApplicationID = 0x52554C42
+
+// migrations[v] takes a database from user_version v-1 to v. Index 0 is
+// unused. Each step runs in its own transaction, together with the update of
+// user_version and meta.schema_version, so a file is always at exactly one
+// version. To change the schema, append a step and bump SchemaVersion; never
+// edit a step that has been released.
+var migrations = []string{
+	1: schemaV1,
+}
+
+const schemaV1 = `
+CREATE TABLE runs (
+	id           INTEGER PRIMARY KEY,
+	command      TEXT    NOT NULL,
+	config       TEXT    NOT NULL,
+	seed         INTEGER NOT NULL,
+	tool_version TEXT    NOT NULL,
+	started_at   TEXT    NOT NULL,
+	finished_at  TEXT,
+	status       TEXT    NOT NULL CHECK (status IN ('running', 'done', 'interrupted', 'failed')),
+	graphs       INTEGER NOT NULL DEFAULT 0,
+	classes      INTEGER NOT NULL DEFAULT 0,
+	collisions   INTEGER NOT NULL DEFAULT 0,
+	candidates   INTEGER NOT NULL DEFAULT 0,
+	stored       INTEGER NOT NULL DEFAULT 0
+) STRICT;
+
+CREATE TABLE rules (
+	id          INTEGER PRIMARY KEY,
+	hash        TEXT    NOT NULL UNIQUE CHECK (length(hash) = 16 AND hash NOT GLOB '*[^0-9a-f]*'),
+	src         TEXT    NOT NULL,
+	dst         TEXT    NOT NULL,
+	inputs      TEXT    NOT NULL,
+	constants   TEXT    NOT NULL,
+	src_ops     INTEGER NOT NULL CHECK (src_ops >= 0),
+	dst_ops     INTEGER NOT NULL CHECK (dst_ops >= 0),
+	num_inputs  INTEGER NOT NULL CHECK (num_inputs >= 0),
+	num_outputs INTEGER NOT NULL CHECK (num_outputs >= 0),
+	fingerprint INTEGER NOT NULL,
+	status      TEXT    NOT NULL CHECK (status IN ('candidate', 'proved', 'refuted', 'unknown')),
+	run_id      INTEGER NOT NULL REFERENCES runs(id),
+	created_at  TEXT    NOT NULL
+) STRICT;
+
+CREATE INDEX rules_status ON rules(status);
+CREATE INDEX rules_run_id ON rules(run_id);
+
+CREATE TABLE rule_operators (
+	rule_id  INTEGER NOT NULL REFERENCES rules(id) ON DELETE CASCADE,
+	operator TEXT    NOT NULL,
+	PRIMARY KEY (rule_id, operator)
+) STRICT, WITHOUT ROWID;
+
+CREATE INDEX rule_operators_operator ON rule_operators(operator);
+
+CREATE TABLE meta (
+	key   TEXT PRIMARY KEY,
+	value TEXT NOT NULL
+) STRICT;
+
+CREATE VIEW rule_text AS
+	SELECT id, hash, status, src || ' => ' || dst AS rule, max(src_ops, dst_ops) AS size
+	FROM rules;
+
+CREATE VIEW status_counts AS
+	SELECT status, count(*) AS n FROM rules GROUP BY status;
+
+CREATE VIEW operator_counts AS
+	SELECT operator, count(*) AS n FROM rule_operators GROUP BY operator;
+
+CREATE VIEW run_summary AS
+	SELECT id, command, status, started_at, finished_at, graphs, candidates, stored
+	FROM runs;
+`
