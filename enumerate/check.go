@@ -2,6 +2,7 @@ package enumerate
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -12,15 +13,36 @@ import (
 
 // evaluated is a graph with its outputs in both arithmetics.
 type evaluated struct {
-	g      rules.Graph
-	hashes []uint64
-	floats [floatDraws][]*rules.FloatTensor
+	gen       *generator
+	g         rules.Graph
+	hashes    []uint64
+	piecewise bool
+	floats    [floatDraws][]*rules.FloatTensor // filled on demand
 }
 
-// floatDraws is how many independent float64 inputs the check uses,
-// alternating uniform and one-signed draws (fingerprint.Inputs.Float): tiny
-// outputs and relu-or-max identities agree on one draw too often.
-const floatDraws = 12
+// floatDraws is how many float64 draws the check may use; see
+// fingerprint.UniformDraws.
+const floatDraws = fingerprint.UniformDraws + fingerprint.SignedDraws
+
+// outputs returns the float outputs of draw d, evaluating on first use.
+func (e *evaluated) outputs(d int) []*rules.FloatTensor {
+	if e.floats[d] == nil {
+		out, err := rules.Evaluate(&e.g, rules.FloatKernelOf, e.gen.floatInputs(d))
+		if err != nil {
+			panic(fmt.Sprintf("graph evaluated in integers but not in floats: %v", err))
+		}
+		e.floats[d] = out
+	}
+	return e.floats[d]
+}
+
+// draws is how many float draws a pair needs.
+func draws(piecewise bool) int {
+	if piecewise {
+		return floatDraws
+	}
+	return fingerprint.UniformDraws
+}
 
 func (g *generator) evaluate(c graph, trivial []uint8) (*evaluated, error) {
 	rg := g.l.decode(&c, trivial)
@@ -28,14 +50,7 @@ func (g *generator) evaluate(c graph, trivial []uint8) (*evaluated, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &evaluated{g: rg}
-	for d := range e.floats {
-		floats, err := rules.Evaluate(&rg, rules.FloatKernelOf, g.floatIn[d])
-		if err != nil {
-			return nil, err
-		}
-		e.floats[d] = floats
-	}
+	e := &evaluated{gen: g, g: rg, piecewise: rg.Piecewise()}
 	for _, t := range ints {
 		e.hashes = append(e.hashes, fingerprint.Tensor(t))
 	}
@@ -67,8 +82,8 @@ func match(a, b *evaluated, tol float64) []int {
 }
 
 func closeAll(a, b *evaluated, i, j int, tol float64) bool {
-	for d := range a.floats {
-		if !Close(a.floats[d][i], b.floats[d][j], tol) {
+	for d := 0; d < draws(a.piecewise || b.piecewise); d++ {
+		if !Close(a.outputs(d)[i], b.outputs(d)[j], tol) {
 			return false
 		}
 	}
@@ -189,7 +204,7 @@ func (g *generator) checkClass(recs []record, grp []member) ([]Candidate, []rep,
 				found = true
 				break // generalised to a trivial rule
 			}
-			canon, text := oriented(rule)
+			canon, text := rule.Oriented()
 			cands = append(cands, Candidate{Rule: canon, Text: text, Fingerprint: rec.fp})
 			found = true
 			break
@@ -213,19 +228,6 @@ func (g *generator) ruleOf(src, dst *evaluated, perm []int) *rules.Rule {
 		r.InputShapes = append(r.InputShapes, g.cfg.Pool.Classes[g.l.class[i]].Shape)
 	}
 	return r
-}
-
-// oriented returns the canonical form with the larger side as source (ties:
-// the smaller text first), so a rule and its mirror image are one rule.
-func oriented(r *rules.Rule) (*rules.Rule, rules.Text) {
-	fwd, ft := r.Canonical()
-	mirror := &rules.Rule{NumInputs: r.NumInputs, InputShapes: r.InputShapes, Src: r.Dst, Dst: r.Src}
-	rev, rt := mirror.Canonical()
-	fs, rs := len(fwd.Src.Nodes), len(rev.Src.Nodes)
-	if rs > fs || (rs == fs && rt.String() < ft.String()) {
-		return rev, rt
-	}
-	return fwd, ft
 }
 
 // trivial reports a rule whose sides return the same inputs unchanged.

@@ -209,13 +209,14 @@ func (g *generator) holds(r *rules.Rule) (bool, error) {
 			return false, nil
 		}
 	}
-	for d := 0; d < floatDraws; d++ {
+	for d := 0; d < draws(r.Src.Piecewise() || r.Dst.Piecewise()); d++ {
+		pool := g.floatInputs(d)
 		fl := make([]*rules.FloatTensor, r.NumInputs)
 		for i, s := range r.InputShapes {
 			if i < g.l.nIn {
-				fl[i] = g.floatIn[d][i]
+				fl[i] = pool[i]
 			} else {
-				fl[i] = g.inputs.Float(uint64(d), i, s)
+				fl[i] = g.inputs.Float(fingerprint.Draw(d), i, s)
 			}
 		}
 		x, err := rules.Evaluate(&r.Src, rules.FloatKernelOf, fl)

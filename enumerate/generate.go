@@ -81,7 +81,8 @@ type generator struct {
 	inputs    fingerprint.Inputs
 	intIn     []*rules.IntTensor
 	inHash    []uint64
-	floatIn   [floatDraws][]*rules.FloatTensor
+	floatIn   [floatDraws][]*rules.FloatTensor // filled on demand
+	floatMu   sync.Mutex
 	classes   map[uint64]int32
 	reps      [][]rep
 	prevItems []graph
@@ -171,9 +172,6 @@ func newGenerator(cfg Config) (*generator, error) {
 		t := g.inputs.Int(i, s)
 		g.intIn = append(g.intIn, t)
 		g.inHash = append(g.inHash, fingerprint.Tensor(t))
-		for d := range g.floatIn {
-			g.floatIn[d] = append(g.floatIn[d], g.inputs.Float(uint64(d), i, s))
-		}
 	}
 	return g, nil
 }
@@ -307,4 +305,16 @@ func dedupe(cands []Candidate) []Candidate {
 		}
 	}
 	return out
+}
+
+// floatInputs returns the pool's inputs for float draw d.
+func (g *generator) floatInputs(d int) []*rules.FloatTensor {
+	g.floatMu.Lock()
+	defer g.floatMu.Unlock()
+	if g.floatIn[d] == nil {
+		for i := 0; i < g.l.nIn; i++ {
+			g.floatIn[d] = append(g.floatIn[d], g.inputs.Float(fingerprint.Draw(d), i, g.cfg.Pool.Classes[g.l.class[i]].Shape))
+		}
+	}
+	return g.floatIn[d]
 }

@@ -58,6 +58,25 @@ func (in Inputs) Int(index int, s rules.Shape) *rules.IntTensor {
 	return t
 }
 
+// UniformDraws and SignedDraws are the float draws a check uses: polynomial
+// identities need only the uniform ones (a false one agrees on a random
+// point with probability zero); piecewise ones (relu, max) also get the
+// one-signed draws, which hit each sign pattern of up to three inputs with
+// probability ≥ 1/8 per draw.
+const (
+	UniformDraws = 2
+	SignedDraws  = 32
+)
+
+// Draw returns the stream number of uniform draw k (k < UniformDraws) or,
+// for k ≥ UniformDraws, of one-signed draw k−UniformDraws.
+func Draw(k int) uint64 {
+	if k < UniformDraws {
+		return uint64(2 * k)
+	}
+	return uint64(2*(k-UniformDraws) + 1)
+}
+
 // Float returns input number index for float draw number stream (use
 // distinct streams for independent tests). Even streams are uniform in
 // [−1, 1]. Odd streams are one-signed: the whole tensor is positive or
@@ -73,10 +92,8 @@ func (in Inputs) Float(stream uint64, index int, s rules.Shape) *rules.FloatTens
 		}
 		return t
 	}
-	// Signs follow the bits of a per-input hash, so across draws every
-	// subset of inputs takes both parities.
 	sign := 1.0
-	if (uint64(index)*0x9E3779B97F4A7C15>>(20+stream/2))&1 == 1 {
+	if r.IntN(2) == 0 {
 		sign = -1
 	}
 	for i := range t.Data {

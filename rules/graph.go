@@ -146,3 +146,13 @@ func Evaluate[T any](g *Graph, kernel func(*Op) func([]int, []*Tensor[T], []*Ten
 // IntKernelOf and FloatKernelOf select a kernel for Evaluate.
 func IntKernelOf(op *Op) func([]int, []*IntTensor, []*IntTensor)       { return op.IntKernel }
 func FloatKernelOf(op *Op) func([]int, []*FloatTensor, []*FloatTensor) { return op.FloatKernel }
+
+// Piecewise reports whether any node is piecewise (see Op.Piecewise).
+func (g *Graph) Piecewise() bool {
+	for _, n := range g.Nodes {
+		if n.Op.IsPiecewise(n.Params) {
+			return true
+		}
+	}
+	return false
+}

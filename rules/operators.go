@@ -50,18 +50,19 @@ func Default() *Registry {
 			Operands: []Operand{{Name: "input", Data: true}, {Name: "kernel", Weight: true}},
 			Params: []ParamSpec{strideParam(), paddingParam(),
 				{Name: "activation", Symbols: activationSymbols, Generate: []int{ActNone, ActRelu}}},
-			Shape: convShape, IntKernel: convKernel[uint32, Mod], FloatKernel: convKernel[float64, Real]},
+			Piecewise: func(p []int) bool { return p[2] == ActRelu },
+			Shape:     convShape, IntKernel: convKernel[uint32, Mod], FloatKernel: convKernel[float64, Real]},
 		{Name: "enlarge", Doc: "pad a convolution kernel with zeros to kernel×kernel, centred", Arity: 1, Outputs: 1, Z3: []string{"enlarge"},
 			Operands: []Operand{{Name: "kernel", Weight: true}},
 			Params:   []ParamSpec{kernelParam()},
 			Shape:    enlargeShape, IntKernel: enlargeKernel[uint32, Mod], FloatKernel: enlargeKernel[float64, Real]},
-		{Name: "relu", Doc: "rectified linear unit", Arity: 1, Outputs: 1, Z3: []string{"relu"},
+		{Name: "relu", Doc: "rectified linear unit", Arity: 1, Outputs: 1, Z3: []string{"relu"}, Piecewise: always,
 			Shape: sameShape, IntKernel: reluKernel[uint32, Mod], FloatKernel: reluKernel[float64, Real]},
 		{Name: "pool_avg", Doc: "average pooling, NCHW; padded cells count as zeros", Arity: 1, Outputs: 1, Z3: []string{"pool_avg"},
 			Operands: []Operand{{Name: "input", Data: true}},
 			Params:   []ParamSpec{kernelParam(), strideParam(), paddingParam()},
 			Shape:    poolShape, IntKernel: poolAvgKernel[uint32, Mod], FloatKernel: poolAvgKernel[float64, Real]},
-		{Name: "pool_max", Doc: "max pooling, NCHW; padded cells are ignored", Arity: 1, Outputs: 1, Z3: []string{"pool_max"},
+		{Name: "pool_max", Doc: "max pooling, NCHW; padded cells are ignored", Arity: 1, Outputs: 1, Z3: []string{"pool_max"}, Piecewise: always,
 			Operands: []Operand{{Name: "input", Data: true}},
 			Params:   []ParamSpec{kernelParam(), strideParam(), paddingParam()},
 			Shape:    poolShape, IntKernel: poolMaxKernel[uint32, Mod], FloatKernel: poolMaxKernel[float64, Real]},
@@ -83,6 +84,8 @@ func Default() *Registry {
 			Shape: plainShape, IntKernel: onesKernel[uint32, Mod], FloatKernel: onesKernel[float64, Real]},
 	})
 }
+
+func always([]int) bool { return true }
 
 // ---- shape rules ----
 

@@ -67,6 +67,11 @@ type Op struct {
 	// Z3 names the uninterpreted function for each output; its signature is
 	// the Int parameters followed by the tensor operands.
 	Z3 []string
+	// Piecewise reports whether the operator, with these parameters, is
+	// piecewise (relu, max): identities involving it can fail only for some
+	// sign patterns of the inputs, so tests need one-signed draws. Nil means
+	// polynomial.
+	Piecewise func(p []int) bool
 	// Shape infers output shapes or says why the operands are ill-shaped.
 	// A constant (Arity 0) receives the requested shape as its only operand
 	// and checks that the constant can take it.
@@ -84,6 +89,9 @@ func (op *Op) DataOperand(i int) bool {
 func (op *Op) WeightOperand(i int) bool {
 	return i < len(op.Operands) && op.Operands[i].Weight
 }
+
+// IsPiecewise reports whether this application is piecewise.
+func (op *Op) IsPiecewise(p []int) bool { return op.Piecewise != nil && op.Piecewise(p) }
 
 // IsConstant reports whether the operator produces a constant tensor.
 func (op *Op) IsConstant() bool { return op.Arity == 0 }

@@ -52,13 +52,21 @@ type printer struct {
 }
 
 type sidePrinter struct {
-	p         *printer
-	g         *Graph
-	bind      map[Value]bool
-	names     map[Value]string
-	bindings  []string
-	nodeSeen  []bool
-	nodeOrder []int
+	p        *printer
+	g        *Graph
+	bind     map[Value]bool
+	names    map[Value]string
+	bindings []string
+	nodeSeen []bool
+	// Nodes are numbered in the order the text shows them, which is the
+	// order a parser creates them: bindings first, then the body.
+	open         [][]int // node lists of bindings being defined
+	bindingNodes []int
+	bodyNodes    []int
+}
+
+func (sp *sidePrinter) nodeOrder() []int {
+	return append(append([]int(nil), sp.bindingNodes...), sp.bodyNodes...)
 }
 
 func newSidePrinter(p *printer, g *Graph) *sidePrinter {
@@ -115,7 +123,10 @@ func (sp *sidePrinter) term(v Value) string {
 	if name, ok := sp.names[v]; ok {
 		return name
 	}
+	sp.open = append(sp.open, nil)
 	def := sp.define(v)
+	sp.bindingNodes = append(sp.bindingNodes, sp.open[len(sp.open)-1]...)
+	sp.open = sp.open[:len(sp.open)-1]
 	name := fmt.Sprintf("%%%d", len(sp.bindings))
 	sp.names[v] = name
 	sp.bindings = append(sp.bindings, "("+name+" "+def+")")
@@ -138,7 +149,11 @@ func (sp *sidePrinter) define(v Value) string {
 	b.WriteString(")")
 	if !sp.nodeSeen[v.Node] {
 		sp.nodeSeen[v.Node] = true
-		sp.nodeOrder = append(sp.nodeOrder, v.Node)
+		if k := len(sp.open); k > 0 {
+			sp.open[k-1] = append(sp.open[k-1], v.Node)
+		} else {
+			sp.bodyNodes = append(sp.bodyNodes, v.Node)
+		}
 	}
 	return b.String()
 }
@@ -179,9 +194,36 @@ type rendering struct {
 func (r *Rule) render(outputs []int) rendering {
 	p := &printer{inputIndex: map[int]int{}}
 	src, dst := newSidePrinter(p, &r.Src), newSidePrinter(p, &r.Dst)
-	s := src.side(outputs)
-	d := dst.side(outputs)
-	return rendering{text: s + " => " + d, src: src, dst: dst, inputOrder: p.inputOrder, outputs: outputs}
+	text, order := renameInTextOrder(src.side(outputs)+" => "+dst.side(outputs), p.inputOrder)
+	return rendering{text: text, src: src, dst: dst, inputOrder: order, outputs: outputs}
+}
+
+// renameInTextOrder renames inputs so that ?a is the first one the text
+// shows, ?b the next, and so on (let bindings print before the body they
+// were found in). order maps traversal index to original input; the result
+// maps text index to original input.
+func renameInTextOrder(text string, order []int) (string, []int) {
+	toks := strings.Split(text, " ")
+	rename := map[string]string{}
+	var newOrder []int
+	traversal := map[string]int{}
+	for i := range order {
+		traversal[inputName(i)] = i
+	}
+	for i, tok := range toks {
+		name := strings.TrimRight(tok, ")")
+		if !strings.HasPrefix(name, "?") {
+			continue
+		}
+		nn, ok := rename[name]
+		if !ok {
+			nn = inputName(len(rename))
+			rename[name] = nn
+			newOrder = append(newOrder, order[traversal[name]])
+		}
+		toks[i] = nn + tok[len(name):]
+	}
+	return strings.Join(toks, " "), newOrder
 }
 
 // outputOrders lists the output orders worth trying: outputs are sorted by
@@ -256,8 +298,8 @@ func (r *Rule) Canonical() (*Rule, Text) {
 			c.InputShapes = append(c.InputShapes, r.InputShapes[old])
 		}
 	}
-	c.Src = renumber(&r.Src, best.src.nodeOrder, best.outputs, newInput)
-	c.Dst = renumber(&r.Dst, best.dst.nodeOrder, best.outputs, newInput)
+	c.Src = renumber(&r.Src, best.src.nodeOrder(), best.outputs, newInput)
+	c.Dst = renumber(&r.Dst, best.dst.nodeOrder(), best.outputs, newInput)
 	srcText, dstText, _ := strings.Cut(best.text, " => ")
 	t := Text{Src: srcText, Dst: dstText}
 	if len(c.InputShapes) > 0 {
@@ -319,4 +361,60 @@ func constantShapes(r *Rule) string {
 func (r *Rule) Format() Text {
 	_, t := r.Canonical()
 	return t
+}
+
+// Oriented returns the canonical form with the larger side as source (ties:
+// the smaller text first), so a rule and its mirror image are one rule.
+func (r *Rule) Oriented() (*Rule, Text) {
+	fwd, ft := r.Canonical()
+	mirror := &Rule{NumInputs: r.NumInputs, InputShapes: r.InputShapes, Src: r.Dst, Dst: r.Src}
+	rev, rt := mirror.Canonical()
+	fs, rs := len(fwd.Src.Nodes), len(rev.Src.Nodes)
+	if rs > fs || (rs == fs && rt.String() < ft.String()) {
+		return rev, rt
+	}
+	return fwd, ft
+}
+
+// SetShapes attaches the concrete shapes recorded with a rule's canonical
+// text (Text.Inputs and Text.Constants) to a rule parsed from that text.
+func (r *Rule) SetShapes(inputs, constants string) error {
+	fields := strings.Fields(inputs)
+	if len(fields) != r.NumInputs {
+		return fmt.Errorf("shapes: %d input shapes for %d inputs", len(fields), r.NumInputs)
+	}
+	r.InputShapes = make([]Shape, len(fields))
+	for i, f := range fields {
+		name, dims, ok := strings.Cut(f, ":")
+		if !ok || name != inputName(i) {
+			return fmt.Errorf("shapes: expected %s:DIMS, got %q", inputName(i), f)
+		}
+		s, err := ParseDims(dims)
+		if err != nil {
+			return fmt.Errorf("shapes: %s: %w", name, err)
+		}
+		r.InputShapes[i] = s
+	}
+	consts := strings.Fields(constants)
+	k := 0
+	for _, g := range []*Graph{&r.Src, &r.Dst} {
+		for j := range g.Nodes {
+			if !g.Nodes[j].Op.IsConstant() {
+				continue
+			}
+			if k >= len(consts) {
+				return fmt.Errorf("shapes: too few constant shapes (%d)", len(consts))
+			}
+			s, err := ParseDims(consts[k])
+			if err != nil {
+				return fmt.Errorf("shapes: constant %d: %w", k, err)
+			}
+			g.Nodes[j].ConstShape = &s
+			k++
+		}
+	}
+	if k != len(consts) {
+		return fmt.Errorf("shapes: %d constant shapes for %d constants", len(consts), k)
+	}
+	return nil
 }
