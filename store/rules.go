@@ -39,9 +39,18 @@ type Rule struct {
 // each new rule its operators go to rule_operators. An empty Status means
 // "candidate". The input slice is not modified.
 func (s *Store) InsertRules(ctx context.Context, rules []Rule) (int64, error) {
+	// fail reports err, or the context's error if the context ended: then
+	// database/sql has already rolled back and closed the statements, and
+	// err is only a consequence.
+	fail := func(what string, err error) (int64, error) {
+		if cerr := ctx.Err(); cerr != nil {
+			err = cerr
+		}
+		return 0, fmt.Errorf("store: insert rules: %s%w", what, err)
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, fmt.Errorf("store: insert rules: %w", err)
+		return fail("", err)
 	}
 	defer tx.Rollback() // no-op after Commit
 
@@ -49,12 +58,12 @@ func (s *Store) InsertRules(ctx context.Context, rules []Rule) (int64, error) {
 		src_ops, dst_ops, num_inputs, num_outputs, fingerprint, status, run_id, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(hash) DO NOTHING`)
 	if err != nil {
-		return 0, fmt.Errorf("store: insert rules: %w", err)
+		return fail("", err)
 	}
 	defer insRule.Close()
 	insOp, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO rule_operators(rule_id, operator) VALUES (?, ?)`)
 	if err != nil {
-		return 0, fmt.Errorf("store: insert rules: %w", err)
+		return fail("", err)
 	}
 	defer insOp.Close()
 
@@ -63,7 +72,7 @@ func (s *Store) InsertRules(ctx context.Context, rules []Rule) (int64, error) {
 	for i := range rules {
 		r := &rules[i]
 		if err := ctx.Err(); err != nil {
-			return 0, fmt.Errorf("store: insert rules: %w", err)
+			return fail("", err)
 		}
 		status := r.Status
 		if status == "" {
@@ -72,11 +81,11 @@ func (s *Store) InsertRules(ctx context.Context, rules []Rule) (int64, error) {
 		res, err := insRule.ExecContext(ctx, r.Hash, r.Src, r.Dst, r.Inputs, r.Constants,
 			r.SrcOps, r.DstOps, r.NumInputs, r.NumOutputs, int64(r.Fingerprint), status, r.RunID, now)
 		if err != nil {
-			return 0, fmt.Errorf("store: insert rules: rule %s: %w", r.Hash, err)
+			return fail(fmt.Sprintf("rule %s: ", r.Hash), err)
 		}
 		n, err := res.RowsAffected()
 		if err != nil {
-			return 0, fmt.Errorf("store: insert rules: %w", err)
+			return fail("", err)
 		}
 		if n == 0 {
 			continue
@@ -84,16 +93,16 @@ func (s *Store) InsertRules(ctx context.Context, rules []Rule) (int64, error) {
 		added++
 		id, err := res.LastInsertId()
 		if err != nil {
-			return 0, fmt.Errorf("store: insert rules: %w", err)
+			return fail("", err)
 		}
 		for _, op := range r.Operators {
 			if _, err := insOp.ExecContext(ctx, id, op); err != nil {
-				return 0, fmt.Errorf("store: insert rules: rule %s operator %q: %w", r.Hash, op, err)
+				return fail(fmt.Sprintf("rule %s operator %q: ", r.Hash, op), err)
 			}
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("store: insert rules: %w", err)
+		return fail("", err)
 	}
 	return added, nil
 }

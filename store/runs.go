@@ -85,25 +85,25 @@ func (s *Store) Runs(ctx context.Context) ([]Run, error) {
 	var runs []Run
 	for rows.Next() {
 		var (
-			r                 Run
-			seed              int64
-			started           string
-			finished          sql.NullString
-			parseErr, finishE error
+			r        Run
+			seed     int64
+			started  string
+			finished sql.NullString
 		)
 		if err := rows.Scan(&r.ID, &r.Command, &r.Config, &seed, &r.ToolVersion, &started,
 			&finished, &r.Status, &r.Graphs, &r.Classes, &r.Collisions, &r.Candidates, &r.Stored); err != nil {
 			return nil, fmt.Errorf("store: runs: %w", err)
 		}
 		r.Seed = uint64(seed)
-		r.StartedAt, parseErr = time.Parse(time.RFC3339Nano, started)
-		if finished.Valid {
-			var t time.Time
-			t, finishE = time.Parse(time.RFC3339Nano, finished.String)
-			r.FinishedAt = &t
+		if r.StartedAt, err = time.Parse(time.RFC3339Nano, started); err != nil {
+			return nil, fmt.Errorf("store: runs: run %d: started_at: %w", r.ID, err)
 		}
-		if parseErr != nil || finishE != nil {
-			return nil, fmt.Errorf("store: runs: run %d: bad time: %v", r.ID, firstErr(parseErr, finishE))
+		if finished.Valid {
+			t, err := time.Parse(time.RFC3339Nano, finished.String)
+			if err != nil {
+				return nil, fmt.Errorf("store: runs: run %d: finished_at: %w", r.ID, err)
+			}
+			r.FinishedAt = &t
 		}
 		runs = append(runs, r)
 	}
@@ -111,15 +111,6 @@ func (s *Store) Runs(ctx context.Context) ([]Run, error) {
 		return nil, fmt.Errorf("store: runs: %w", err)
 	}
 	return runs, nil
-}
-
-func firstErr(errs ...error) error {
-	for _, e := range errs {
-		if e != nil {
-			return e
-		}
-	}
-	return nil
 }
 
 // notFoundError reads "rule 17 not found" and matches sql.ErrNoRows.

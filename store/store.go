@@ -20,7 +20,8 @@ import (
 	"strings"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite" // registers the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // ErrNotRulebook is matched (errors.Is) by Open's error for a file that is not
@@ -64,16 +65,16 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err := precheck(ctx, path); err != nil {
 		return nil, err
 	}
+	// journal_mode is not a DSN pragma: on a new file every pool connection
+	// would race to convert it, and a conversion that loses the race fails
+	// with SQLITE_BUSY without waiting. setWAL converts once, with retries;
+	// the mode is persistent, so later connections find it set.
 	db, err := sql.Open("sqlite", fileURI(path,
 		"_pragma=busy_timeout(5000)",
 		"_pragma=foreign_keys(1)",
-		"_pragma=journal_mode(WAL)",
 		"_txlock=immediate"))
 	if err == nil {
-		err = db.PingContext(ctx)
-		if err != nil {
-			err = fmt.Errorf("DEBUGping: %w", err)
-		}
+		err = setWAL(ctx, db)
 		if err == nil {
 			err = migrate(ctx, db, path)
 		}
@@ -89,6 +90,34 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	return &Store{db: db, path: path}, nil
+}
+
+// setWAL switches the file to WAL mode, retrying while another connection
+// holds a conflicting lock (at most about busyTimeout).
+func setWAL(ctx context.Context, db *sql.DB) error {
+	const busyTimeout = 5 * time.Second
+	deadline := time.Now().Add(busyTimeout)
+	wait := time.Millisecond
+	for {
+		var mode string
+		err := db.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode)
+		if err == nil {
+			if !strings.EqualFold(mode, "wal") {
+				return fmt.Errorf("cannot switch to WAL mode (journal mode is %s)", mode)
+			}
+			return nil
+		}
+		var se *sqlite.Error
+		if !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+			return fmt.Errorf("set WAL mode: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 50*time.Millisecond)
+	}
 }
 
 // Close closes the database; in WAL mode the last close checkpoints and
@@ -143,14 +172,26 @@ func precheck(ctx context.Context, path string) error {
 	}
 
 	// The header already holds application_id (offset 68) and user_version
-	// (offset 60), but a WAL file may hold newer pages, and we must know
+	// (offset 60), but a -wal file may hold newer pages, and we must know
 	// whether the file has tables, so ask SQLite. Without a -wal file the
 	// main file is complete and immutable=1 guarantees that SQLite neither
 	// locks nor creates side files. With one, a read-only connection reads
-	// through the WAL (SQLite may then create the -shm file).
-	params := []string{"mode=ro", "immutable=1"}
-	if _, err := os.Stat(path + "-wal"); err == nil {
-		params = params[:1]
+	// through the WAL (SQLite may then create the -shm file). If a -wal file
+	// appeared during an immutable read (another process is creating the
+	// database), the read may be torn: a refusal is then checked again.
+	err = inspectFile(ctx, path, true)
+	if err != nil && fileExists(path+"-wal") {
+		err = inspectFile(ctx, path, false)
+	}
+	return err
+}
+
+// inspectFile validates the SQLite file at path through a read-only
+// connection; immutable when there is no -wal file and mayBeImmutable.
+func inspectFile(ctx context.Context, path string, mayBeImmutable bool) error {
+	params := []string{"mode=ro", "_pragma=busy_timeout(5000)"}
+	if mayBeImmutable && !fileExists(path+"-wal") {
+		params = append(params, "immutable=1")
 	}
 	ro, err := sql.Open("sqlite", fileURI(path, params...))
 	if err != nil {
@@ -160,15 +201,18 @@ func precheck(ctx context.Context, path string) error {
 	ro.SetMaxOpenConns(1)
 	appID, version, tables, err := inspect(ctx, ro)
 	if err != nil {
-		if ctx.Err() == nil && strings.Contains(err.Error(), "not a database") {
+		var se *sqlite.Error
+		if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_NOTADB {
 			return &openError{fmt.Sprintf("%s is not a rulebook database: not an SQLite file", path), ErrNotRulebook}
 		}
 		return fmt.Errorf("store: open %s: %w", path, err)
 	}
-	if err := validate(path, appID, version, tables); err != nil {
-		return err
-	}
-	return nil
+	return validate(path, appID, version, tables)
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // querier is what inspect needs from *sql.DB and *sql.Tx.
@@ -179,16 +223,13 @@ type querier interface {
 // inspect reads application_id, user_version and the number of schema
 // objects.
 func inspect(ctx context.Context, q querier) (appID uint32, version int64, tables int64, err error) {
+	// One statement, so that all three come from the same snapshot.
 	var id int64
-	if err = q.QueryRowContext(ctx, "PRAGMA application_id").Scan(&id); err != nil {
-		return
-	}
-	appID = uint32(id)
-	if err = q.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
-		return
-	}
-	err = q.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&tables)
-	return
+	err = q.QueryRowContext(ctx, `SELECT
+		(SELECT application_id FROM pragma_application_id()),
+		(SELECT user_version FROM pragma_user_version()),
+		(SELECT count(*) FROM sqlite_schema)`).Scan(&id, &version, &tables)
+	return uint32(id), version, tables, err
 }
 
 // validate decides whether a file with these header values may be opened.

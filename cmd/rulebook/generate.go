@@ -113,16 +113,12 @@ func runGenerate(ctx context.Context, cmd *cobra.Command, o generateOptions) err
 	})
 	bar.finish()
 	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			run.Status = "interrupted"
-		}
+		run.Status = endStatus(err)
 		return fmt.Errorf("generate: %w", err)
 	}
 	stored, err := db.InsertRules(ctx, toStoreRules(res.Candidates, runID))
 	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			run.Status = "interrupted"
-		}
+		run.Status = endStatus(err)
 		return err
 	}
 	s := res.Stats
@@ -131,6 +127,14 @@ func runGenerate(ctx context.Context, cmd *cobra.Command, o generateOptions) err
 	printStages(out, s, len(res.Candidates), stored, time.Since(start))
 	fmt.Fprintf(out, "run %d written to %s\n", runID, db.Path())
 	return nil
+}
+
+// endStatus is how a run that stopped with err is recorded.
+func endStatus(err error) string {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return "interrupted"
+	}
+	return "failed"
 }
 
 func printStages(w io.Writer, s enumerate.Stats, distinct int, stored int64, elapsed time.Duration) {

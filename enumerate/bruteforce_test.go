@@ -1,0 +1,164 @@
+package enumerate
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"rulebook/rules"
+)
+
+// bruteCount counts distinct graphs per size the naive way: every sequence
+// of operator applications, each DAG identified by the sorted set of its
+// nodes' structural terms (without duplicated computation a DAG is exactly
+// that set), keeping graphs whose inputs form a prefix of each class.
+func bruteCount(t *testing.T, reg *rules.Registry, pool Pool, maxOps int) []int {
+	t.Helper()
+	tmpls := templates(reg, pool)
+	type value struct {
+		term  string
+		shape rules.Shape
+		role  Role
+		input int // −1 for node outputs
+	}
+	var inputs []value
+	for _, c := range pool.Classes {
+		for k := 0; k < c.Copies; k++ {
+			inputs = append(inputs, value{term: fmt.Sprintf("%s%d", c.Name, k), shape: c.Shape, role: c.Role, input: len(inputs)})
+		}
+	}
+	seen := make([]map[string]bool, maxOps+1)
+	for i := range seen {
+		seen[i] = map[string]bool{}
+	}
+	isPrefix := func(used []bool) bool {
+		i := 0
+		for _, c := range pool.Classes {
+			gap := false
+			for k := 0; k < c.Copies; k++ {
+				if used[i+k] && gap {
+					return false
+				}
+				gap = gap || !used[i+k]
+			}
+			i += c.Copies
+		}
+		return true
+	}
+	var rec func(values []value, nodes []string, consts []string, used []bool)
+	rec = func(values []value, nodes []string, consts []string, used []bool) {
+		if len(nodes) > 0 && isPrefix(used) {
+			key := slices.Clone(nodes)
+			slices.Sort(key)
+			seen[len(nodes)][strings.Join(key, "|")] = true
+		}
+		if len(nodes) == maxOps {
+			return
+		}
+		for _, tm := range tmpls {
+			var argLists [][]int
+			switch tm.op.Arity {
+			case 0:
+				argLists = [][]int{nil}
+			case 1:
+				for a := range values {
+					argLists = append(argLists, []int{a})
+				}
+			case 2:
+				for a := range values {
+					for b := range values {
+						if a != b {
+							argLists = append(argLists, []int{a, b})
+						}
+					}
+				}
+			}
+			for _, args := range argLists {
+				if tm.constKey != "" && slices.Contains(consts, tm.constKey) {
+					continue
+				}
+				var shapes []rules.Shape
+				role := Neutral
+				ok := true
+				for i, a := range args {
+					v := values[a]
+					if v.role == Weight && tm.op.DataOperand(i) || v.role == Data && tm.op.WeightOperand(i) {
+						ok = false
+					}
+					shapes = append(shapes, v.shape)
+					role = role.join(v.role)
+				}
+				if tm.op.IsConstant() {
+					shapes, role = []rules.Shape{tm.constShape}, Weight
+				}
+				out, err := tm.op.InferShapes(tm.params, shapes)
+				if !ok || err != nil {
+					continue
+				}
+				term := tm.String() + "("
+				for _, a := range args {
+					term += values[a].term + ","
+				}
+				term += ")"
+				if slices.Contains(nodes, term) {
+					continue // duplicated computation
+				}
+				next := slices.Clone(values)
+				for o, s := range out {
+					next = append(next, value{term: fmt.Sprintf("%s.%d", term, o), shape: s, role: role, input: -1})
+				}
+				nextUsed := slices.Clone(used)
+				for _, a := range args {
+					if values[a].input >= 0 {
+						nextUsed[values[a].input] = true
+					}
+				}
+				rec(next, append(slices.Clone(nodes), term), append(slices.Clone(consts), tm.constKey), nextUsed)
+			}
+		}
+	}
+	rec(inputs, nil, nil, make([]bool, len(inputs)))
+	counts := make([]int, maxOps)
+	for n := 1; n <= maxOps; n++ {
+		counts[n-1] = len(seen[n])
+	}
+	return counts
+}
+
+func TestExhaustiveMatchesBruteForce(t *testing.T) {
+	cases := []struct {
+		name string
+		ops  []string
+		pool Pool
+		max  int
+	}{
+		{"ewadd relu transpose", []string{"ewadd", "relu", "transpose"},
+			Pool{Classes: []InputClass{{"x", rules.NewShape(2, 4), 3, Data}, {"w", rules.NewShape(4, 4), 2, Weight}}}, 3},
+		{"matmul transpose smul", []string{"matmul", "transpose", "smul"},
+			Pool{Classes: []InputClass{{"x", rules.NewShape(2, 4), 2, Data}, {"w", rules.NewShape(4, 4), 2, Weight}, {"s", rules.NewShape(), 1, Neutral}}}, 3},
+		{"concat split ewmul I_matmul", []string{"concat", "split", "ewmul", "I_matmul"},
+			Pool{Classes: []InputClass{{"x", rules.NewShape(2, 4), 2, Data}, {"w", rules.NewShape(4, 4), 2, Weight}},
+				Constants: map[string][]rules.Shape{"I_matmul": {rules.NewShape(4, 4)}}}, 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			reg, err := rules.Default().Select(c.ops)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := Generate(context.Background(), Config{Registry: reg, Pool: c.pool, MaxOps: c.max, Seed: 1, Exhaustive: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := bruteCount(t, reg, c.pool, c.max)
+			t.Logf("graphs per size: brute force %v", want)
+			for n := 1; n <= c.max; n++ {
+				if got := res.Stats.Levels[n-1].Graphs; got != int64(want[n-1]) {
+					t.Errorf("%d operators: enumerated %d graphs, brute force counts %d", n, got, want[n-1])
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,320 @@
+// Package onnx decodes the parts of the ONNX protobuf format that the
+// project needs: models (graph, nodes, attributes, initializers, value
+// infos) and serialized tensors such as the input_N.pb / output_N.pb files
+// of ONNX test data sets.
+//
+// It reads the wire format directly with protowire; there is no generated
+// code. Fields it does not know are skipped, as protobuf requires, and a
+// known field that arrives with an unexpected wire type is skipped too.
+// Malformed input yields a *DecodeError that names the field path and the
+// byte offset; the decoder never panics.
+//
+// Field numbers follow onnx/onnx.proto.
+package onnx
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+)
+
+// Model is an ONNX ModelProto.
+type Model struct {
+	IRVersion       int64
+	OpsetImports    []OperatorSetID
+	ProducerName    string
+	ProducerVersion string
+	Domain          string
+	ModelVersion    int64
+	DocString       string
+	// Graph is nil when the model has no graph field.
+	Graph *Graph
+}
+
+// OperatorSetID is an OperatorSetIdProto: an empty domain is the default
+// ai.onnx operator set.
+type OperatorSetID struct {
+	Domain  string
+	Version int64
+}
+
+// Opset returns the imported version of a domain ("" or "ai.onnx" for the
+// default domain) and whether the model imports it.
+func (m *Model) Opset(domain string) (int64, bool) {
+	norm := func(d string) string {
+		if d == "ai.onnx" {
+			return ""
+		}
+		return d
+	}
+	for _, o := range m.OpsetImports {
+		if norm(o.Domain) == norm(domain) {
+			return o.Version, true
+		}
+	}
+	return 0, false
+}
+
+// Graph is an ONNX GraphProto.
+type Graph struct {
+	Name         string
+	Nodes        []*Node
+	Initializers []*Tensor
+	Inputs       []*ValueInfo
+	Outputs      []*ValueInfo
+	ValueInfo    []*ValueInfo
+}
+
+// Initializer returns the initializer with the given name, or nil.
+func (g *Graph) Initializer(name string) *Tensor {
+	for _, t := range g.Initializers {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+// Node is an ONNX NodeProto. Inputs may contain empty names for omitted
+// optional inputs.
+type Node struct {
+	Name       string
+	OpType     string
+	Domain     string
+	Inputs     []string
+	Outputs    []string
+	Attributes []*Attribute
+}
+
+// Attr returns the attribute with the given name, or nil.
+func (n *Node) Attr(name string) *Attribute {
+	for _, a := range n.Attributes {
+		if a.Name == name {
+			return a
+		}
+	}
+	return nil
+}
+
+// AttributeType is AttributeProto.AttributeType.
+type AttributeType int32
+
+// Attribute types.
+const (
+	AttrUndefined     AttributeType = 0
+	AttrFloat         AttributeType = 1
+	AttrInt           AttributeType = 2
+	AttrString        AttributeType = 3
+	AttrTensor        AttributeType = 4
+	AttrGraph         AttributeType = 5
+	AttrFloats        AttributeType = 6
+	AttrInts          AttributeType = 7
+	AttrStrings       AttributeType = 8
+	AttrTensors       AttributeType = 9
+	AttrGraphs        AttributeType = 10
+	AttrSparseTensor  AttributeType = 11
+	AttrSparseTensors AttributeType = 12
+)
+
+var attrTypeNames = map[AttributeType]string{
+	AttrUndefined: "UNDEFINED", AttrFloat: "FLOAT", AttrInt: "INT", AttrString: "STRING",
+	AttrTensor: "TENSOR", AttrGraph: "GRAPH", AttrFloats: "FLOATS", AttrInts: "INTS",
+	AttrStrings: "STRINGS", AttrTensors: "TENSORS", AttrGraphs: "GRAPHS",
+	AttrSparseTensor: "SPARSE_TENSOR", AttrSparseTensors: "SPARSE_TENSORS",
+}
+
+func (t AttributeType) String() string {
+	if s, ok := attrTypeNames[t]; ok {
+		return s
+	}
+	return "AttributeType(" + strconv.Itoa(int(t)) + ")"
+}
+
+// Attribute is an ONNX AttributeProto. Only the field named by Type is
+// meaningful; graph-valued attributes are recognised by Type but their
+// subgraphs are not decoded.
+type Attribute struct {
+	Name    string
+	Type    AttributeType
+	F       float32
+	I       int64
+	S       string
+	T       *Tensor
+	Floats  []float32
+	Ints    []int64
+	Strings []string
+}
+
+// DataType is TensorProto.DataType.
+type DataType int32
+
+// Tensor element types.
+const (
+	Undefined  DataType = 0
+	Float      DataType = 1
+	Uint8      DataType = 2
+	Int8       DataType = 3
+	Uint16     DataType = 4
+	Int16      DataType = 5
+	Int32      DataType = 6
+	Int64      DataType = 7
+	String     DataType = 8
+	Bool       DataType = 9
+	Float16    DataType = 10
+	Double     DataType = 11
+	Uint32     DataType = 12
+	Uint64     DataType = 13
+	Complex64  DataType = 14
+	Complex128 DataType = 15
+	BFloat16   DataType = 16
+)
+
+var dataTypeNames = map[DataType]string{
+	Undefined: "UNDEFINED", Float: "FLOAT", Uint8: "UINT8", Int8: "INT8", Uint16: "UINT16",
+	Int16: "INT16", Int32: "INT32", Int64: "INT64", String: "STRING", Bool: "BOOL",
+	Float16: "FLOAT16", Double: "DOUBLE", Uint32: "UINT32", Uint64: "UINT64",
+	Complex64: "COMPLEX64", Complex128: "COMPLEX128", BFloat16: "BFLOAT16",
+}
+
+// String returns the upper-case name used in onnx.proto, e.g. "FLOAT".
+func (d DataType) String() string {
+	if s, ok := dataTypeNames[d]; ok {
+		return s
+	}
+	return "DataType(" + strconv.Itoa(int(d)) + ")"
+}
+
+// Data locations.
+const (
+	LocationDefault  int32 = 0
+	LocationExternal int32 = 1
+)
+
+// Tensor is an ONNX TensorProto. RawData may share memory with the buffer
+// it was decoded from.
+type Tensor struct {
+	Name     string
+	Dims     []int64
+	DataType DataType
+	// Exactly one of the data fields is normally set.
+	FloatData  []float32
+	Int32Data  []int32
+	Int64Data  []int64
+	DoubleData []float64
+	Uint64Data []uint64
+	RawData    []byte
+	// HasRawData distinguishes an empty raw_data field from an absent one.
+	HasRawData   bool
+	ExternalData []StringStringEntry
+	DataLocation int32
+}
+
+// StringStringEntry is a StringStringEntryProto.
+type StringStringEntry struct {
+	Key, Value string
+}
+
+// ValueInfo is an ONNX ValueInfoProto. Only tensor types are described:
+// for other types (sequence, map) IsTensor is false.
+type ValueInfo struct {
+	Name     string
+	IsTensor bool
+	ElemType DataType
+	// HasShape distinguishes a scalar (known, empty shape) from an unknown
+	// shape.
+	HasShape bool
+	Shape    []Dim
+}
+
+// Dim is one TensorShapeProto.Dimension: a concrete Value, a symbolic Param,
+// or neither (unknown).
+type Dim struct {
+	Value    int64
+	Param    string
+	HasValue bool
+}
+
+func (d Dim) String() string {
+	switch {
+	case d.HasValue:
+		return strconv.FormatInt(d.Value, 10)
+	case d.Param != "":
+		return d.Param
+	}
+	return "?"
+}
+
+// DecodeError reports malformed input: the file (when known), the field
+// path within the message (e.g. "graph.node[3].attribute[1]") and the
+// absolute byte offset where decoding failed.
+type DecodeError struct {
+	File   string
+	Path   string
+	Offset int
+	Msg    string
+}
+
+func (e *DecodeError) Error() string {
+	s := "onnx: "
+	if e.File != "" {
+		s += e.File + ": "
+	}
+	if e.Path != "" {
+		s += e.Path + ": "
+	}
+	return s + fmt.Sprintf("%s at byte %d", e.Msg, e.Offset)
+}
+
+// DecodeModel decodes a serialized ModelProto. The model may share memory
+// with b.
+func DecodeModel(b []byte) (*Model, error) {
+	m := &Model{}
+	if err := decodeModel(b, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// DecodeTensor decodes a serialized TensorProto, the format of ONNX test
+// data files. The tensor may share memory with b.
+func DecodeTensor(b []byte) (*Tensor, error) {
+	t := &Tensor{}
+	if err := decodeTensor(b, 0, "", t); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// ReadModel reads and decodes a model file.
+func ReadModel(path string) (*Model, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("onnx: %w", err)
+	}
+	m, err := DecodeModel(b)
+	if err != nil {
+		return nil, withFile(err, path)
+	}
+	return m, nil
+}
+
+// ReadTensor reads and decodes a serialized tensor file.
+func ReadTensor(path string) (*Tensor, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("onnx: %w", err)
+	}
+	t, err := DecodeTensor(b)
+	if err != nil {
+		return nil, withFile(err, path)
+	}
+	return t, nil
+}
+
+func withFile(err error, path string) error {
+	if de, ok := err.(*DecodeError); ok {
+		de.File = path
+		return de
+	}
+	return fmt.Errorf("onnx: %s: %w", path, err)
+}

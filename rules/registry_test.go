@@ -1,0 +1,124 @@
+package rules
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestShapeErrorsAreClear(t *testing.T) {
+	reg := Default()
+	cases := []struct {
+		op     string
+		params []int
+		in     []Shape
+		want   string
+	}{
+		{"ewadd", nil, []Shape{NewShape(2, 4), NewShape(4, 4)}, "ewadd: operands must have equal shapes, got 2x4 and 4x4"},
+		{"matmul", nil, []Shape{NewShape(2, 4), NewShape(2, 4)}, "matmul: inner dimensions differ"},
+		{"smul", nil, []Shape{NewShape(2, 4), NewShape(2, 4)}, "smul: second operand must be a scalar"},
+		{"conv2d", []int{1, PadSame, ActNone}, []Shape{NewShape(2, 4), NewShape(4, 4, 3, 3)}, "conv2d: expected input NCHW"},
+		{"conv2d", []int{1, PadSame, ActNone}, []Shape{NewShape(2, 3, 5, 5), NewShape(4, 2, 3, 3)}, "not a multiple of kernel input channels"},
+		{"split", []int{0}, []Shape{NewShape(4, 4)}, "split: operand has no concat history"},
+		{"concat", []int{1}, []Shape{NewShape(2, 4), NewShape(4, 4)}, "differ off axis 1"},
+		{"transpose", nil, []Shape{NewShape(2, 4, 5, 5)}, "rank 2 or 3"},
+		{"pool_max", []int{3, 1, PadValid}, []Shape{NewShape(1, 1, 2, 2)}, "window 3 exceeds extent 2"},
+		{"I_matmul", nil, []Shape{NewShape(2, 4)}, "square matrix"},
+		{"enlarge", []int{3}, []Shape{NewShape(4, 4, 2, 2)}, "cannot be centred"},
+	}
+	for _, c := range cases {
+		op, _ := reg.Lookup(c.op)
+		_, err := op.InferShapes(c.params, c.in)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s%v: got error %v, want one containing %q", c.op, c.in, err, c.want)
+		}
+	}
+}
+
+func TestEveryOperatorIsDefinedOnce(t *testing.T) {
+	reg := Default()
+	z3 := map[string]string{}
+	for _, op := range reg.Ops() {
+		if len(op.Z3) != op.Outputs {
+			t.Errorf("%s: %d Z3 symbols for %d outputs", op.Name, len(op.Z3), op.Outputs)
+		}
+		for _, s := range op.Z3 {
+			if prev, dup := z3[s]; dup {
+				t.Errorf("Z3 symbol %s used by %s and %s", s, prev, op.Name)
+			}
+			z3[s] = op.Name
+		}
+		if op.Shape == nil || op.IntKernel == nil || op.FloatKernel == nil {
+			t.Errorf("%s: missing shape rule or kernel", op.Name)
+		}
+		for _, p := range op.Params {
+			for _, v := range p.Generate {
+				if got, err := p.Parse(p.Format(v)); err != nil || got != v {
+					t.Errorf("%s.%s: value %d does not round-trip through text", op.Name, p.Name, v)
+				}
+			}
+		}
+	}
+	if _, err := reg.Select([]string{"matmul", "nope"}); err == nil || !strings.Contains(err.Error(), `unknown operator "nope"`) {
+		t.Errorf("Select with an unknown operator: %v", err)
+	}
+}
+
+// TestModAndRealAgree checks each kernel's two instantiations agree on
+// small integer inputs, where float64 arithmetic is exact.
+func TestModAndRealAgree(t *testing.T) {
+	reg := Default()
+	x, k := NewShape(2, 4, 5, 5), NewShape(4, 4, 3, 3)
+	cases := []struct {
+		op     string
+		params []int
+		in     []Shape
+	}{
+		{"ewadd", nil, []Shape{x, x}}, {"ewmul", nil, []Shape{x, x}}, {"smul", nil, []Shape{x, NewShape()}},
+		{"transpose", nil, []Shape{NewShape(2, 4)}}, {"matmul", nil, []Shape{NewShape(2, 4), NewShape(4, 4)}},
+		{"conv2d", []int{1, PadSame, ActRelu}, []Shape{x, k}}, {"conv2d", []int{2, PadValid, ActNone}, []Shape{x, NewShape(4, 2, 1, 3)}},
+		{"enlarge", []int{3}, []Shape{NewShape(4, 4, 1, 3)}}, {"relu", nil, []Shape{x}},
+		{"pool_max", []int{3, 1, PadSame}, []Shape{x}}, {"pool_avg", []int{3, 2, PadValid}, []Shape{x}},
+		{"concat", []int{1}, []Shape{x, x}},
+	}
+	for _, c := range cases {
+		op, _ := reg.Lookup(c.op)
+		var ints []*IntTensor
+		var floats []*FloatTensor
+		for i, s := range c.in {
+			it, ft := NewTensor[uint32](s), NewTensor[float64](s)
+			for j := range it.Data {
+				v := int64((j*7+i*3)%9) - 4
+				it.Data[j], ft.Data[j] = ModFromInt(v), float64(v)
+			}
+			ints, floats = append(ints, it), append(floats, ft)
+		}
+		io, err := Eval(op, op.IntKernel, c.params, ints, Shape{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.op, err)
+		}
+		fo, _ := Eval(op, op.FloatKernel, c.params, floats, Shape{})
+		scale := 1.0
+		if c.op == "pool_avg" {
+			scale = 9 // compare sums: 1/9 is not an integer modulo the prime
+		}
+		for o := range io {
+			for j := range io[o].Data {
+				want := ModFromInt(int64(fo[o].Data[j]*scale + 0.5*sign(fo[o].Data[j])))
+				got := io[o].Data[j]
+				if scale != 1 {
+					got = Mod{}.Mul(got, 9)
+				}
+				if got != want {
+					t.Fatalf("%s output %d[%d]: modular %d, float %v", c.op, o, j, got, fo[o].Data[j])
+				}
+			}
+		}
+	}
+}
+
+func sign(v float64) float64 {
+	if v < 0 {
+		return -1
+	}
+	return 1
+}
