@@ -2,7 +2,6 @@ package enumerate
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -11,30 +10,16 @@ import (
 	"rulebook/rules"
 )
 
-// evaluated is a graph with its outputs in both arithmetics.
+// evaluated is a graph with the hashes of its outputs on the fingerprint
+// inputs.
 type evaluated struct {
-	gen       *generator
-	g         rules.Graph
-	hashes    []uint64
-	piecewise bool
-	floats    [floatDraws][]*rules.FloatTensor // filled on demand
+	g      rules.Graph
+	hashes []uint64
 }
 
-// floatDraws is how many float64 draws the check may use; see
+// floatDraws is how many float64 draws a check may use; see
 // fingerprint.UniformDraws.
 const floatDraws = fingerprint.UniformDraws + fingerprint.SignedDraws
-
-// outputs returns the float outputs of draw d, evaluating on first use.
-func (e *evaluated) outputs(d int) []*rules.FloatTensor {
-	if e.floats[d] == nil {
-		out, err := rules.Evaluate(&e.g, rules.FloatKernelOf, e.gen.floatInputs(d))
-		if err != nil {
-			panic(fmt.Sprintf("graph evaluated in integers but not in floats: %v", err))
-		}
-		e.floats[d] = out
-	}
-	return e.floats[d]
-}
 
 // draws is how many float draws a pair needs.
 func draws(piecewise bool) int {
@@ -50,17 +35,16 @@ func (g *generator) evaluate(c graph, trivial []uint8) (*evaluated, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &evaluated{gen: g, g: rg, piecewise: rg.Piecewise()}
+	e := &evaluated{g: rg}
 	for _, t := range ints {
 		e.hashes = append(e.hashes, fingerprint.Tensor(t))
 	}
 	return e, nil
 }
 
-// match pairs each output of a with an output of b of equal hash and
-// float values within tolerance; it returns b's output index for each of
-// a's outputs, or nil.
-func match(a, b *evaluated, tol float64) []int {
+// matchHashes pairs each output of a with an output of b of equal hash; it
+// returns b's output index for each of a's outputs, or nil.
+func matchHashes(a, b *evaluated) []int {
 	if len(a.hashes) != len(b.hashes) {
 		return nil
 	}
@@ -69,7 +53,7 @@ func match(a, b *evaluated, tol float64) []int {
 	for i, h := range a.hashes {
 		perm[i] = -1
 		for j, hb := range b.hashes {
-			if !taken[j] && hb == h && closeAll(a, b, i, j, tol) {
+			if !taken[j] && hb == h {
 				perm[i], taken[j] = j, true
 				break
 			}
@@ -79,15 +63,6 @@ func match(a, b *evaluated, tol float64) []int {
 		}
 	}
 	return perm
-}
-
-func closeAll(a, b *evaluated, i, j int, tol float64) bool {
-	for d := 0; d < draws(a.piecewise || b.piecewise); d++ {
-		if !Close(a.outputs(d)[i], b.outputs(d)[j], tol) {
-			return false
-		}
-	}
-	return true
 }
 
 // Close reports whether two float tensors agree within tol relative to
@@ -108,7 +83,7 @@ func Close(x, y *rules.FloatTensor, tol float64) bool {
 // check pairs each member with a representative of its class that passes
 // the float test. A member that matches none is a fingerprint collision and
 // becomes a further representative of its class.
-func (g *generator) check(ctx context.Context, level int, recs []record, members []member) ([]Candidate, error) {
+func (g *generator) check(ctx context.Context, level int, members []member) ([]Candidate, error) {
 	// Group members by class, keeping sorted order inside each class.
 	var groups [][]member
 	for i := 0; i < len(members); {
@@ -137,7 +112,7 @@ func (g *generator) check(ctx context.Context, level int, recs []record, members
 					errs[w] = ctx.Err()
 					return
 				}
-				cands, extra, coll, err := g.checkClass(recs, groups[i])
+				cands, extra, coll, err := g.checkClass(groups[i])
 				if err != nil {
 					errs[w] = err
 					return
@@ -170,11 +145,10 @@ func (g *generator) check(ctx context.Context, level int, recs []record, members
 	return out, nil
 }
 
-func (g *generator) checkClass(recs []record, grp []member) ([]Candidate, []rep, int64, error) {
+func (g *generator) checkClass(grp []member) ([]Candidate, []rep, int64, error) {
 	class := grp[0].class
-	reps := append([]rep(nil), g.reps[class]...)
 	var evals []*evaluated
-	for _, r := range reps {
+	for _, r := range g.reps[class] {
 		e, err := g.evaluate(r.g, r.trivial)
 		if err != nil {
 			return nil, nil, 0, err
@@ -185,37 +159,71 @@ func (g *generator) checkClass(recs []record, grp []member) ([]Candidate, []rep,
 	var extra []rep
 	var collisions int64
 	for _, m := range grp {
-		rec := recs[m.rec]
-		e, err := g.evaluate(rec.g, nil)
+		e, err := g.evaluate(m.g, nil)
 		if err != nil {
 			return nil, nil, 0, err
 		}
 		found := false
 		for _, re := range evals {
-			perm := match(e, re, g.cfg.Tolerance)
+			perm := matchHashes(e, re)
 			if perm == nil {
 				continue
 			}
-			rule, err := g.generalize(g.ruleOf(e, re, perm))
-			if err != nil {
-				return nil, nil, 0, err
+			cand, ok := g.candidate(g.ruleOf(e, re, perm), m.fp)
+			if !ok {
+				continue // equal fingerprints, different floats
 			}
-			if trivial(rule) {
-				found = true
-				break // generalised to a trivial rule
+			if cand != nil {
+				cands = append(cands, *cand)
 			}
-			canon, text := rule.Oriented()
-			cands = append(cands, Candidate{Rule: canon, Text: text, Fingerprint: rec.fp})
 			found = true
 			break
 		}
 		if !found {
 			collisions++
-			extra = append(extra, rep{g: rec.g})
+			extra = append(extra, rep{g: m.g})
 			evals = append(evals, e)
 		}
 	}
 	return cands, extra, collisions, nil
+}
+
+// candidate generalises a pair using the exact modular test, then runs the
+// float draws once on the result (falling back to the pair itself if the
+// generalisation fails them). ok is false when even the pair fails: a
+// fingerprint collision. A nil candidate with ok means the rule is trivial.
+func (g *generator) candidate(pair *rules.Rule, fp uint64) (c *Candidate, ok bool) {
+	general := g.generalize(pair)
+	for _, r := range []*rules.Rule{general, pair} {
+		if trivial(r) {
+			return nil, true
+		}
+		canon, text := r.Oriented()
+		if g.floatVerified(r, text) {
+			return &Candidate{Rule: canon, Text: text, Fingerprint: fp}, true
+		}
+		if r == pair {
+			break
+		}
+	}
+	return nil, false
+}
+
+// floatVerified runs the float draws on r, remembering verdicts by text and
+// shapes: many pairs generalise to the same rule.
+func (g *generator) floatVerified(r *rules.Rule, text rules.Text) bool {
+	key := text.String() + "|" + text.Inputs + "|" + text.Constants
+	g.verdictMu.Lock()
+	v, seen := g.verdicts[key]
+	g.verdictMu.Unlock()
+	if seen {
+		return v
+	}
+	v = g.floatHolds(r)
+	g.verdictMu.Lock()
+	g.verdicts[key] = v
+	g.verdictMu.Unlock()
+	return v
 }
 
 func (g *generator) ruleOf(src, dst *evaluated, perm []int) *rules.Rule {

@@ -13,17 +13,19 @@ import (
 // fresh inputs, for as long as the rule still passes both tests (TASO's
 // first common-subgraph form). The more general rule is what gets stored;
 // the original is one of its instances.
-func (g *generator) generalize(r *rules.Rule) (*rules.Rule, error) {
+func (g *generator) generalize(r *rules.Rule) *rules.Rule {
 	for {
-		next, err := g.generalizeOnce(r)
-		if err != nil || next == nil {
-			return r, err
+		next := g.generalizeOnce(r)
+		if next == nil {
+			return r
 		}
 		r = next
 	}
 }
 
-func (g *generator) generalizeOnce(r *rules.Rule) (*rules.Rule, error) {
+// generalizeOnce tries each shared sub-term, largest first, with the exact
+// test; the caller runs the float draws on the final rule.
+func (g *generator) generalizeOnce(r *rules.Rule) *rules.Rule {
 	srcKeys, dstKeys := termKeys(&r.Src), termKeys(&r.Dst)
 	inDst := map[string]bool{}
 	for _, k := range dstKeys {
@@ -38,16 +40,11 @@ func (g *generator) generalizeOnce(r *rules.Rule) (*rules.Rule, error) {
 	// Larger shared terms first: replacing them generalises most.
 	slices.SortStableFunc(common, func(a, b string) int { return len(b) - len(a) })
 	for _, k := range common {
-		cand := replaceTerm(r, srcKeys, dstKeys, k)
-		ok, err := g.holds(cand)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			return cand, nil
+		if cand := replaceTerm(r, srcKeys, dstKeys, k); g.intHolds(cand) {
+			return cand
 		}
 	}
-	return nil, nil
+	return nil
 }
 
 // termKeys gives each node a structural key independent of numbering.
@@ -188,9 +185,8 @@ func substitute(gr *rules.Graph, keys []string, key string, fresh int) rules.Gra
 	return out
 }
 
-// holds tests a rule on the fingerprint inputs and both float draws,
-// output by output.
-func (g *generator) holds(r *rules.Rule) (bool, error) {
+// intHolds tests a rule exactly on the fingerprint inputs, output by output.
+func (g *generator) intHolds(r *rules.Rule) bool {
 	ints := make([]*rules.IntTensor, r.NumInputs)
 	for i, s := range r.InputShapes {
 		if i < g.l.nIn {
@@ -202,13 +198,19 @@ func (g *generator) holds(r *rules.Rule) (bool, error) {
 	a, errA := rules.Evaluate(&r.Src, rules.IntKernelOf, ints)
 	b, errB := rules.Evaluate(&r.Dst, rules.IntKernelOf, ints)
 	if errA != nil || errB != nil {
-		return false, nil // the generalised rule is ill-shaped: keep the original
+		return false // the generalised rule is ill-shaped: keep the original
 	}
 	for i := range a {
 		if fingerprint.Tensor(a[i]) != fingerprint.Tensor(b[i]) {
-			return false, nil
+			return false
 		}
 	}
+	return true
+}
+
+// floatHolds tests a rule on the float draws, output by output: uniform
+// draws always, one-signed draws too when either side is piecewise.
+func (g *generator) floatHolds(r *rules.Rule) bool {
 	for d := 0; d < draws(r.Src.Piecewise() || r.Dst.Piecewise()); d++ {
 		pool := g.floatInputs(d)
 		fl := make([]*rules.FloatTensor, r.NumInputs)
@@ -221,17 +223,17 @@ func (g *generator) holds(r *rules.Rule) (bool, error) {
 		}
 		x, err := rules.Evaluate(&r.Src, rules.FloatKernelOf, fl)
 		if err != nil {
-			return false, nil
+			return false
 		}
 		y, err := rules.Evaluate(&r.Dst, rules.FloatKernelOf, fl)
 		if err != nil {
-			return false, nil
+			return false
 		}
 		for i := range x {
 			if !Close(x[i], y[i], g.cfg.Tolerance) {
-				return false, nil
+				return false
 			}
 		}
 	}
-	return true, nil
+	return true
 }

@@ -1,6 +1,7 @@
 package enumerate
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
@@ -70,9 +71,51 @@ type rep struct {
 	trivial []uint8
 }
 
+// record is one enumerated graph, compactly: the item it extends, which
+// relabelling of the item's inputs, and the node added (graphOf rebuilds
+// it). Sixteen bytes, since the largest level holds hundreds of millions.
 type record struct {
-	fp uint64
-	g  graph
+	fp   uint64
+	item uint32
+	code uint32 // relabelling<<24 | template<<16 | operand0<<8 | operand1
+}
+
+// recordChunks stores records in fixed-size chunks: a growing slice would
+// briefly need twice its size at every doubling.
+type recordChunks [][]record
+
+const chunkSize = 1 << 20
+
+func (c *recordChunks) add(r record) {
+	n := len(*c)
+	if n == 0 || len((*c)[n-1]) == chunkSize {
+		*c = append(*c, make([]record, 0, chunkSize))
+		n++
+	}
+	(*c)[n-1] = append((*c)[n-1], r)
+}
+
+func (c recordChunks) len() int {
+	n := 0
+	for _, ch := range c {
+		n += len(ch)
+	}
+	return n
+}
+
+const (
+	maxTemplates    = 255
+	maxRelabellings = 255
+)
+
+// graphOf rebuilds the graph a record stands for.
+func (l *layout) graphOf(items []graph, r record) graph {
+	item := items[r.item]
+	rls := l.relabellings(item)
+	g := l.relabel(item, rls[r.code>>24].images)
+	g.nodes[g.n] = node{t: uint16(r.code >> 16 & 0xff), args: [2]uint8{uint8(r.code >> 8), uint8(r.code)}}
+	g.n++
+	return g
 }
 
 type generator struct {
@@ -83,6 +126,8 @@ type generator struct {
 	inHash    []uint64
 	floatIn   [floatDraws][]*rules.FloatTensor // filled on demand
 	floatMu   sync.Mutex
+	verdictMu sync.Mutex
+	verdicts  map[string]bool // float verdicts by rule text and shapes
 	classes   map[uint64]int32
 	reps      [][]rep
 	prevItems []graph
@@ -115,34 +160,31 @@ func Generate(ctx context.Context, cfg Config) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		newReps, members := g.classify(recs)
-		lc, err := g.check(ctx, n, recs, members)
+		last := n == cfg.MaxOps
+		next, members, newClasses := g.classify(items, recs, last)
+		lc, err := g.check(ctx, n, members)
 		if err != nil {
 			return nil, err
 		}
 		cands = append(cands, lc...)
-		g.stats.Levels = append(g.stats.Levels, LevelStats{Ops: n, Graphs: int64(len(recs)), NewClasses: int64(len(newReps)), Members: int64(len(members))})
+		g.stats.Levels = append(g.stats.Levels, LevelStats{Ops: n, Graphs: int64(len(recs)), NewClasses: newClasses, Members: int64(len(members))})
 		g.stats.Graphs += int64(len(recs))
-		if cfg.Exhaustive {
-			items = make([]graph, len(recs))
-			for i, r := range recs {
-				items[i] = r.g
-			}
-			slices.SortFunc(items, func(a, b graph) int { return cmpGraph(&a, &b) })
-		} else {
-			items = append(newReps, g.extraItems...)
-			slices.SortFunc(items, func(a, b graph) int { return cmpGraph(&a, &b) })
-		}
+		g.stats.Classes += newClasses
+		recs = nil
+		items = append(next, g.extraItems...)
+		slices.SortFunc(items, func(a, b graph) int { return cmpGraph(&a, &b) })
 		g.extraItems = nil
 		g.prevItems = items
 	}
-	g.stats.Classes = int64(len(g.classes))
 	g.stats.Candidates = int64(len(cands))
 	return &Result{Stats: g.stats, Candidates: dedupe(cands)}, nil
 }
 
 func newGenerator(cfg Config) (*generator, error) {
 	tmpls := templates(cfg.Registry, cfg.Pool)
+	if len(tmpls) > maxTemplates {
+		return nil, fmt.Errorf("operator set yields %d templates, more than %d", len(tmpls), maxTemplates)
+	}
 	if len(tmpls) == 0 {
 		return nil, fmt.Errorf("operator set %v yields no operator templates", cfg.Registry.Names())
 	}
@@ -166,7 +208,7 @@ func newGenerator(cfg Config) (*generator, error) {
 		l.arity = append(l.arity, t.op.Arity)
 		l.nOut = append(l.nOut, t.op.Outputs)
 	}
-	g := &generator{cfg: cfg, l: l, inputs: fingerprint.Inputs{Seed: cfg.Seed}, classes: map[uint64]int32{}}
+	g := &generator{cfg: cfg, l: l, inputs: fingerprint.Inputs{Seed: cfg.Seed}, classes: map[uint64]int32{}, verdicts: map[string]bool{}}
 	for i := 0; i < l.nIn; i++ {
 		s := cfg.Pool.Classes[l.class[i]].Shape
 		t := g.inputs.Int(i, s)
@@ -189,6 +231,7 @@ func (g *generator) addTrivialClasses() {
 		if _, ok := g.classes[fp]; !ok {
 			g.classes[fp] = int32(len(g.reps))
 			g.reps = append(g.reps, []rep{{trivial: outs}})
+			g.stats.Classes++
 		}
 		g.stats.Graphs++
 	}
@@ -210,7 +253,7 @@ func (g *generator) addTrivialClasses() {
 func (g *generator) expand(ctx context.Context, level int, items []graph) ([]record, error) {
 	var next atomic.Int64
 	var done atomic.Int64
-	results := make([][]record, g.cfg.Workers)
+	results := make([]recordChunks, g.cfg.Workers)
 	var wg sync.WaitGroup
 	errs := make([]error, g.cfg.Workers)
 	for w := 0; w < g.cfg.Workers; w++ {
@@ -227,7 +270,7 @@ func (g *generator) expand(ctx context.Context, level int, items []graph) ([]rec
 					errs[w] = ctx.Err()
 					return
 				}
-				if err := wk.processItem(items[i]); err != nil {
+				if err := wk.processItem(uint32(i), items[i]); err != nil {
 					errs[w] = err
 					return
 				}
@@ -245,51 +288,82 @@ func (g *generator) expand(ctx context.Context, level int, items []graph) ([]rec
 			return nil, err
 		}
 	}
-	var recs []record
+	total := 0
 	for _, r := range results {
-		recs = append(recs, r...)
+		total += r.len()
+	}
+	// Copy chunk by chunk, dropping each one, so that the peak stays near
+	// one copy of the records.
+	recs := make([]record, 0, total)
+	for w := range results {
+		for k := range results[w] {
+			recs = append(recs, results[w][k]...)
+			results[w][k] = nil
+		}
 	}
 	slices.SortFunc(recs, func(a, b record) int {
-		if a.fp != b.fp {
-			if a.fp < b.fp {
-				return -1
-			}
-			return 1
+		if c := cmp.Compare(a.fp, b.fp); c != 0 {
+			return c
 		}
-		return cmpGraph(&a.g, &b.g)
+		if c := cmp.Compare(a.item, b.item); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.code, b.code)
 	})
 	return recs, nil
 }
 
 type member struct {
-	rec   int
+	g     graph
+	fp    uint64
 	class int32
 }
 
-// classify assigns each record to a fingerprint class. The smallest graph
-// of a new class becomes its representative; the rest are members to pair.
-func (g *generator) classify(recs []record) (newReps []graph, members []member) {
+// classify assigns records to fingerprint classes. The smallest graph of a
+// new class is its representative; the others, and every graph of a class
+// seen at a smaller size, are members to pair. It returns the graphs to
+// extend next (representatives, or all graphs when exhaustive) and the
+// number of new classes. At the last level a lone graph of a new class is
+// only counted, never rebuilt.
+func (g *generator) classify(items []graph, recs []record, last bool) (next []graph, members []member, newClasses int64) {
+	keepAll := g.cfg.Exhaustive && !last
 	for i := 0; i < len(recs); {
 		j := i + 1
 		for j < len(recs) && recs[j].fp == recs[i].fp {
 			j++
 		}
-		c, ok := g.classes[recs[i].fp]
-		first := i
-		if !ok {
-			c = int32(len(g.reps))
-			g.classes[recs[i].fp] = c
-			g.reps = append(g.reps, []rep{{g: recs[i].g}})
-			newReps = append(newReps, recs[i].g)
-			first = i + 1
+		fp := recs[i].fp
+		c, known := g.classes[fp]
+		if !known && j-i == 1 && last {
+			newClasses++
+			i = j
+			continue
 		}
-		for k := first; k < j; k++ {
-			members = append(members, member{rec: k, class: c})
+		group := make([]graph, 0, j-i)
+		for k := i; k < j; k++ {
+			group = append(group, g.l.graphOf(items, recs[k]))
+		}
+		slices.SortFunc(group, func(a, b graph) int { return cmpGraph(&a, &b) })
+		first := 0
+		if !known {
+			newClasses++
+			c = int32(len(g.reps))
+			g.classes[fp] = c
+			g.reps = append(g.reps, []rep{{g: group[0]}})
+			if !last {
+				next = append(next, group[0])
+			}
+			first = 1
+		}
+		for _, gr := range group[first:] {
+			members = append(members, member{g: gr, fp: fp, class: c})
+			if keepAll {
+				next = append(next, gr)
+			}
 		}
 		i = j
 	}
-	slices.SortFunc(newReps, func(a, b graph) int { return cmpGraph(&a, &b) })
-	return newReps, members
+	return next, members, newClasses
 }
 
 // dedupe keeps the first candidate of each canonical text; generalisation

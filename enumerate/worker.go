@@ -1,6 +1,7 @@
 package enumerate
 
 import (
+	"fmt"
 	"slices"
 
 	"rulebook/fingerprint"
@@ -26,7 +27,7 @@ type memoVal struct {
 }
 
 // memoLimit bounds the per-worker cache of operator results.
-const memoLimit = 1 << 18
+const memoLimit = 1 << 15
 
 type shapeKey struct {
 	t    uint16
@@ -42,7 +43,10 @@ type worker struct {
 	ok     map[shapeKey]bool
 	memo   map[memoKey]*memoVal
 	vals   [256]valState
-	recs   []record
+	recs   recordChunks
+
+	// the item being extended, for compact records
+	item, relabelIdx uint32
 
 	// current graph being extended
 	cur       graph
@@ -73,10 +77,16 @@ func (w *worker) intern(s rules.Shape) int32 {
 	return id
 }
 
-// processItem extends item under every order-preserving relabelling of its
-// inputs that can still yield a prefix graph.
-func (w *worker) processItem(item graph) error {
-	l := w.l
+// relabelling is one order-preserving renaming of an item's inputs: class
+// c's copies 0..k−1 become images[c].
+type relabelling struct {
+	images [][]int
+	holes  int // unused copies below the largest image, to be filled
+}
+
+// relabellings lists, in a fixed order, the renamings of item's inputs
+// that can still yield a prefix graph once one node (≤ 2 operands) is added.
+func (l *layout) relabellings(item graph) []relabelling {
 	k := make([]int, len(l.start)) // copies of each class the item uses
 	for j := 0; j < int(item.n); j++ {
 		nd := item.nodes[j]
@@ -86,30 +96,56 @@ func (w *worker) processItem(item graph) error {
 			}
 		}
 	}
-	choices := make([][][]int, len(l.start))
-	for c := range l.start {
-		choices[c] = subsets(l.copies[c], k[c])
-	}
-	var rec func(c int, images [][]int, holes int) error
-	rec = func(c int, images [][]int, holes int) error {
+	var out []relabelling
+	var rec func(c int, images [][]int, holes int)
+	rec = func(c int, images [][]int, holes int) {
 		if holes > 2 {
-			return nil
+			return
 		}
 		if c == len(l.start) {
-			return w.extendRelabelled(item, images, holes)
+			out = append(out, relabelling{images: slices.Clone(images), holes: holes})
+			return
 		}
-		for _, s := range choices[c] {
+		for _, s := range subsets(l.copies[c], k[c]) {
 			h := 0
 			if len(s) > 0 {
 				h = s[len(s)-1] + 1 - len(s)
 			}
-			if err := rec(c+1, append(images, s), holes+h); err != nil {
-				return err
+			rec(c+1, append(images, s), holes+h)
+		}
+	}
+	rec(0, nil, 0)
+	return out
+}
+
+// relabel applies a relabelling to an item.
+func (l *layout) relabel(item graph, images [][]int) graph {
+	g := item
+	for j := 0; j < int(g.n); j++ {
+		nd := &g.nodes[j]
+		for a := 0; a < l.arity[nd.t]; a++ {
+			if v := nd.args[a]; l.isInput(v) {
+				c := l.class[v]
+				nd.args[a] = uint8(l.start[c] + images[c][l.copyOf[v]])
 			}
 		}
-		return nil
 	}
-	return rec(0, nil, 0)
+	return g
+}
+
+// processItem extends item number idx under each of its relabellings.
+func (w *worker) processItem(idx uint32, item graph) error {
+	rls := w.l.relabellings(item)
+	if len(rls) > maxRelabellings {
+		return fmt.Errorf("graph %v has %d input relabellings, more than %d", item, len(rls), maxRelabellings)
+	}
+	for i, rl := range rls {
+		w.item, w.relabelIdx = idx, uint32(i)
+		if err := w.extendRelabelled(item, rl.images, rl.holes); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // subsets lists the increasing k-element subsets of 0..n−1.
@@ -137,16 +173,13 @@ func subsets(n, k int) [][]int {
 
 func (w *worker) extendRelabelled(item graph, images [][]int, holes int) error {
 	l := w.l
-	g := item
+	g := l.relabel(item, images)
 	w.used = make([]uint64, len(l.start))
 	for j := 0; j < int(g.n); j++ {
-		nd := &g.nodes[j]
+		nd := g.nodes[j]
 		for a := 0; a < l.arity[nd.t]; a++ {
 			if v := nd.args[a]; l.isInput(v) {
-				c := l.class[v]
-				nv := l.start[c] + images[c][l.copyOf[v]]
-				nd.args[a] = uint8(nv)
-				w.used[c] |= 1 << uint(images[c][l.copyOf[v]])
+				w.used[l.class[v]] |= 1 << uint(l.copyOf[v])
 			}
 		}
 	}
@@ -354,7 +387,8 @@ func (w *worker) attempt(t uint16, args [2]uint8) {
 		hs[nh] = m.hashes[o]
 		nh++
 	}
-	w.recs = append(w.recs, record{fp: fingerprint.Combine(hs[:nh]), g: next})
+	w.recs.add(record{fp: fingerprint.Combine(hs[:nh]), item: w.item,
+		code: w.relabelIdx<<24 | uint32(t)<<16 | uint32(args[0])<<8 | uint32(args[1])})
 }
 
 // builtFromRepresentatives is the RepGen test: removing any other sink

@@ -95,18 +95,18 @@ func convKernel[T any, R Ring[T]](p []int, in, out []*Tensor[T]) {
 					for ci := 0; ci < cg; ci++ {
 						xbase := ((b*c + c0 + ci) * h) * wd
 						wbase := ((f*cg + ci) * kh) * kw
+						ix0 := xo*stride - padL
+						lo, hi := max(0, -ix0), min(kw, wd-ix0)
+						if lo >= hi {
+							continue
+						}
 						for dy := 0; dy < kh; dy++ {
 							iy := y*stride - padT + dy
 							if iy < 0 || iy >= h {
 								continue
 							}
-							for dx := 0; dx < kw; dx++ {
-								ix := xo*stride - padL + dx
-								if ix < 0 || ix >= wd {
-									continue
-								}
-								acc = r.Add(acc, r.Mul(x.Data[xbase+iy*wd+ix], w.Data[wbase+dy*kw+dx]))
-							}
+							row := xbase + iy*wd + ix0
+							acc = r.Dot(acc, x.Data[row+lo:row+hi], w.Data[wbase+dy*kw+lo:wbase+dy*kw+hi])
 						}
 					}
 					if relu {

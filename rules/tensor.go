@@ -20,6 +20,9 @@ type Ring[T any] interface {
 	Max(a, b T) T
 	// Recip is 1/n for a small positive integer n.
 	Recip(n int) T
+	// Dot is acc + Σ x[i]·w[i]; kernels call it once per contiguous run so
+	// the arithmetic inlines in each instantiation.
+	Dot(acc T, x, w []T) T
 }
 
 // Mod is arithmetic modulo Prime. Values v ≤ (Prime−1)/2 read as
@@ -63,6 +66,16 @@ func (Mod) Max(a, b uint32) uint32 {
 
 func (Mod) Recip(n int) uint32 { return modInverse(uint64(n)) }
 
+func (Mod) Dot(acc uint32, x, w []uint32) uint32 {
+	s := uint64(acc)
+	w = w[:len(x)]
+	for i, a := range x {
+		p := uint64(a) * uint64(w[i])
+		s += p&Prime + p>>31 // ≡ p, and < 2^32: no overflow for any short run
+	}
+	return uint32(s % Prime)
+}
+
 func signedMod(v uint32) int64 {
 	if v <= (Prime-1)/2 {
 		return int64(v)
@@ -102,6 +115,14 @@ func (Real) Mul(a, b float64) float64 { return a * b }
 func (Real) Relu(a float64) float64   { return math.Max(a, 0) }
 func (Real) Max(a, b float64) float64 { return math.Max(a, b) }
 func (Real) Recip(n int) float64      { return 1 / float64(n) }
+
+func (Real) Dot(acc float64, x, w []float64) float64 {
+	w = w[:len(x)]
+	for i, a := range x {
+		acc += a * w[i]
+	}
+	return acc
+}
 
 // Tensor is a dense row-major tensor with its shape and split history.
 type Tensor[T any] struct {

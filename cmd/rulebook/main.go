@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -17,7 +18,15 @@ const version = "0.1.0-dev"
 
 const defaultDB = "rulebook.db"
 
+// defaultMemoryLimit is the Go heap's soft limit unless GOMEMLIMIT says
+// otherwise: generation at 4 operators must stay under 8 GiB, and without a
+// limit the collector lets the heap reach twice the live data.
+const defaultMemoryLimit = 6 << 30
+
 func main() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(defaultMemoryLimit)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := newRootCmd().ExecuteContext(ctx)
