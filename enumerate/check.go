@@ -3,7 +3,6 @@ package enumerate
 import (
 	"context"
 	"math"
-	"sync"
 	"sync/atomic"
 
 	"rulebook/fingerprint"
@@ -96,41 +95,21 @@ func (g *generator) check(ctx context.Context, level int, members []member) ([]C
 	}
 	results := make([][]Candidate, len(groups))
 	newReps := make([][]rep, len(groups))
-	var next, done, collisions atomic.Int64
-	var wg sync.WaitGroup
-	errs := make([]error, g.cfg.Workers)
-	for w := 0; w < g.cfg.Workers; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(len(groups)) {
-					return
-				}
-				if ctx.Err() != nil {
-					errs[w] = ctx.Err()
-					return
-				}
-				cands, extra, coll, err := g.checkClass(groups[i])
-				if err != nil {
-					errs[w] = err
-					return
-				}
-				results[i], newReps[i] = cands, extra
-				collisions.Add(coll)
-				d := done.Add(int64(len(groups[i])))
-				if g.cfg.Progress != nil {
-					g.cfg.Progress(Progress{Stage: "check", Level: level, Done: d, Total: int64(len(members))})
-				}
-			}
-		}(w)
-	}
-	wg.Wait()
-	for _, err := range errs {
+	var done, collisions atomic.Int64
+	err := parallel(ctx, g.cfg.Workers, len(groups), func(_, i int) error {
+		cands, extra, coll, err := g.checkClass(groups[i])
 		if err != nil {
-			return nil, err
+			return err
 		}
+		results[i], newReps[i] = cands, extra
+		collisions.Add(coll)
+		if d := done.Add(int64(len(groups[i]))); g.cfg.Progress != nil {
+			g.cfg.Progress(Progress{Stage: "check", Level: level, Done: d, Total: int64(len(members))})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	var out []Candidate
 	for i, grp := range groups {

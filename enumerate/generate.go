@@ -251,42 +251,26 @@ func (g *generator) addTrivialClasses() {
 // expand extends every item by one operator, in parallel, and returns the
 // accepted graphs sorted by fingerprint then encoding.
 func (g *generator) expand(ctx context.Context, level int, items []graph) ([]record, error) {
-	var next atomic.Int64
-	var done atomic.Int64
-	results := make([]recordChunks, g.cfg.Workers)
-	var wg sync.WaitGroup
-	errs := make([]error, g.cfg.Workers)
-	for w := 0; w < g.cfg.Workers; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			wk := newWorker(g)
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(len(items)) {
-					break
-				}
-				if ctx.Err() != nil {
-					errs[w] = ctx.Err()
-					return
-				}
-				if err := wk.processItem(uint32(i), items[i]); err != nil {
-					errs[w] = err
-					return
-				}
-				d := done.Add(1)
-				if g.cfg.Progress != nil && (d%64 == 0 || d == int64(len(items))) {
-					g.cfg.Progress(Progress{Stage: "enumerate", Level: level, Done: d, Total: int64(len(items))})
-				}
-			}
-			results[w] = wk.recs
-		}(w)
+	workers := make([]*worker, g.cfg.Workers)
+	for w := range workers {
+		workers[w] = newWorker(g)
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
+	var done atomic.Int64
+	err := parallel(ctx, g.cfg.Workers, len(items), func(w, i int) error {
+		if err := workers[w].processItem(uint32(i), items[i]); err != nil {
+			return err
 		}
+		if d := done.Add(1); g.cfg.Progress != nil && (d%64 == 0 || d == int64(len(items))) {
+			g.cfg.Progress(Progress{Stage: "enumerate", Level: level, Done: d, Total: int64(len(items))})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	results := make([]recordChunks, len(workers))
+	for w, wk := range workers {
+		results[w], wk.recs = wk.recs, nil
 	}
 	total := 0
 	for _, r := range results {
@@ -391,4 +375,41 @@ func (g *generator) floatInputs(d int) []*rules.FloatTensor {
 		}
 	}
 	return g.floatIn[d]
+}
+
+// parallel calls fn(w, i) for every i in [0, n) on the given number of
+// goroutines, w being the goroutine's index, and stops at the first error
+// or when ctx is cancelled.
+func parallel(ctx context.Context, workers, n int, fn func(w, i int) error) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := ctx.Err(); err != nil {
+					errs[w] = err
+					return
+				}
+				if err := fn(w, i); err != nil {
+					errs[w] = err
+					next.Store(int64(n)) // stop the others early
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -31,7 +31,6 @@ type layout struct {
 	nIn    int
 	class  []int // class of each input
 	copyOf []int // copy index of each input within its class
-	weight []bool
 	start  []int // first input of each class
 	copies []int // copies per class
 	tmpls  []template
@@ -81,21 +80,6 @@ func (l *layout) cmpNode(g *graph, i, j int) int {
 		}
 	}
 	return 0
-}
-
-// consumers counts, for each node, how many argument slots read it.
-func (l *layout) consumers(g *graph) [MaxOps]int {
-	var c [MaxOps]int
-	for j := 0; j < int(g.n); j++ {
-		nd := g.nodes[j]
-		for k := 0; k < l.arity[nd.t]; k++ {
-			if !l.isInput(nd.args[k]) {
-				src, _ := l.nodeOf(nd.args[k])
-				c[src]++
-			}
-		}
-	}
-	return c
 }
 
 // canonical renumbers inputs so each class is used as a prefix (keeping

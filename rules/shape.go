@@ -124,17 +124,6 @@ func ParseDims(text string) (Shape, error) {
 	return NewShape(dims...), nil
 }
 
-// strides returns row-major strides.
-func (s Shape) strides() [MaxRank]int {
-	var st [MaxRank]int
-	n := 1
-	for i := s.Rank - 1; i >= 0; i-- {
-		st[i] = n
-		n *= s.Dims[i]
-	}
-	return st
-}
-
 // AppendEncoding appends rank, dims and split trees, for hashing.
 func (s Shape) AppendEncoding(b []byte) []byte {
 	b = append(b, byte(s.Rank))
