@@ -107,18 +107,15 @@ func runGenerate(ctx context.Context, cmd *cobra.Command, o generateOptions) err
 	out := cmd.OutOrStdout()
 	start := time.Now()
 	bar := newProgress(cmd.ErrOrStderr(), o.noProgress)
-	res, err := enumerate.Generate(ctx, enumerate.Config{
-		Registry: reg, Pool: pool, MaxOps: o.maxOps, Seed: o.seed, Workers: o.workers,
-		Exhaustive: o.exhaustive, Progress: bar.update,
-	})
+	cfg := enumerate.Config{Registry: reg, Pool: pool, MaxOps: o.maxOps, Seed: o.seed, Workers: o.workers,
+		Exhaustive: o.exhaustive, Progress: bar.update}
+	res, stored, err := generateAndStore(ctx, db, cfg, runID)
 	bar.finish()
 	if err != nil {
 		run.Status = endStatus(err)
-		return fmt.Errorf("generate: %w", err)
-	}
-	stored, err := db.InsertRules(ctx, toStoreRules(res.Candidates, runID))
-	if err != nil {
-		run.Status = endStatus(err)
+		if run.Status == "interrupted" {
+			return fmt.Errorf("interrupted: run %d recorded as interrupted, no rules written: %w", runID, err)
+		}
 		return err
 	}
 	s := res.Stats
@@ -127,6 +124,16 @@ func runGenerate(ctx context.Context, cmd *cobra.Command, o generateOptions) err
 	printStages(out, s, len(res.Candidates), stored, time.Since(start))
 	fmt.Fprintf(out, "run %d written to %s\n", runID, db.Path())
 	return nil
+}
+
+// generateAndStore enumerates and writes the candidates in one transaction.
+func generateAndStore(ctx context.Context, db *store.Store, cfg enumerate.Config, runID int64) (*enumerate.Result, int64, error) {
+	res, err := enumerate.Generate(ctx, cfg)
+	if err != nil {
+		return nil, 0, fmt.Errorf("generate: %w", err)
+	}
+	stored, err := db.InsertRules(ctx, toStoreRules(res.Candidates, runID))
+	return res, stored, err
 }
 
 // endStatus is how a run that stopped with err is recorded.
