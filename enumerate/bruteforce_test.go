@@ -84,7 +84,7 @@ func bruteCount(t *testing.T, reg *rules.Registry, pool Pool, maxOps int) []int 
 				ok := true
 				for i, a := range args {
 					v := values[a]
-					if v.role == Weight && tm.op.DataOperand(i) || v.role == Data && tm.op.WeightOperand(i) {
+					if v.role == Weight && tm.op.DataOperand(i) || v.role == Data && tm.op.WeightOperand(i) || (v.role == Neutral) != tm.op.ScalarOperand(i) {
 						ok = false
 					}
 					shapes = append(shapes, v.shape)

@@ -73,17 +73,17 @@ func TestExpectedRules(t *testing.T) {
 			"(matmul (smul ?a ?s) ?b) => (smul (matmul ?a ?b) ?s)"}},
 		{"transpose is an involution", []string{"(transpose (transpose ?a)) => ?a"}},
 		{"transpose of matmul", []string{"(transpose (matmul ?a ?b)) => (matmul (transpose ?b) (transpose ?a))"}},
-		{"conv with relu activation", []string{"(conv2d 1 same relu ?a ?b) => (relu (conv2d 1 same none ?a ?b))"}},
-		{"conv linear in its input", []string{"(conv2d 1 same none (ewadd ?a ?b) ?k) => (ewadd (conv2d 1 same none ?a ?k) (conv2d 1 same none ?b ?k))"}},
-		{"conv linear in its kernel", []string{"(conv2d 1 same none ?a (ewadd ?k ?l)) => (ewadd (conv2d 1 same none ?a ?k) (conv2d 1 same none ?a ?l))"}},
+		{"conv with relu activation", []string{"(conv2d 1 same relu 1 ?a ?b) => (relu (conv2d 1 same none 1 ?a ?b))"}},
+		{"conv linear in its input", []string{"(conv2d 1 same none 1 (ewadd ?a ?b) ?k) => (ewadd (conv2d 1 same none 1 ?a ?k) (conv2d 1 same none 1 ?b ?k))"}},
+		{"conv linear in its kernel", []string{"(conv2d 1 same none 1 ?a (ewadd ?k ?l)) => (ewadd (conv2d 1 same none 1 ?a ?k) (conv2d 1 same none 1 ?a ?l))"}},
 		{"split of concat, axis 0", []string{"(let ((%0 (concat 0 ?a ?b))) (outputs (split0 0 %0) (split1 0 %0))) => (outputs ?a ?b)"}},
 		{"split of concat, axis 1", []string{"(let ((%0 (concat 1 ?a ?b))) (outputs (split0 1 %0) (split1 1 %0))) => (outputs ?a ?b)"}},
 		{"two matmuls sharing an input", []string{"(outputs (matmul ?x ?a) (matmul ?x ?b)) => (let ((%0 (matmul ?x (concat 1 ?a ?b)))) (outputs (split0 1 %0) (split1 1 %0)))"}},
-		{"average pooling is a convolution", []string{"(pool_avg 3 1 same ?a) => (conv2d 1 same none ?a (C_pool 3))"}},
+		{"average pooling is a convolution", []string{"(pool_avg 3 1 same ?a) => (conv2d 1 same none 4 ?a (C_pool 3))"}},
 		{"matmul identity", []string{"(matmul ?a (I_matmul)) => ?a"}},
 		{"ewmul identity", []string{"(ewmul ?a (I_ewmul)) => ?a", "(ewmul (I_ewmul) ?a) => ?a"}},
-		{"conv identity", []string{"(conv2d 1 same none ?a (I_conv 3)) => ?a"}},
-		{"enlarge a kernel under same padding", []string{"(conv2d 1 same none ?a ?k) => (conv2d 1 same none ?a (enlarge 3 ?k))"}},
+		{"conv identity", []string{"(conv2d 1 same none 1 ?a (I_conv 3)) => ?a"}},
+		{"enlarge a kernel under same padding", []string{"(conv2d 1 same none 1 ?a ?k) => (conv2d 1 same none 1 ?a (enlarge 3 ?k))"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -24,8 +24,9 @@ type InputClass struct {
 // value computed from any activation is data; one computed only from
 // weights and constants is a weight; scalars are neutral. Data operands
 // (a convolution's input) never take a weight and weight operands (its
-// kernel) never take data, which keeps out identities that hold only for
-// the pool's particular shapes.
+// kernel) never take data, and scalar operands (smul's) take scalars and
+// nothing else, which keeps out identities that hold only for the pool's
+// particular shapes.
 type Role uint8
 
 // Roles of inputs and values.

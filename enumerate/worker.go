@@ -326,7 +326,7 @@ func (w *worker) attempt(t uint16, args [2]uint8) {
 	for a := 0; a < ar; a++ {
 		v := args[a]
 		role := w.vals[v].role
-		if role == Weight && op.DataOperand(a) || role == Data && op.WeightOperand(a) {
+		if role == Weight && op.DataOperand(a) || role == Data && op.WeightOperand(a) || (role == Neutral) != op.ScalarOperand(a) {
 			return
 		}
 		if l.isInput(v) {

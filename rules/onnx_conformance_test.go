@@ -375,9 +375,7 @@ func mapNode(reg *rules.Registry, n *onnx.Node, in []*dataTensor, outs [][]int) 
 		if ks := a.ints("kernel_shape"); ks != nil && (len(ks) != 2 || int(ks[0]) != w[2] || int(ks[1]) != w[3]) {
 			return nil, skipf("kernel_shape disagrees with W")
 		}
-		if g := a.int("group", 1); w[1] == 0 || x[1]%w[1] != 0 || int(g) != x[1]/w[1] {
-			return nil, skipf("group %d is not C_in/W.dims[1]", g)
-		}
+		g := int(a.int("group", 1))
 		stride, err := uniformStride(a)
 		if err != nil {
 			return nil, err
@@ -386,7 +384,7 @@ func mapNode(reg *rules.Registry, n *onnx.Node, in []*dataTensor, outs [][]int) 
 		if err != nil {
 			return nil, err
 		}
-		m.op, m.params = lookup("conv2d"), []int{stride, padding, rules.ActNone}
+		m.op, m.params = lookup("conv2d"), []int{stride, padding, rules.ActNone, g}
 	case "AveragePool", "MaxPool":
 		if err := arity(1); err != nil {
 			return nil, err

@@ -23,8 +23,11 @@ const (
 func strideParam() ParamSpec {
 	return ParamSpec{Name: "stride", Min: 1, Max: 8, Generate: []int{1}}
 }
+// paddingParam generates same padding only, as TASO does: valid padding
+// shrinks the pool's 5×5 maps to 1×1, where pooling and convolution satisfy
+// identities of that size only.
 func paddingParam() ParamSpec {
-	return ParamSpec{Name: "padding", Symbols: paddingSymbols, Generate: []int{PadSame, PadValid}}
+	return ParamSpec{Name: "padding", Symbols: paddingSymbols, Generate: []int{PadSame}}
 }
 func kernelParam() ParamSpec {
 	return ParamSpec{Name: "kernel", Min: 1, Max: maxKernel, Generate: []int{3}}
@@ -41,15 +44,20 @@ func Default() *Registry {
 		{Name: "ewmul", Doc: "element-wise multiplication", Arity: 2, Outputs: 1, Z3: []string{"ewmul"},
 			Shape: elementwiseShape, IntKernel: ewmulKernel[uint32, Mod], FloatKernel: ewmulKernel[float64, Real]},
 		{Name: "smul", Doc: "multiplication by a scalar tensor", Arity: 2, Outputs: 1, Z3: []string{"smul"},
+			Operands: []Operand{{Name: "input"}, {Name: "scalar", Scalar: true}},
 			Shape: smulShape, IntKernel: smulKernel[uint32, Mod], FloatKernel: smulKernel[float64, Real]},
 		{Name: "transpose", Doc: "swap the last two dimensions of a matrix or batch of matrices", Arity: 1, Outputs: 1, Z3: []string{"transpose"},
 			Shape: transposeShape, IntKernel: transposeKernel[uint32], FloatKernel: transposeKernel[float64]},
 		{Name: "matmul", Doc: "(batched) matrix multiplication", Arity: 2, Outputs: 1, Z3: []string{"matmul"},
 			Shape: matmulShape, IntKernel: matmulKernel[uint32, Mod], FloatKernel: matmulKernel[float64, Real]},
-		{Name: "conv2d", Doc: "grouped 2-D convolution, NCHW; groups = input channels / kernel input channels", Arity: 2, Outputs: 1, Z3: []string{"conv2d"},
+		{Name: "conv2d", Doc: "grouped 2-D convolution, NCHW input, OIHW kernel; input channels = groups × kernel input channels", Arity: 2, Outputs: 1, Z3: []string{"conv2d"},
 			Operands: []Operand{{Name: "input", Data: true}, {Name: "kernel", Weight: true}},
 			Params: []ParamSpec{strideParam(), paddingParam(),
-				{Name: "activation", Symbols: activationSymbols, Generate: []int{ActNone, ActRelu}}},
+				{Name: "activation", Symbols: activationSymbols, Generate: []int{ActNone, ActRelu}},
+				// Groups are explicit, not inferred from shapes, so that an axiom
+				// about ordinary convolutions cannot be misapplied to grouped ones.
+				// 4 is depth-wise on the default pool's 4-channel activations.
+				{Name: "groups", Min: 1, Max: 1024, Generate: []int{1, 4}}},
 			Piecewise: func(p []int) bool { return p[2] == ActRelu },
 			Shape:     convShape, IntKernel: convKernel[uint32, Mod], FloatKernel: convKernel[float64, Real]},
 		{Name: "enlarge", Doc: "pad a convolution kernel with zeros to kernel×kernel, centred", Arity: 1, Outputs: 1, Z3: []string{"enlarge"},
@@ -164,10 +172,10 @@ func convShape(p []int, in []Shape) ([]Shape, error) {
 	if x.Rank != 4 || w.Rank != 4 {
 		return nil, fmt.Errorf("expected input NCHW and kernel OIHW of rank 4, got %s and %s", x, w)
 	}
-	if w.Dims[1] == 0 || x.Dims[1]%w.Dims[1] != 0 {
-		return nil, fmt.Errorf("input channels %d are not a multiple of kernel input channels %d", x.Dims[1], w.Dims[1])
+	groups := p[3]
+	if x.Dims[1] != groups*w.Dims[1] {
+		return nil, fmt.Errorf("input channels %d are not groups %d times kernel input channels %d", x.Dims[1], groups, w.Dims[1])
 	}
-	groups := x.Dims[1] / w.Dims[1]
 	if w.Dims[0]%groups != 0 {
 		return nil, fmt.Errorf("output channels %d are not a multiple of groups %d", w.Dims[0], groups)
 	}

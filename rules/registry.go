@@ -52,6 +52,9 @@ type Operand struct {
 	// Weight marks operands that take weights: the generator never feeds an
 	// activation input there directly.
 	Weight bool
+	// Scalar marks operands that take a scalar tensor, and only those take
+	// values computed from scalars alone.
+	Scalar bool
 }
 
 // Op is the single definition of an operator: everything the generator,
@@ -92,6 +95,11 @@ func (op *Op) WeightOperand(i int) bool {
 
 // IsPiecewise reports whether this application is piecewise.
 func (op *Op) IsPiecewise(p []int) bool { return op.Piecewise != nil && op.Piecewise(p) }
+
+// ScalarOperand reports whether operand i takes a scalar.
+func (op *Op) ScalarOperand(i int) bool {
+	return i < len(op.Operands) && op.Operands[i].Scalar
+}
 
 // IsConstant reports whether the operator produces a constant tensor.
 func (op *Op) IsConstant() bool { return op.Arity == 0 }

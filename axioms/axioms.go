@@ -1,0 +1,195 @@
+// Package axioms loads operator properties written as SMT-LIB2 named
+// assertions (one file per operator family) and checks them against the
+// operator registry.
+//
+// An axiom file holds only assertions; the sort Tensor, the operator
+// functions and the named parameter values (padding.same, activation.relu)
+// come from the registry, so nothing is spelled twice:
+//
+//	; ewadd is commutative
+//	(assert (! (forall ((x Tensor) (y Tensor)) (= (ewadd x y) (ewadd y x))) :named ewadd-comm))
+package axioms
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/zeebo/xxh3"
+
+	"rulebook/rules"
+)
+
+// Sort names of the SMT encoding.
+const (
+	TensorSort = "Tensor"
+	IntSort    = "Int"
+)
+
+// Var is a quantified variable.
+type Var struct {
+	Name, Sort string
+}
+
+// Term is a node of an axiom's formula: an application of a registry
+// function symbol, a variable or an integer.
+type Term struct {
+	Sym       string  // function symbol, or variable name when IsVar
+	Args      []*Term // operands of an application: parameters, then tensors
+	IsVar     bool
+	IsInt     bool
+	Int       int
+	Line, Col int
+}
+
+// Axiom is one named equation, universally quantified over Vars.
+type Axiom struct {
+	Name    string
+	Comment string // the one-line comment above the assertion
+	File    string
+	Line    int
+	Col     int
+	Vars    []Var
+	LHS     *Term
+	RHS     *Term
+}
+
+// Set is the axioms of a directory, sorted by name.
+type Set struct {
+	Dir    string
+	Axioms []*Axiom
+	// Hash identifies the set: the registry's signatures and every axiom's
+	// name and formula, not its comment or layout.
+	Hash string
+}
+
+// Load parses every *.smt2 file of dir.
+func Load(dir string, reg *rules.Registry) (*Set, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.smt2"))
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%s: no *.smt2 axiom files", dir)
+	}
+	slices.Sort(files)
+	set := &Set{Dir: dir}
+	seen := map[string]*Axiom{}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		axs, err := Parse(f, string(src), reg)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range axs {
+			if prev, dup := seen[a.Name]; dup {
+				return nil, fmt.Errorf("%s:%d:%d: axiom %s is already defined at %s:%d", a.File, a.Line, a.Col, a.Name, prev.File, prev.Line)
+			}
+			seen[a.Name] = a
+			set.Axioms = append(set.Axioms, a)
+		}
+	}
+	slices.SortFunc(set.Axioms, func(a, b *Axiom) int { return strings.Compare(a.Name, b.Name) })
+	h := xxh3.New()
+	_, _ = h.WriteString(Declarations(reg))
+	for _, a := range set.Axioms {
+		_, _ = h.WriteString(a.Name + " " + a.Formula() + "\n")
+	}
+	set.Hash = fmt.Sprintf("%016x", h.Sum64())
+	return set, nil
+}
+
+// Lookup finds an axiom by name.
+func (s *Set) Lookup(name string) (*Axiom, bool) {
+	for _, a := range s.Axioms {
+		if a.Name == name {
+			return a, true
+		}
+	}
+	return nil, false
+}
+
+// Declarations is the SMT-LIB2 preamble generated from the registry: the
+// Tensor sort, one function per operator output and one constant per named
+// parameter value.
+func Declarations(reg *rules.Registry) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "(declare-sort %s 0)\n", TensorSort)
+	for _, op := range reg.Ops() {
+		var dom []string
+		for range op.Params {
+			dom = append(dom, IntSort)
+		}
+		for i := 0; i < op.Arity; i++ {
+			dom = append(dom, TensorSort)
+		}
+		for _, sym := range op.Z3 {
+			fmt.Fprintf(&b, "(declare-fun %s (%s) %s)\n", sym, strings.Join(dom, " "), TensorSort)
+		}
+	}
+	for _, name := range slices.Sorted(mapsKeys(NamedValues(reg))) {
+		fmt.Fprintf(&b, "; %s = %d\n", name, NamedValues(reg)[name])
+	}
+	return b.String()
+}
+
+func mapsKeys(m map[string]int) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// NamedValues maps "param.symbol" (padding.same, activation.relu) to the
+// integer the registry and the SMT encoding use.
+func NamedValues(reg *rules.Registry) map[string]int {
+	out := map[string]int{}
+	for _, op := range reg.Ops() {
+		for _, p := range op.Params {
+			for i, s := range p.Symbols {
+				out[p.Name+"."+s] = i
+			}
+		}
+	}
+	return out
+}
+
+// Formula prints the axiom as an SMT-LIB2 formula with named values
+// replaced by integers, ready for the solver.
+func (a *Axiom) Formula() string {
+	body := "(= " + a.LHS.String() + " " + a.RHS.String() + ")"
+	if len(a.Vars) == 0 {
+		return body
+	}
+	var vs []string
+	for _, v := range a.Vars {
+		vs = append(vs, "("+v.Name+" "+v.Sort+")")
+	}
+	return "(forall (" + strings.Join(vs, " ") + ") " + body + ")"
+}
+
+// String prints a term in SMT-LIB2 syntax.
+func (t *Term) String() string {
+	switch {
+	case t.IsInt:
+		if t.Int < 0 {
+			return fmt.Sprintf("(- %d)", -t.Int)
+		}
+		return fmt.Sprint(t.Int)
+	case t.IsVar, len(t.Args) == 0:
+		return t.Sym
+	}
+	parts := []string{t.Sym}
+	for _, a := range t.Args {
+		parts = append(parts, a.String())
+	}
+	return "(" + strings.Join(parts, " ") + ")"
+}
