@@ -44,7 +44,8 @@ type Term struct {
 	Line, Col int
 }
 
-// Axiom is one named equation, universally quantified over Vars.
+// Axiom is one named equation, universally quantified over Vars, that
+// holds where its guard (if any) does.
 type Axiom struct {
 	Name    string
 	Comment string // the one-line comment above the assertion
@@ -52,8 +53,60 @@ type Axiom struct {
 	Line    int
 	Col     int
 	Vars    []Var
+	Guard   *Guard // nil: unconditional
 	LHS     *Term
 	RHS     *Term
+}
+
+// Guard is a condition on integer parameters: (= a b), (and ...), (or ...)
+// or (not ...), so that one axiom can state a property for the axes where
+// it holds.
+type Guard struct {
+	Op   string   // "=", "and", "or", "not"
+	Args []*Guard // operands of and/or/not
+	L, R *Term    // operands of =
+}
+
+// Holds evaluates the guard with integer variables bound by env.
+func (g *Guard) Holds(env map[string]int) bool {
+	switch g.Op {
+	case "=":
+		return g.L.IntValue(env) == g.R.IntValue(env)
+	case "not":
+		return !g.Args[0].Holds(env)
+	case "and":
+		for _, a := range g.Args {
+			if !a.Holds(env) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, a := range g.Args {
+		if a.Holds(env) {
+			return true
+		}
+	}
+	return false
+}
+
+// IntValue evaluates an integer term (a literal or a variable).
+func (t *Term) IntValue(env map[string]int) int {
+	if t.IsInt {
+		return t.Int
+	}
+	return env[t.Sym]
+}
+
+func (g *Guard) String() string {
+	if g.Op == "=" {
+		return "(= " + g.L.String() + " " + g.R.String() + ")"
+	}
+	parts := []string{g.Op}
+	for _, a := range g.Args {
+		parts = append(parts, a.String())
+	}
+	return "(" + strings.Join(parts, " ") + ")"
 }
 
 // Set is the axioms of a directory, sorted by name.
@@ -166,6 +219,9 @@ func NamedValues(reg *rules.Registry) map[string]int {
 // replaced by integers, ready for the solver.
 func (a *Axiom) Formula() string {
 	body := "(= " + a.LHS.String() + " " + a.RHS.String() + ")"
+	if a.Guard != nil {
+		body = "(=> " + a.Guard.String() + " " + body + ")"
+	}
 	if len(a.Vars) == 0 {
 		return body
 	}

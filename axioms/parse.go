@@ -196,8 +196,15 @@ func (p *interp) assertion(s *sexp) (*Axiom, error) {
 		}
 		formula = formula.list[2]
 	}
+	if formula.isList && len(formula.list) == 3 && formula.list[0].atom == "=>" {
+		g, err := p.guard(formula.list[1], vars)
+		if err != nil {
+			return nil, err
+		}
+		a.Guard, formula = g, formula.list[2]
+	}
 	if !formula.isList || len(formula.list) != 3 || formula.list[0].atom != "=" {
-		return nil, p.expect(formula, "an equation (= LHS RHS)")
+		return nil, p.expect(formula, "an equation (= LHS RHS) or a guarded one (=> GUARD (= LHS RHS))")
 	}
 	var err error
 	if a.LHS, err = p.term(formula.list[1], vars, TensorSort); err != nil {
@@ -208,6 +215,48 @@ func (p *interp) assertion(s *sexp) (*Axiom, error) {
 	}
 	return a, nil
 }
+
+// guard reads a condition over integer terms.
+func (p *interp) guard(s *sexp, vars map[string]string) (*Guard, error) {
+	if !s.isList || len(s.list) < 2 || s.list[0].isList {
+		return nil, p.expect(s, "a guard: (= a b), (and ...), (or ...) or (not ...) over integers")
+	}
+	switch op := s.list[0].atom; op {
+	case "=":
+		if len(s.list) != 3 {
+			return nil, p.r.errorf(s.line, s.col, "= in a guard takes two integers")
+		}
+		l, err := p.term(s.list[1], vars, IntSort)
+		if err != nil {
+			return nil, err
+		}
+		r, err := p.term(s.list[2], vars, IntSort)
+		if err != nil {
+			return nil, err
+		}
+		if !isIntLeaf(l) || !isIntLeaf(r) {
+			return nil, p.r.errorf(s.line, s.col, "a guard compares integer variables and constants only")
+		}
+		return &Guard{Op: op, L: l, R: r}, nil
+	case "and", "or", "not":
+		if op == "not" && len(s.list) != 2 {
+			return nil, p.r.errorf(s.line, s.col, "not takes one condition")
+		}
+		g := &Guard{Op: op}
+		for _, a := range s.list[1:] {
+			ag, err := p.guard(a, vars)
+			if err != nil {
+				return nil, err
+			}
+			g.Args = append(g.Args, ag)
+		}
+		return g, nil
+	default:
+		return nil, p.r.errorf(s.list[0].line, s.list[0].col, "expected =, and, or or not in a guard, got %q", op)
+	}
+}
+
+func isIntLeaf(t *Term) bool { return t.IsInt || t.IsVar }
 
 // term interprets s as a term of the wanted sort.
 func (p *interp) term(s *sexp, vars map[string]string, want string) (*Term, error) {

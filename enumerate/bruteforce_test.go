@@ -22,6 +22,7 @@ func bruteCount(t *testing.T, reg *rules.Registry, pool Pool, maxOps int) []int 
 		shape rules.Shape
 		role  Role
 		input int // −1 for node outputs
+		op    *rules.Op
 	}
 	var inputs []value
 	for _, c := range pool.Classes {
@@ -84,7 +85,8 @@ func bruteCount(t *testing.T, reg *rules.Registry, pool Pool, maxOps int) []int 
 				ok := true
 				for i, a := range args {
 					v := values[a]
-					if v.role == Weight && tm.op.DataOperand(i) || v.role == Data && tm.op.WeightOperand(i) || (v.role == Neutral) != tm.op.ScalarOperand(i) {
+					if v.role == Weight && tm.op.DataOperand(i) || v.role == Data && tm.op.WeightOperand(i) || (v.role == Neutral) != tm.op.ScalarOperand(i) ||
+						v.input < 0 && (tm.op.InputOperand(i) || !v.op.CanFeed(tm.op)) {
 						ok = false
 					}
 					shapes = append(shapes, v.shape)
@@ -107,7 +109,7 @@ func bruteCount(t *testing.T, reg *rules.Registry, pool Pool, maxOps int) []int 
 				}
 				next := slices.Clone(values)
 				for o, s := range out {
-					next = append(next, value{term: fmt.Sprintf("%s.%d", term, o), shape: s, role: role, input: -1})
+					next = append(next, value{term: fmt.Sprintf("%s.%d", term, o), shape: s, role: role, input: -1, op: tm.op})
 				}
 				nextUsed := slices.Clone(used)
 				for _, a := range args {

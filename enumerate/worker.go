@@ -331,6 +331,8 @@ func (w *worker) attempt(t uint16, args [2]uint8) {
 		}
 		if l.isInput(v) {
 			used[l.class[v]] |= 1 << uint(l.copyOf[v])
+		} else if op.InputOperand(a) || !l.producer(g, v).CanFeed(op) {
+			return
 		}
 	}
 	if !l.isPrefix(used[:len(w.used)]) {
@@ -479,4 +481,10 @@ func (w *worker) roleOf(t uint16, args [2]uint8) Role {
 		role = role.join(w.vals[args[a]].role)
 	}
 	return role
+}
+
+// producer is the operator that computes node value v.
+func (l *layout) producer(g *graph, v uint8) *rules.Op {
+	j, _ := l.nodeOf(v)
+	return l.tmpls[g.nodes[j].t].op
 }

@@ -23,6 +23,7 @@ const (
 func strideParam() ParamSpec {
 	return ParamSpec{Name: "stride", Min: 1, Max: 8, Generate: []int{1}}
 }
+
 // paddingParam generates same padding only, as TASO does: valid padding
 // shrinks the pool's 5×5 maps to 1×1, where pooling and convolution satisfy
 // identities of that size only.
@@ -45,7 +46,7 @@ func Default() *Registry {
 			Shape: elementwiseShape, IntKernel: ewmulKernel[uint32, Mod], FloatKernel: ewmulKernel[float64, Real]},
 		{Name: "smul", Doc: "multiplication by a scalar tensor", Arity: 2, Outputs: 1, Z3: []string{"smul"},
 			Operands: []Operand{{Name: "input"}, {Name: "scalar", Scalar: true}},
-			Shape: smulShape, IntKernel: smulKernel[uint32, Mod], FloatKernel: smulKernel[float64, Real]},
+			Shape:    smulShape, IntKernel: smulKernel[uint32, Mod], FloatKernel: smulKernel[float64, Real]},
 		{Name: "transpose", Doc: "swap the last two dimensions of a matrix or batch of matrices", Arity: 1, Outputs: 1, Z3: []string{"transpose"},
 			Shape: transposeShape, IntKernel: transposeKernel[uint32], FloatKernel: transposeKernel[float64]},
 		{Name: "matmul", Doc: "(batched) matrix multiplication", Arity: 2, Outputs: 1, Z3: []string{"matmul"},
@@ -61,7 +62,7 @@ func Default() *Registry {
 			Piecewise: func(p []int) bool { return p[2] == ActRelu },
 			Shape:     convShape, IntKernel: convKernel[uint32, Mod], FloatKernel: convKernel[float64, Real]},
 		{Name: "enlarge", Doc: "pad a convolution kernel with zeros to kernel×kernel, centred", Arity: 1, Outputs: 1, Z3: []string{"enlarge"},
-			Operands: []Operand{{Name: "kernel", Weight: true}},
+			Operands: []Operand{{Name: "kernel", Weight: true, Input: true}},
 			Params:   []ParamSpec{kernelParam()},
 			Shape:    enlargeShape, IntKernel: enlargeKernel[uint32, Mod], FloatKernel: enlargeKernel[float64, Real]},
 		{Name: "relu", Doc: "rectified linear unit", Arity: 1, Outputs: 1, Z3: []string{"relu"}, Piecewise: always,
@@ -80,15 +81,15 @@ func Default() *Registry {
 		{Name: "split", Doc: "undo the most recent concat along an axis; outputs split0 and split1", Arity: 1, Outputs: 2, Z3: []string{"split0", "split1"},
 			Params: []ParamSpec{axisParam()},
 			Shape:  splitShape, IntKernel: splitKernel[uint32], FloatKernel: splitKernel[float64]},
-		{Name: "C_pool", Doc: "constant kernel (c,1,k,k) of 1/(k·k): average pooling as a depth-wise convolution", Z3: []string{"C_pool"},
+		{Name: "C_pool", Doc: "constant kernel (c,1,k,k) of 1/(k·k): average pooling as a depth-wise convolution", Z3: []string{"C_pool"}, Feeds: []string{"conv2d"},
 			Outputs: 1, Params: []ParamSpec{kernelParam()},
 			Shape: cPoolShape, IntKernel: cPoolKernel[uint32, Mod], FloatKernel: cPoolKernel[float64, Real]},
-		{Name: "I_conv", Doc: "identity convolution kernel (c,c,k,k)", Z3: []string{"I_conv"},
+		{Name: "I_conv", Doc: "identity convolution kernel (c,c,k,k)", Z3: []string{"I_conv"}, Feeds: []string{"conv2d"},
 			Outputs: 1, Params: []ParamSpec{kernelParam()},
 			Shape: iConvShape, IntKernel: iConvKernel[uint32, Mod], FloatKernel: iConvKernel[float64, Real]},
-		{Name: "I_matmul", Doc: "identity matrix (n,n)", Z3: []string{"I_matmul"}, Outputs: 1,
+		{Name: "I_matmul", Doc: "identity matrix (n,n)", Z3: []string{"I_matmul"}, Outputs: 1, Feeds: []string{"matmul"},
 			Shape: iMatmulShape, IntKernel: iMatmulKernel[uint32, Mod], FloatKernel: iMatmulKernel[float64, Real]},
-		{Name: "I_ewmul", Doc: "tensor of ones", Z3: []string{"I_ewmul"}, Outputs: 1,
+		{Name: "I_ewmul", Doc: "tensor of ones", Z3: []string{"I_ewmul"}, Outputs: 1, Feeds: []string{"ewmul"},
 			Shape: plainShape, IntKernel: onesKernel[uint32, Mod], FloatKernel: onesKernel[float64, Real]},
 	})
 }

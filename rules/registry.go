@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -55,6 +56,9 @@ type Operand struct {
 	// Scalar marks operands that take a scalar tensor, and only those take
 	// values computed from scalars alone.
 	Scalar bool
+	// Input marks operands the generator feeds graph inputs only (TASO
+	// enlarges input kernels, never computed ones).
+	Input bool
 }
 
 // Op is the single definition of an operator: everything the generator,
@@ -70,6 +74,10 @@ type Op struct {
 	// Z3 names the uninterpreted function for each output; its signature is
 	// the Int parameters followed by the tensor operands.
 	Z3 []string
+	// Feeds names the operators a constant's value may be an operand of (the
+	// identity matrix feeds matmul): the generator never builds graphs that
+	// use a constant any other way.
+	Feeds []string
 	// Piecewise reports whether the operator, with these parameters, is
 	// piecewise (relu, max): identities involving it can fail only for some
 	// sign patterns of the inputs, so tests need one-signed draws. Nil means
@@ -95,6 +103,17 @@ func (op *Op) WeightOperand(i int) bool {
 
 // IsPiecewise reports whether this application is piecewise.
 func (op *Op) IsPiecewise(p []int) bool { return op.Piecewise != nil && op.Piecewise(p) }
+
+// InputOperand reports whether operand i takes graph inputs only.
+func (op *Op) InputOperand(i int) bool {
+	return i < len(op.Operands) && op.Operands[i].Input
+}
+
+// CanFeed reports whether this operator's value may be an operand of
+// consumer (always, unless the operator is a constant that says otherwise).
+func (op *Op) CanFeed(consumer *Op) bool {
+	return op.Feeds == nil || slices.Contains(op.Feeds, consumer.Name)
+}
 
 // ScalarOperand reports whether operand i takes a scalar.
 func (op *Op) ScalarOperand(i int) bool {

@@ -2,7 +2,7 @@ package store
 
 // SchemaVersion is the newest schema this build knows. It is stored in
 // PRAGMA user_version; a file with a larger value is refused.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // ApplicationID marks a file as a rulebook database ("RULB"). It is stored in
 // PRAGMA application_id.
@@ -15,7 +15,45 @@ const ApplicationID = 0x52554C42
 // edit a step that has been released.
 var migrations = []string{
 	1: schemaV1,
+	2: schemaV2,
 }
+
+// schemaV2 adds verification: the axiom sets rules were checked against and
+// one row per verification of a rule.
+const schemaV2 = `
+CREATE TABLE axiom_sets (
+	hash       TEXT PRIMARY KEY CHECK (length(hash) = 16),
+	dir        TEXT NOT NULL,
+	axioms     INTEGER NOT NULL,
+	text       TEXT NOT NULL,
+	created_at TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE proofs (
+	id         INTEGER PRIMARY KEY,
+	rule_id    INTEGER NOT NULL REFERENCES rules(id) ON DELETE CASCADE,
+	run_id     INTEGER NOT NULL REFERENCES runs(id),
+	axiom_set  TEXT NOT NULL REFERENCES axiom_sets(hash),
+	status     TEXT NOT NULL CHECK (status IN ('proved', 'unknown', 'refuted')),
+	reason     TEXT NOT NULL,
+	core       TEXT NOT NULL CHECK (json_valid(core)),
+	elapsed_ms REAL NOT NULL,
+	solver     TEXT NOT NULL,
+	created_at TEXT NOT NULL
+) STRICT;
+CREATE INDEX proofs_rule ON proofs(rule_id);
+CREATE INDEX proofs_axiom_set ON proofs(axiom_set);
+
+CREATE VIEW latest_proofs AS
+	SELECT p.* FROM proofs p
+	WHERE p.id = (SELECT max(id) FROM proofs q WHERE q.rule_id = p.rule_id);
+
+CREATE VIEW axiom_usage AS
+	SELECT j.value AS axiom, count(*) AS proofs
+	FROM latest_proofs p, json_each(p.core) j
+	WHERE p.status = 'proved'
+	GROUP BY j.value;
+`
 
 const schemaV1 = `
 CREATE TABLE runs (

@@ -76,6 +76,66 @@ func populate(t *testing.T, s *Store) (int64, []Rule) {
 	return run, rules
 }
 
+// populateProofs verifies the sample rules against a sample axiom set: the
+// first proved, the second unknown.
+func populateProofs(t *testing.T, s *Store, run int64, rules []Rule) {
+	t.Helper()
+	ctx := context.Background()
+	set := AxiomSet{Hash: "00112233aabbccdd", Dir: "axioms", Axioms: 2, Text: "ewadd-comm\tewadd is commutative\t(forall ...)\n"}
+	if err := s.SaveAxiomSet(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := s.ListRules(ctx, Filter{})
+	if err != nil || len(ids) < 2 {
+		t.Fatalf("rules: %v", err)
+	}
+	err = s.RecordProofs(ctx, []Proof{
+		{RuleID: ids[0].ID, RunID: run, AxiomSet: set.Hash, Status: "proved", Core: []string{"ewadd-comm"}, Elapsed: 3 * time.Millisecond, Solver: "Z3 test"},
+		{RuleID: ids[1].ID, RunID: run, AxiomSet: set.Hash, Status: "unknown", Reason: "timeout", Elapsed: time.Second, Solver: "Z3 test"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestProofs(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	run, rules := populate(t, s)
+	populateProofs(t, s, run, rules)
+	all, _ := s.ListRules(ctx, Filter{})
+	todo, err := s.RulesToVerify(ctx, "00112233aabbccdd", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(todo) != len(all)-2 {
+		t.Errorf("%d rules left to verify, want %d", len(todo), len(all)-2)
+	}
+	if again, _ := s.RulesToVerify(ctx, "00112233aabbccdd", true); len(again) != len(all) {
+		t.Errorf("recheck lists %d rules, want %d", len(again), len(all))
+	}
+	if other, _ := s.RulesToVerify(ctx, "ffffffffffffffff", false); len(other) != len(all) {
+		t.Errorf("another axiom set lists %d rules, want %d", len(other), len(all))
+	}
+	p, ok, err := s.LatestProof(ctx, all[0].ID)
+	if err != nil || !ok || p.Status != "proved" || len(p.Core) != 1 || p.Core[0] != "ewadd-comm" || p.Elapsed != 3*time.Millisecond {
+		t.Errorf("latest proof %+v ok=%v err=%v", p, ok, err)
+	}
+	if r, _ := s.Rule(ctx, all[1].ID); r.Status != "unknown" {
+		t.Errorf("rule status %s after an unknown proof", r.Status)
+	}
+	if _, ok, _ := s.LatestProof(ctx, all[2].ID); ok {
+		t.Error("a rule never verified has a proof")
+	}
+	bad := []Proof{{RuleID: all[2].ID, RunID: run, AxiomSet: "00112233aabbccdd", Status: "proved"}, {RuleID: 999999, RunID: run, AxiomSet: "00112233aabbccdd", Status: "proved"}}
+	if err := s.RecordProofs(ctx, bad); err == nil {
+		t.Error("a proof of a missing rule was accepted")
+	}
+	if _, ok, _ := s.LatestProof(ctx, all[2].ID); ok {
+		t.Error("a failed batch left a proof behind")
+	}
+}
+
 func TestMigrationsMatchVersion(t *testing.T) {
 	if len(migrations)-1 != SchemaVersion {
 		t.Fatalf("%d migrations, SchemaVersion %d", len(migrations)-1, SchemaVersion)
@@ -705,7 +765,8 @@ func TestSchemaDocQueries(t *testing.T) {
 	}
 	ctx := context.Background()
 	s := openTemp(t)
-	populate(t, s)
+	run, rules := populate(t, s)
+	populateProofs(t, s, run, rules)
 	for i, b := range blocks {
 		q := strings.TrimSpace(b[1])
 		t.Run(fmt.Sprint(i), func(t *testing.T) {

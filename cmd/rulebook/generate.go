@@ -225,3 +225,7 @@ func (p *progress) finish() {
 		p.bar = nil
 	}
 }
+
+func enumProgress(stage string, done, total int) enumerate.Progress {
+	return enumerate.Progress{Stage: stage, Done: int64(done), Total: int64(total)}
+}

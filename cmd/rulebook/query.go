@@ -68,9 +68,9 @@ func newShowCmd() *cobra.Command {
 		Short: "Show one rule in full",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := strconv.ParseInt(args[0], 10, 64)
-			if err != nil || id < 1 {
-				return fmt.Errorf("rule id must be a positive integer, got %q", args[0])
+			id, err := parseRuleID(args[0])
+			if err != nil {
+				return err
 			}
 			db, err := store.Open(cmd.Context(), dbPath(cmd))
 			if err != nil {
@@ -161,4 +161,12 @@ func newOpsCmd() *cobra.Command {
 			return tw.Flush()
 		},
 	}
+}
+
+func parseRuleID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id < 1 {
+		return 0, fmt.Errorf("rule id must be a positive integer, got %q", s)
+	}
+	return id, nil
 }

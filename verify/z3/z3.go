@@ -524,6 +524,24 @@ func (s *Solver) ready() bool {
 	return true
 }
 
+// SetBool sets a Boolean solver parameter (Z3_solver_set_params), such as
+// "smt.mbqi". An unknown name is reported by the next Check.
+func (s *Solver) SetBool(name string, v bool) {
+	if !s.ready() {
+		return
+	}
+	ctx := s.c.ctx
+	s.c.reset()
+	p := C.Z3_mk_params(ctx)
+	C.Z3_params_inc_ref(ctx, p)
+	defer C.Z3_params_dec_ref(ctx, p)
+	C.Z3_params_set_bool(ctx, p, s.c.symbol(name), C.bool(v))
+	C.Z3_solver_set_params(ctx, s.s, p)
+	if err := s.c.lastError("SetBool " + name); err != nil && s.err == nil {
+		s.err = err
+	}
+}
+
 // SetTimeout sets the solver's "timeout" parameter (milliseconds). d <= 0
 // removes the timeout.
 func (s *Solver) SetTimeout(d time.Duration) {
@@ -684,6 +702,9 @@ func (s *Solver) UnsatCore() []string {
 	C.Z3_ast_vector_inc_ref(ctx, vec)
 	defer C.Z3_ast_vector_dec_ref(ctx, vec)
 	n := int(C.Z3_ast_vector_size(ctx, vec))
+	if n == 0 {
+		return nil
+	}
 	names := make([]string, 0, n)
 	for i := 0; i < n; i++ {
 		a := C.Z3_ast_vector_get(ctx, vec, C.uint(i))

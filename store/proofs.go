@@ -1,0 +1,142 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// AxiomSet is a set of axioms rules are verified against, by content hash.
+type AxiomSet struct {
+	Hash   string
+	Dir    string
+	Axioms int
+	// Text has one line per axiom: name, tab, comment, tab, formula.
+	Text string
+}
+
+// Proof is one verification of one rule.
+type Proof struct {
+	RuleID   int64
+	RunID    int64
+	AxiomSet string
+	Status   string // proved, unknown, refuted
+	Reason   string
+	Core     []string // axioms the proof used
+	Elapsed  time.Duration
+	Solver   string
+	Created  time.Time
+}
+
+// SaveAxiomSet records an axiom set; saving the same hash again is a no-op.
+func (s *Store) SaveAxiomSet(ctx context.Context, a AxiomSet) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO axiom_sets(hash, dir, axioms, text, created_at)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT(hash) DO NOTHING`, a.Hash, a.Dir, a.Axioms, a.Text, formatTime(time.Now()))
+	if err != nil {
+		return fmt.Errorf("store: save axiom set %s: %w", a.Hash, err)
+	}
+	return nil
+}
+
+// AxiomSetByHash loads a saved axiom set.
+func (s *Store) AxiomSetByHash(ctx context.Context, hash string) (AxiomSet, error) {
+	a := AxiomSet{Hash: hash}
+	err := s.db.QueryRowContext(ctx, `SELECT dir, axioms, text FROM axiom_sets WHERE hash = ?`, hash).Scan(&a.Dir, &a.Axioms, &a.Text)
+	if errors.Is(err, sql.ErrNoRows) {
+		return a, fmt.Errorf("axiom set %s not found: %w", hash, err)
+	}
+	if err != nil {
+		return a, fmt.Errorf("store: axiom set %s: %w", hash, err)
+	}
+	return a, nil
+}
+
+// RecordProofs stores verification results and sets each rule's status, in
+// one transaction: either all of them are written or none.
+func (s *Store) RecordProofs(ctx context.Context, proofs []Proof) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: record proofs: %w", err)
+	}
+	defer tx.Rollback()
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO proofs(rule_id, run_id, axiom_set, status, reason, core, elapsed_ms, solver, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return fmt.Errorf("store: record proofs: %w", err)
+	}
+	upd, err := tx.PrepareContext(ctx, `UPDATE rules SET status = ? WHERE id = ?`)
+	if err != nil {
+		return fmt.Errorf("store: record proofs: %w", err)
+	}
+	now := formatTime(time.Now())
+	for _, p := range proofs {
+		core := p.Core
+		if core == nil {
+			core = []string{}
+		}
+		cj, _ := json.Marshal(core)
+		ms := float64(p.Elapsed.Microseconds()) / 1000
+		if _, err := ins.ExecContext(ctx, p.RuleID, p.RunID, p.AxiomSet, p.Status, p.Reason, string(cj), ms, p.Solver, now); err != nil {
+			return fmt.Errorf("store: record proof of rule %d: %w", p.RuleID, err)
+		}
+		if _, err := upd.ExecContext(ctx, p.Status, p.RuleID); err != nil {
+			return fmt.Errorf("store: record proof of rule %d: %w", p.RuleID, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: record proofs: %w", err)
+	}
+	return nil
+}
+
+// RulesToVerify lists the rules without a result under the given axiom set
+// (all rules when recheck), ordered by id.
+func (s *Store) RulesToVerify(ctx context.Context, axiomSet string, recheck bool) ([]Rule, error) {
+	q := `SELECT ` + ruleColumns + ` FROM rules r
+		WHERE NOT EXISTS (SELECT 1 FROM proofs p WHERE p.rule_id = r.id AND p.axiom_set = ?) ORDER BY r.id`
+	args := []any{axiomSet}
+	if recheck {
+		q, args = `SELECT `+ruleColumns+` FROM rules r ORDER BY r.id`, nil
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: rules to verify: %w", err)
+	}
+	defer rows.Close()
+	var out []Rule
+	for rows.Next() {
+		r, err := scanRule(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: rules to verify: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: rules to verify: %w", err)
+	}
+	return out, nil
+}
+
+// LatestProof returns the most recent verification of a rule; ok is false
+// when it was never verified.
+func (s *Store) LatestProof(ctx context.Context, ruleID int64) (p Proof, ok bool, err error) {
+	var core, created string
+	var ms float64
+	err = s.db.QueryRowContext(ctx, `SELECT rule_id, run_id, axiom_set, status, reason, core, elapsed_ms, solver, created_at
+		FROM latest_proofs WHERE rule_id = ?`, ruleID).Scan(&p.RuleID, &p.RunID, &p.AxiomSet, &p.Status, &p.Reason, &core, &ms, &p.Solver, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return p, false, nil
+	}
+	if err != nil {
+		return p, false, fmt.Errorf("store: proof of rule %d: %w", ruleID, err)
+	}
+	if err := json.Unmarshal([]byte(core), &p.Core); err != nil {
+		return p, false, fmt.Errorf("store: proof of rule %d: core: %w", ruleID, err)
+	}
+	p.Elapsed = time.Duration(ms * float64(time.Millisecond))
+	p.Created, _ = time.Parse(timeFormat, created)
+	return p, true, nil
+}
