@@ -309,9 +309,16 @@ func (p *interp) term(s *sexp, vars map[string]string, want string) (*Term, erro
 
 func (p *interp) checkSort(t *Term, got, want string, s *sexp) (*Term, error) {
 	if got != want {
-		return nil, p.r.errorf(s.line, s.col, "expected a %s here, got %s of sort %s", want, s.describe(), got)
+		return nil, p.r.errorf(s.line, s.col, "expected %s here, got %s of sort %s", article(want), s.describe(), got)
 	}
 	return t, nil
+}
+
+func article(sort string) string {
+	if sort == IntSort {
+		return "an Int"
+	}
+	return "a " + sort
 }
 
 func z3Names(reg *rules.Registry) []string {

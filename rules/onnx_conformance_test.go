@@ -62,6 +62,10 @@ type mapping struct {
 	op     *rules.Op
 	params []int
 	inputs []*rules.FloatTensor
+	// sliced runs a one-input operator on each slice along axis 0 and
+	// stacks the results: the registry transposes matrices, ONNX's tests
+	// transpose batches of them.
+	sliced bool
 }
 
 // String renders the operator with named parameters, e.g.
@@ -297,7 +301,7 @@ func mapNode(reg *rules.Registry, n *onnx.Node, in []*dataTensor, outs [][]int) 
 			}
 			return nil, skipf("perm not a swap of the last two axes")
 		}
-		m.op = lookup("transpose")
+		m.op, m.sliced = lookup("transpose"), r == 3
 	case "Concat":
 		if len(in) != 2 {
 			return nil, skipf("%d inputs", len(in))
@@ -518,7 +522,25 @@ func evalMapped(m *mapping) (out []*rules.FloatTensor, err error) {
 			err = fmt.Errorf("kernel panicked: %v", r)
 		}
 	}()
-	return rules.Eval(m.op, m.op.FloatKernel, m.params, m.inputs, rules.Shape{})
+	if !m.sliced {
+		return rules.Eval(m.op, m.op.FloatKernel, m.params, m.inputs, rules.Shape{})
+	}
+	x := m.inputs[0]
+	n := x.Shape.Dims[0]
+	inner := rules.NewShape(x.Shape.DimList()[1:]...)
+	var stacked *rules.FloatTensor
+	for b := 0; b < n; b++ {
+		slice := &rules.FloatTensor{Shape: inner, Data: x.Data[b*inner.Size() : (b+1)*inner.Size()]}
+		outs, err := rules.Eval(m.op, m.op.FloatKernel, m.params, []*rules.FloatTensor{slice}, rules.Shape{})
+		if err != nil {
+			return nil, err
+		}
+		if stacked == nil {
+			stacked = rules.NewTensor[float64](rules.NewShape(append([]int{n}, outs[0].Shape.DimList()...)...))
+		}
+		copy(stacked.Data[b*outs[0].Shape.Size():], outs[0].Data)
+	}
+	return []*rules.FloatTensor{stacked}, nil
 }
 
 // compareOutputs checks shapes and values within 1e-4 relative tolerance.

@@ -21,7 +21,7 @@ const (
 )
 
 func strideParam() ParamSpec {
-	return ParamSpec{Name: "stride", Min: 1, Max: 8, Generate: []int{1}}
+	return ParamSpec{Name: "stride", Min: 1, Max: 8, Generate: []int{1}, Check: []int{1, 2}}
 }
 
 // paddingParam generates same padding only, as TASO does: valid padding
@@ -31,10 +31,10 @@ func paddingParam() ParamSpec {
 	return ParamSpec{Name: "padding", Symbols: paddingSymbols, Generate: []int{PadSame}}
 }
 func kernelParam() ParamSpec {
-	return ParamSpec{Name: "kernel", Min: 1, Max: maxKernel, Generate: []int{3}}
+	return ParamSpec{Name: "kernel", Min: 1, Max: maxKernel, Generate: []int{3}, Check: []int{1, 3}}
 }
 func axisParam() ParamSpec {
-	return ParamSpec{Name: "axis", Min: 0, Max: MaxRank - 1, Generate: []int{0, 1}}
+	return ParamSpec{Name: "axis", Min: 0, Max: MaxRank - 1, Generate: []int{0, 1}, Check: []int{0, 1, 2, 3}}
 }
 
 // Default returns the default operator set: TASO's Table 2.1.
@@ -47,7 +47,7 @@ func Default() *Registry {
 		{Name: "smul", Doc: "multiplication by a scalar tensor", Arity: 2, Outputs: 1, Z3: []string{"smul"},
 			Operands: []Operand{{Name: "input"}, {Name: "scalar", Scalar: true}},
 			Shape:    smulShape, IntKernel: smulKernel[uint32, Mod], FloatKernel: smulKernel[float64, Real]},
-		{Name: "transpose", Doc: "swap the last two dimensions of a matrix or batch of matrices", Arity: 1, Outputs: 1, Z3: []string{"transpose"},
+		{Name: "transpose", Doc: "transpose a matrix", Arity: 1, Outputs: 1, Z3: []string{"transpose"},
 			Shape: transposeShape, IntKernel: transposeKernel[uint32], FloatKernel: transposeKernel[float64]},
 		{Name: "matmul", Doc: "(batched) matrix multiplication", Arity: 2, Outputs: 1, Z3: []string{"matmul"},
 			Shape: matmulShape, IntKernel: matmulKernel[uint32, Mod], FloatKernel: matmulKernel[float64, Real]},
@@ -58,7 +58,7 @@ func Default() *Registry {
 				// Groups are explicit, not inferred from shapes, so that an axiom
 				// about ordinary convolutions cannot be misapplied to grouped ones.
 				// 4 is depth-wise on the default pool's 4-channel activations.
-				{Name: "groups", Min: 1, Max: 1024, Generate: []int{1, 4}}},
+				{Name: "groups", Min: 1, Max: 1024, Generate: []int{1, 4}, Check: []int{1, 2, 3}}},
 			Piecewise: func(p []int) bool { return p[2] == ActRelu },
 			Shape:     convShape, IntKernel: convKernel[uint32, Mod], FloatKernel: convKernel[float64, Real]},
 		{Name: "enlarge", Doc: "pad a convolution kernel with zeros to kernel×kernel, centred", Arity: 1, Outputs: 1, Z3: []string{"enlarge"},
@@ -123,10 +123,13 @@ func smulShape(_ []int, in []Shape) ([]Shape, error) {
 	return []Shape{in[0]}, nil
 }
 
+// transposeShape accepts matrices only, as TASO's transpose: on a batch of
+// matrices the axes a concat refers to shift, and TASO's concat-transpose
+// axiom would be false.
 func transposeShape(_ []int, in []Shape) ([]Shape, error) {
 	x := in[0]
-	if x.Rank != 2 && x.Rank != 3 {
-		return nil, fmt.Errorf("operand must have rank 2 or 3, got %s", x)
+	if x.Rank != 2 {
+		return nil, fmt.Errorf("operand must be a matrix (rank 2), got %s", x)
 	}
 	out, r := x, x.Rank
 	out.Dims[r-1], out.Dims[r-2] = x.Dims[r-2], x.Dims[r-1]

@@ -17,6 +17,21 @@ type ParamSpec struct {
 	Min, Max int      // inclusive bounds for plain integers
 	// Generate lists the values the generator enumerates by default.
 	Generate []int
+	// Check lists the values axioms are validated at (all symbols for an
+	// enumerated parameter).
+	Check []int
+}
+
+// CheckValues lists the values to validate axioms at.
+func (p ParamSpec) CheckValues() []int {
+	if p.Symbols == nil {
+		return p.Check
+	}
+	out := make([]int, len(p.Symbols))
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }
 
 // Format renders a value as it appears in canonical text.

@@ -20,7 +20,7 @@ func TestShapeErrorsAreClear(t *testing.T) {
 		{"conv2d", []int{1, PadSame, ActNone, 1}, []Shape{NewShape(2, 3, 5, 5), NewShape(4, 2, 3, 3)}, "are not groups 1 times kernel input channels 2"},
 		{"split", []int{0}, []Shape{NewShape(4, 4)}, "split: operand has no concat history"},
 		{"concat", []int{1}, []Shape{NewShape(2, 4), NewShape(4, 4)}, "differ off axis 1"},
-		{"transpose", nil, []Shape{NewShape(2, 4, 5, 5)}, "rank 2 or 3"},
+		{"transpose", nil, []Shape{NewShape(2, 4, 5)}, "must be a matrix (rank 2)"},
 		{"pool_max", []int{3, 1, PadValid}, []Shape{NewShape(1, 1, 2, 2)}, "window 3 exceeds extent 2"},
 		{"I_matmul", nil, []Shape{NewShape(2, 4)}, "square matrix"},
 		{"enlarge", []int{3}, []Shape{NewShape(4, 4, 2, 2)}, "cannot be centred"},

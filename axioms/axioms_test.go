@@ -1,0 +1,98 @@
+package axioms
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"rulebook/rules"
+)
+
+// TestWrongAxiomsAreCaught validates each deliberately wrong axiom of
+// testdata/wrong on its own and expects a counterexample.
+func TestWrongAxiomsAreCaught(t *testing.T) {
+	files, _ := filepath.Glob("testdata/wrong/*.smt2")
+	if len(files) != 3 {
+		t.Fatalf("want 3 wrong-axiom fixtures, found %d", len(files))
+	}
+	reg := rules.Default()
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			dir := t.TempDir()
+			src, _ := os.ReadFile(f)
+			os.WriteFile(filepath.Join(dir, filepath.Base(f)), src, 0o644)
+			set, err := Load(dir, reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reports, err := Validate(context.Background(), set, reg, DefaultBound(), 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := reports[0]
+			if r.OK() || r.Counterexample == "" {
+				t.Fatalf("%s was not caught", r.Axiom.Name)
+			}
+			t.Logf("%s: %s", r.Axiom.Name, r.Counterexample)
+		})
+	}
+}
+
+func TestMalformedFilesSayWhere(t *testing.T) {
+	reg := rules.Default()
+	cases := []struct{ name, src, want string }{
+		{"unclosed", "; c\n(assert (! (forall ((x Tensor)) (= (relu x) x)) :named r)", "unclosed.smt2:2:1: \"(\" is never closed"},
+		{"unknown-op", "; c\n(assert (! (forall ((x Tensor)) (= (frob x) x)) :named r))", "unknown-op.smt2:2:37: unknown operator \"frob\""},
+		{"arity", "; c\n(assert (! (forall ((x Tensor)) (= (ewadd x) x)) :named r))", "arity.smt2:2:37: ewadd takes 0 parameters and 2 tensors, got 1 arguments"},
+		{"sort", "; c\n(assert (! (forall ((x Tensor) (a Int)) (= (concat x a a) x)) :named r))", "sort.smt2:2:52: expected an Int here, got \"x\" of sort Tensor"},
+		{"no-name", "; c\n(assert (forall ((x Tensor)) (= (relu x) x)))", "no-name.smt2:2:9: expected (! FORMULA :named NAME)"},
+		{"no-comment", "(assert (! (forall ((x Tensor)) (= (relu x) x)) :named r))", "no-comment.smt2:1:1: axiom r needs a one-line comment"},
+		{"declaration", "(declare-fun relu (Tensor) Tensor)", "declaration.smt2:1:1: declare-fun: declarations come from the operator registry"},
+		{"bad-sort", "; c\n(assert (! (forall ((x Real)) (= (relu x) x)) :named r))", "bad-sort.smt2:2:24: expected sort Tensor or Int"},
+		{"not-equation", "; c\n(assert (! (forall ((x Tensor)) (relu x)) :named r))", "not-equation.smt2:2:33: expected an equation"},
+		{"unknown-symbol", "; c\n(assert (! (forall ((x Tensor)) (= (conv2d 1 padding.wide activation.none 1 x x) x)) :named r))", "unknown-symbol.smt2:2:46: unknown symbol \"padding.wide\""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse(c.name+".smt2", c.src, reg)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %v, want an error containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestDuplicateNamesAcrossFiles(t *testing.T) {
+	dir := t.TempDir()
+	ax := "; c\n(assert (! (forall ((x Tensor)) (= (relu (relu x)) (relu x))) :named idem))\n"
+	os.WriteFile(filepath.Join(dir, "a.smt2"), []byte(ax), 0o644)
+	os.WriteFile(filepath.Join(dir, "b.smt2"), []byte(ax), 0o644)
+	_, err := Load(dir, rules.Default())
+	if err == nil || !strings.Contains(err.Error(), "b.smt2:2:1: axiom idem is already defined at") {
+		t.Errorf("got %v", err)
+	}
+}
+
+func TestHashIgnoresCommentsAndLayout(t *testing.T) {
+	reg := rules.Default()
+	write := func(src string) string {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "x.smt2"), []byte(src), 0o644)
+		set, err := Load(dir, reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return set.Hash
+	}
+	a := write("; one\n(assert (! (forall ((x Tensor)) (= (relu (relu x)) (relu x))) :named idem))\n")
+	b := write(";  another comment\n(assert (!\n  (forall ((x Tensor))\n    (= (relu (relu x)) (relu x)))\n  :named idem))\n")
+	c := write("; one\n(assert (! (forall ((x Tensor)) (= (relu x) (relu (relu x)))) :named idem))\n")
+	if a != b {
+		t.Error("comments or layout changed the hash")
+	}
+	if a == c {
+		t.Error("a different formula kept the hash")
+	}
+}

@@ -1,0 +1,581 @@
+package axioms
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"rulebook/fingerprint"
+	"rulebook/rules"
+)
+
+// Bound limits the concrete check: every tensor shape of rank ≤ MaxRank
+// whose extents are in Dims, every parameter value in the registry's check
+// values.
+type Bound struct {
+	Dims    []int
+	MaxRank int
+	Seed    uint64
+}
+
+// DefaultBound checks every shape up to rank 4 with extents 1 to 3.
+func DefaultBound() Bound { return Bound{Dims: []int{1, 2, 3}, MaxRank: 4, Seed: 1} }
+
+// Report is the concrete check of one axiom under the registry's exact
+// (modular) and float64 semantics.
+type Report struct {
+	Axiom *Axiom
+	// Instances counts the parameter and shape assignments where both
+	// sides are defined; the axiom is compared at each.
+	Instances int
+	// Counterexample says where the sides differ, or, when no instance has
+	// both sides defined, where one side is defined and the other is not.
+	Counterexample string
+}
+
+// OK reports whether the axiom held wherever it was checked, at least once.
+func (r Report) OK() bool { return r.Counterexample == "" && r.Instances > 0 }
+
+// Validate evaluates every axiom of the set on concrete tensors, on
+// workers goroutines.
+func Validate(ctx context.Context, set *Set, reg *rules.Registry, b Bound, workers int) ([]Report, error) {
+	out := make([]Report, len(set.Axioms))
+	errs := make([]error, len(set.Axioms))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < max(workers, 1); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(set.Axioms) || ctx.Err() != nil {
+					return
+				}
+				a := set.Axioms[i]
+				r, err := validateAxiom(ctx, a, reg, b)
+				if err != nil {
+					err = fmt.Errorf("axiom %s: %w", a.Name, err)
+				}
+				out[i], errs[i] = r, err
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// slot is something to assign a shape to: a tensor variable or a constant
+// (a constant's shape is whatever makes the rewrite fit).
+type slot struct {
+	name  string
+	term  *Term // the constant's term; nil for a variable
+	isVar bool
+}
+
+type checker struct {
+	reg    *rules.Registry
+	b      Bound
+	a      *Axiom
+	shapes []rules.Shape // every shape within the bound
+	slots  []slot
+	ints   map[string]int
+	report *Report
+	// Shape inference is cached by interned shape ids: the search asks the
+	// same question (this operator on these shapes) many times, and a
+	// failed inference formats an error.
+	slotOf   map[*Term]string
+	shapeIDs map[string]int32
+	shapeTab []rules.Shape
+	infer    map[inferKey]inferResult
+	// the compiled sides and the search state over them
+	nodes      []cnode
+	lhs, rhs   int
+	assignID   []int32 // per slot; −1 while unassigned
+	candidates []int32 // ids of c.shapes
+	ids        []int32
+	st         []status
+	errs       []error
+	argBuf     []int32
+	// partial is the first instance where one side is defined and the
+	// other is not, used when no instance has both sides defined.
+	partial   string
+	hasConst  bool
+	piecewise bool // float draws are needed only for relu and max
+}
+
+func validateAxiom(ctx context.Context, a *Axiom, reg *rules.Registry, b Bound) (Report, error) {
+	c := &checker{reg: reg, b: b, a: a, report: &Report{Axiom: a},
+		slotOf: map[*Term]string{}, shapeIDs: map[string]int32{}, infer: map[inferKey]inferResult{}}
+	c.shapes = allShapes(b)
+	domains, err := c.intDomains()
+	if err != nil {
+		return *c.report, err
+	}
+	for _, v := range a.Vars {
+		if v.Sort == TensorSort {
+			c.slots = append(c.slots, slot{name: v.Name, isVar: true})
+		}
+	}
+	seen := map[string]bool{}
+	for _, side := range []*Term{a.LHS, a.RHS} {
+		walk(side, func(t *Term) {
+			if op, _, ok := reg.LookupZ3(t.Sym); ok && !t.IsVar {
+				params, _ := c.split(op, t)
+				c.piecewise = c.piecewise || op.Piecewise != nil && (op.Piecewise(params) || !allInts(t, len(op.Params)))
+			}
+			if op, _, ok := reg.LookupZ3(t.Sym); ok && !t.IsVar && op.IsConstant() {
+				c.slotOf[t] = t.String()
+				if !seen[t.String()] {
+					seen[t.String()] = true
+					c.slots = append(c.slots, slot{name: t.String(), term: t})
+					c.hasConst = true
+				}
+			}
+		})
+	}
+	c.lhs, c.rhs = c.compile()
+	c.ids, c.st, c.errs = make([]int32, len(c.nodes)), make([]status, len(c.nodes)), make([]error, len(c.nodes))
+	c.assignID = make([]int32, len(c.slots))
+	for _, s := range c.shapes {
+		c.candidates = append(c.candidates, c.intern(s))
+	}
+	var intVars []string
+	for _, v := range a.Vars {
+		if v.Sort == IntSort {
+			intVars = append(intVars, v.Name)
+		}
+	}
+	c.ints = map[string]int{}
+	var paramLoop func(i int) error
+	paramLoop = func(i int) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if i == len(intVars) {
+			if a.Guard != nil && !a.Guard.Holds(c.ints) {
+				return nil
+			}
+			for k := range c.assignID {
+				c.assignID[k] = -1
+			}
+			c.resolveParams()
+			return c.shapeLoop(0)
+		}
+		for _, v := range domains[intVars[i]] {
+			c.ints[intVars[i]] = v
+			if err := paramLoop(i + 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := paramLoop(0); err != nil {
+		return *c.report, err
+	}
+	if c.report.Instances == 0 && c.report.Counterexample == "" {
+		c.report.Counterexample = "no instance within the bound has both sides defined"
+		if c.partial != "" {
+			c.report.Counterexample += "; for example " + c.partial
+		}
+	}
+	return *c.report, nil
+}
+
+// allInts reports whether a term's first n arguments are integer literals.
+func allInts(t *Term, n int) bool {
+	for _, a := range t.Args[:n] {
+		if !a.IsInt {
+			return false
+		}
+	}
+	return true
+}
+
+func walk(t *Term, f func(*Term)) {
+	f(t)
+	for _, a := range t.Args {
+		walk(a, f)
+	}
+}
+
+// intDomains gives each integer variable the check values of every
+// parameter position it fills (their intersection).
+func (c *checker) intDomains() (map[string][]int, error) {
+	dom := map[string][]int{}
+	for _, side := range []*Term{c.a.LHS, c.a.RHS} {
+		walk(side, func(t *Term) {
+			op, _, ok := c.reg.LookupZ3(t.Sym)
+			if !ok || t.IsVar {
+				return
+			}
+			for i, arg := range t.Args {
+				if i >= len(op.Params) || !arg.IsVar {
+					continue
+				}
+				vals := op.Params[i].CheckValues()
+				if prev, ok := dom[arg.Sym]; ok {
+					vals = slices.DeleteFunc(slices.Clone(prev), func(v int) bool { return !slices.Contains(vals, v) })
+				}
+				dom[arg.Sym] = vals
+			}
+		})
+	}
+	for _, v := range c.a.Vars {
+		if v.Sort != IntSort {
+			continue
+		}
+		if _, ok := dom[v.Name]; !ok {
+			dom[v.Name] = []int{0, 1, 2, 3} // a variable of guards only
+		}
+		if len(dom[v.Name]) == 0 {
+			return nil, fmt.Errorf("variable %s fills parameters with no common value", v.Name)
+		}
+	}
+	return dom, nil
+}
+
+func allShapes(b Bound) []rules.Shape {
+	out := []rules.Shape{rules.NewShape()}
+	prev := [][]int{{}}
+	for r := 1; r <= b.MaxRank; r++ {
+		var next [][]int
+		for _, p := range prev {
+			for _, d := range b.Dims {
+				dims := append(slices.Clone(p), d)
+				next = append(next, dims)
+				out = append(out, rules.NewShape(dims...))
+			}
+		}
+		prev = next
+	}
+	return out
+}
+
+type inferKey struct {
+	op     *rules.Op
+	params [4]int
+	a, b   int32
+}
+
+type inferResult struct {
+	outs [2]int32
+	err  error
+}
+
+// intern gives each distinct shape (with split history) an id.
+func (c *checker) intern(s rules.Shape) int32 {
+	key := string(s.AppendEncoding(nil))
+	id, ok := c.shapeIDs[key]
+	if !ok {
+		id = int32(len(c.shapeTab))
+		c.shapeIDs[key] = id
+		c.shapeTab = append(c.shapeTab, s)
+	}
+	return id
+}
+
+// inferShapes is op.InferShapes through the cache.
+func (c *checker) inferShapes(op *rules.Op, params []int, in []int32) ([2]int32, error) {
+	key := inferKey{op: op, a: -1, b: -1}
+	copy(key.params[:], params)
+	if len(in) > 0 {
+		key.a = in[0]
+	}
+	if len(in) > 1 {
+		key.b = in[1]
+	}
+	if r, ok := c.infer[key]; ok {
+		return r.outs, r.err
+	}
+	shapes := make([]rules.Shape, len(in))
+	for i, id := range in {
+		shapes[i] = c.shapeTab[id]
+	}
+	outs, err := op.InferShapes(params, shapes)
+	var r inferResult
+	r.err = err
+	for i, o := range outs {
+		r.outs[i] = c.intern(o)
+	}
+	c.infer[key] = r
+	return r.outs, err
+}
+
+// cnode is one node of an axiom side compiled for the shape search:
+// children come before parents, leaves name a slot.
+type cnode struct {
+	term   *Term
+	op     *rules.Op
+	out    int
+	params []int // resolved per integer assignment
+	args   []int // child nodes
+	slot   int   // leaf: the slot; -1 for an operator node
+}
+
+// compile flattens the axiom's sides; it returns the root of each.
+func (c *checker) compile() (lhs, rhs int) {
+	slotIdx := map[string]int{}
+	for i, sl := range c.slots {
+		slotIdx[sl.name] = i
+	}
+	var rec func(t *Term) int
+	rec = func(t *Term) int {
+		n := cnode{term: t, slot: -1}
+		if t.IsVar {
+			n.slot = slotIdx[t.Sym]
+		} else {
+			n.op, n.out, _ = c.reg.LookupZ3(t.Sym)
+			if n.op.IsConstant() {
+				n.slot = slotIdx[c.slotOf[t]]
+			}
+			for _, a := range t.Args[len(n.op.Params):] {
+				n.args = append(n.args, rec(a))
+			}
+		}
+		c.nodes = append(c.nodes, n)
+		return len(c.nodes) - 1
+	}
+	return rec(c.a.LHS), rec(c.a.RHS)
+}
+
+// resolveParams evaluates every node's parameters for the current integers.
+func (c *checker) resolveParams() {
+	for i := range c.nodes {
+		n := &c.nodes[i]
+		if n.op != nil {
+			n.params, _ = c.split(n.op, n.term)
+		}
+	}
+}
+
+// nodeShapes infers every node's shape id under the slot assignment.
+func (c *checker) nodeShapes() {
+	for i := range c.nodes {
+		n := &c.nodes[i]
+		c.st[i], c.errs[i] = pending, nil
+		var in []int32
+		switch {
+		case n.op == nil || n.op.IsConstant():
+			id := c.assignID[n.slot]
+			if id < 0 {
+				continue
+			}
+			if n.op == nil {
+				c.ids[i], c.st[i] = id, defined
+				continue
+			}
+			in = []int32{id}
+		default:
+			in = c.argBuf[:0]
+			ready := true
+			for _, a := range n.args {
+				switch c.st[a] {
+				case failed:
+					c.st[i], c.errs[i] = failed, c.errs[a]
+					ready = false
+				case pending:
+					if c.st[i] != failed {
+						ready = false
+					}
+				}
+				in = append(in, c.ids[a])
+			}
+			if !ready {
+				continue
+			}
+		}
+		outs, err := c.inferShapes(n.op, n.params, in)
+		if err != nil {
+			c.st[i], c.errs[i] = failed, err
+			continue
+		}
+		c.ids[i], c.st[i] = outs[n.out], defined
+	}
+}
+
+type status int
+
+const (
+	pending status = iota
+	defined
+	failed
+)
+
+func (c *checker) split(op *rules.Op, t *Term) ([]int, []rules.Shape) {
+	params := make([]int, len(op.Params))
+	for i := range params {
+		params[i] = t.Args[i].IntValue(c.ints)
+	}
+	return params, nil
+}
+
+func (c *checker) shapeLoop(i int) error {
+	c.nodeShapes()
+	lst, rst := c.st[c.lhs], c.st[c.rhs]
+	if lst == failed || rst == failed {
+		if c.partial == "" && (lst == defined || rst == defined) {
+			side, err := "left", c.errs[c.rhs]
+			if lst == failed {
+				side, err = "right", c.errs[c.lhs]
+			}
+			c.partial = fmt.Sprintf("at %s the %s side is defined and the other is not (%v)", c.describe(), side, err)
+		}
+		return nil
+	}
+	if i == len(c.slots) {
+		return c.compare(c.shapeTab[c.ids[c.lhs]], c.shapeTab[c.ids[c.rhs]])
+	}
+	sl := c.slots[i]
+	var op *rules.Op
+	var params []int
+	if !sl.isVar {
+		op, _, _ = c.reg.LookupZ3(sl.term.Sym)
+		params, _ = c.split(op, sl.term)
+	}
+	for _, id := range c.candidates {
+		if op != nil {
+			if _, err := c.inferShapes(op, params, []int32{id}); err != nil {
+				continue
+			}
+		}
+		c.assignID[i] = id
+		if err := c.shapeLoop(i + 1); err != nil {
+			return err
+		}
+		if c.report.Counterexample != "" {
+			return nil
+		}
+	}
+	c.assignID[i] = -1
+	return nil
+}
+
+// shapeOfSlot is the assigned shape of a slot by name.
+func (c *checker) shapeOfSlot(name string) (rules.Shape, bool) {
+	for i, sl := range c.slots {
+		if sl.name == name && c.assignID[i] >= 0 {
+			return c.shapeTab[c.assignID[i]], true
+		}
+	}
+	return rules.Shape{}, false
+}
+
+func (c *checker) describe() string {
+	var parts []string
+	for _, v := range c.a.Vars {
+		if v.Sort == IntSort {
+			parts = append(parts, fmt.Sprintf("%s=%d", v.Name, c.ints[v.Name]))
+		} else if s, ok := c.shapeOfSlot(v.Name); ok {
+			parts = append(parts, fmt.Sprintf("%s:%s", v.Name, s))
+		}
+	}
+	for i, sl := range c.slots {
+		if !sl.isVar && c.assignID[i] >= 0 {
+			parts = append(parts, fmt.Sprintf("%s:%s", sl.name, c.shapeTab[c.assignID[i]]))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// draws is one uniform float draw and four one-signed ones: relu and max
+// identities fail only for some sign patterns.
+const draws = 1 + 4
+
+func drawStream(d int) uint64 {
+	if d == 0 {
+		return fingerprint.Draw(0)
+	}
+	return fingerprint.Draw(fingerprint.UniformDraws + d - 1)
+}
+
+func (c *checker) compare(ls, rs rules.Shape) error {
+	if !ls.SameDims(rs) {
+		if !c.hasConst { // a constant's shape is chosen to fit; a variable's is not
+			c.report.Counterexample = fmt.Sprintf("at %s the left side has shape %s and the right side %s", c.describe(), ls, rs)
+		}
+		return nil
+	}
+	c.report.Instances++
+	in := fingerprint.Inputs{Seed: c.b.Seed}
+	ints := map[string]*rules.IntTensor{}
+	for k, sl := range c.slots {
+		if sl.isVar {
+			ints[sl.name] = in.Int(k, c.shapeTab[c.assignID[k]])
+		}
+	}
+	l, err := evalTerm(c, c.a.LHS, ints, rules.IntKernelOf)
+	if err != nil {
+		return err
+	}
+	r, err := evalTerm(c, c.a.RHS, ints, rules.IntKernelOf)
+	if err != nil {
+		return err
+	}
+	for k := range l.Data {
+		if l.Data[k] != r.Data[k] {
+			c.report.Counterexample = fmt.Sprintf("at %s element %d differs in exact arithmetic: left %d, right %d (mod 2^31-1)", c.describe(), k, l.Data[k], r.Data[k])
+			return nil
+		}
+	}
+	// Without relu or max the exact test decides: a false polynomial
+	// identity agrees on random residues with negligible probability.
+	for d := 0; d < draws && c.piecewise; d++ {
+		fl := map[string]*rules.FloatTensor{}
+		for k, sl := range c.slots {
+			if sl.isVar {
+				fl[sl.name] = in.Float(drawStream(d), k, c.shapeTab[c.assignID[k]])
+			}
+		}
+		x, err := evalTerm(c, c.a.LHS, fl, rules.FloatKernelOf)
+		if err != nil {
+			return err
+		}
+		y, err := evalTerm(c, c.a.RHS, fl, rules.FloatKernelOf)
+		if err != nil {
+			return err
+		}
+		for k := range x.Data {
+			if math.Abs(x.Data[k]-y.Data[k]) > 1e-9*math.Max(1, math.Max(math.Abs(x.Data[k]), math.Abs(y.Data[k]))) {
+				c.report.Counterexample = fmt.Sprintf("at %s element %d differs in float64 (draw %d): left %.6g, right %.6g", c.describe(), k, d, x.Data[k], y.Data[k])
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// evalTerm evaluates a term with tensor variables bound by vars.
+func evalTerm[T any](c *checker, t *Term, vars map[string]*rules.Tensor[T], kernel func(*rules.Op) func([]int, []*rules.Tensor[T], []*rules.Tensor[T])) (*rules.Tensor[T], error) {
+	if t.IsVar {
+		return vars[t.Sym], nil
+	}
+	op, out, _ := c.reg.LookupZ3(t.Sym)
+	params, _ := c.split(op, t)
+	var args []*rules.Tensor[T]
+	for _, a := range t.Args[len(op.Params):] {
+		v, err := evalTerm(c, a, vars, kernel)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, v)
+	}
+	cs, _ := c.shapeOfSlot(c.slotOf[t])
+	outs, err := rules.Eval(op, kernel(op), params, args, cs)
+	if err != nil {
+		return nil, err
+	}
+	return outs[out], nil
+}

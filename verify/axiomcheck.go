@@ -1,0 +1,133 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"rulebook/axioms"
+	"rulebook/rules"
+	"rulebook/verify/z3"
+)
+
+// Verdicts of the axiom checks.
+const (
+	Consistent   = "consistent"
+	Inconsistent = "inconsistent"
+	Redundant    = "redundant"
+	Independent  = "independent"
+)
+
+// Consistency asks whether the axioms are satisfiable together. It
+// returns Consistent, Inconsistent (with the axioms that conflict) or
+// Unknown (with Z3's reason).
+func Consistency(ctx context.Context, reg *rules.Registry, set *axioms.Set, timeout time.Duration) (string, []string, error) {
+	p, err := newProver(reg, set)
+	if err != nil {
+		return "", nil, err
+	}
+	defer p.close()
+	s := p.ctx.NewSolver()
+	defer s.Close()
+	s.SetTimeout(timeout)
+	for i, a := range p.axioms {
+		s.AssertTracked(a, p.names[i])
+	}
+	res, err := s.Check(ctx)
+	switch {
+	case err != nil:
+		return "", nil, err
+	case res == z3.Sat:
+		return Consistent, nil, nil
+	case res == z3.Unsat:
+		return Inconsistent, s.UnsatCore(), nil
+	}
+	return Unknown, []string{s.ReasonUnknown()}, nil
+}
+
+// Redundancy is whether the other axioms entail one axiom.
+type Redundancy struct {
+	Axiom  string
+	Status string   // Redundant, Independent or Unknown
+	By     []string // the axioms that entail it, when redundant
+	Reason string   // why unknown
+}
+
+// Redundancies checks every axiom against the others, each within timeout.
+func Redundancies(ctx context.Context, reg *rules.Registry, set *axioms.Set, timeout time.Duration, workers int) ([]Redundancy, error) {
+	out := make([]Redundancy, len(set.Axioms))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, max(workers, 1))
+	for w := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := newProver(reg, set)
+			if err != nil {
+				errs[w] = err
+				return
+			}
+			defer p.close()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(set.Axioms) {
+					return
+				}
+				r, err := p.redundancy(ctx, set.Axioms[i], i, timeout)
+				if err != nil {
+					errs[w] = fmt.Errorf("axiom %s: %w", set.Axioms[i].Name, err)
+					return
+				}
+				out[i] = r
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// redundancy asks whether the axioms other than number i entail it.
+func (p *prover) redundancy(ctx context.Context, a *axioms.Axiom, i int, timeout time.Duration) (Redundancy, error) {
+	neg, err := p.ctx.ParseSMTLIB2("(assert (not "+a.Formula()+"))", map[string]z3.Sort{axioms.TensorSort: p.tensor}, p.decls)
+	if err != nil || len(neg) != 1 {
+		return Redundancy{}, fmt.Errorf("negate: %v", err)
+	}
+	start := time.Now()
+	r := Redundancy{Axiom: a.Name, Status: Unknown}
+	for _, mbqi := range []bool{false, true} {
+		s := p.ctx.NewSolver()
+		s.SetTimeout(max(timeout-time.Since(start), time.Millisecond))
+		s.SetBool("smt.mbqi", mbqi)
+		for j, ax := range p.axioms {
+			if j != i {
+				s.AssertTracked(ax, p.names[j])
+			}
+		}
+		s.Assert(neg[0])
+		res, err := s.Check(ctx)
+		switch {
+		case err != nil:
+			s.Close()
+			return r, err
+		case res == z3.Unsat:
+			r.Status, r.By, r.Reason = Redundant, s.UnsatCore(), ""
+		case res == z3.Sat:
+			r.Status, r.Reason = Independent, ""
+		default:
+			r.Reason = s.ReasonUnknown()
+		}
+		s.Close()
+		if r.Status != Unknown || time.Since(start) >= timeout {
+			break
+		}
+	}
+	return r, nil
+}
