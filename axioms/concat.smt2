@@ -1,4 +1,6 @@
 ; Concatenation concat(axis, x, y) and its inverse split0/split1(axis, t).
+; From TASO Table 2.2 unless a comment says "added"; guarded axioms state
+; one property for the axes where it holds (batch and channel).
 
 ; split0 undoes concat
 (assert (! (forall ((a Int) (x Tensor) (y Tensor)) (= (split0 a (concat a x y)) x)) :named split0-concat))
@@ -26,9 +28,9 @@
 (assert (! (forall ((s Int) (p Int) (x Tensor) (y Tensor) (z Tensor) (w Tensor)) (= (conv2d s p activation.none 1 (concat 1 x z) (concat 1 y w)) (ewadd (conv2d s p activation.none 1 x y) (conv2d s p activation.none 1 z w)))) :named conv-concat-channels))
 ; products with a shared right operand concatenate row-wise (added: E-matching cannot derive it through transpose)
 (assert (! (forall ((x Tensor) (y Tensor) (z Tensor)) (= (concat 0 (matmul x z) (matmul y z)) (matmul (concat 0 x y) z))) :named concat-matmul-rows))
-; average pooling commutes with concat on the batch and channel axes
+; average pooling commutes with concat on the batch and channel axes (TASO states the channel axis only; added: batch)
 (assert (! (forall ((a Int) (k Int) (s Int) (p Int) (x Tensor) (y Tensor)) (=> (or (= a 0) (= a 1)) (= (concat a (pool_avg k s p x) (pool_avg k s p y)) (pool_avg k s p (concat a x y))))) :named concat-pool-avg))
-; max pooling commutes with concat on the batch and channel axes
+; max pooling commutes with concat on the batch and channel axes (TASO: two axioms, merged with a guard)
 (assert (! (forall ((a Int) (k Int) (s Int) (p Int) (x Tensor) (y Tensor)) (=> (or (= a 0) (= a 1)) (= (concat a (pool_max k s p x) (pool_max k s p y)) (pool_max k s p (concat a x y))))) :named concat-pool-max))
 ; transposing a row concat gives a column concat of transposes
 (assert (! (forall ((x Tensor) (y Tensor)) (= (concat 1 (transpose x) (transpose y)) (transpose (concat 0 x y)))) :named concat-transpose))

@@ -1,4 +1,5 @@
-; The constant tensors I_conv, I_matmul, I_ewmul and C_pool.
+; The constant tensors I_conv, I_matmul, I_ewmul and C_pool. From TASO
+; Table 2.2 unless a comment says "added", with the reason.
 
 ; the identity kernel leaves an input unchanged under stride-1 same convolution
 (assert (! (forall ((k Int) (x Tensor)) (= (conv2d 1 padding.same activation.none 1 x (I_conv k)) x)) :named iconv-identity))

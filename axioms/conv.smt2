@@ -1,5 +1,6 @@
 ; Convolution conv2d(stride, padding, activation, groups, input, kernel).
-; s p c g are parameters, x y z tensors, w a scalar tensor.
+; s p c g are parameters, x y z tensors, w a scalar tensor. From TASO
+; Table 2.2 (groups made explicit) unless a comment says "added".
 
 ; a scalar factor moves between input and kernel
 (assert (! (forall ((s Int) (p Int) (c Int) (g Int) (x Tensor) (y Tensor) (w Tensor)) (= (conv2d s p c g (smul x w) y) (conv2d s p c g x (smul y w)))) :named conv-smul-operands))

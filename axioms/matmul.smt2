@@ -1,5 +1,6 @@
-; Matrix multiplication. Left-sided forms (linearity in the first operand)
-; follow from these through transpose.
+; Matrix multiplication. From TASO Table 2.2 unless a comment says "added",
+; with the reason. The left-sided forms follow from the right-sided ones
+; through transpose, but E-matching cannot find that derivation.
 
 ; matmul is associative
 (assert (! (forall ((x Tensor) (y Tensor) (z Tensor)) (= (matmul x (matmul y z)) (matmul (matmul x y) z))) :named matmul-assoc))

@@ -1,4 +1,5 @@
-; Pooling pool_avg/pool_max(kernel, stride, padding, input).
+; Pooling pool_avg/pool_max(kernel, stride, padding, input). From TASO
+; Table 2.2 unless a comment says "added", with the reason.
 
 ; average pooling is a depth-wise convolution with the constant kernel C_pool
 (assert (! (forall ((k Int) (s Int) (p Int) (g Int) (x Tensor)) (= (conv2d s p activation.none g x (C_pool k)) (pool_avg k s p x))) :named pool-avg-as-conv))

@@ -490,15 +490,15 @@ func (c *checker) describe() string {
 	return strings.Join(parts, " ")
 }
 
-// draws is one uniform float draw and four one-signed ones: relu and max
-// identities fail only for some sign patterns.
-const draws = 1 + 4
+// draws is two uniform float draws and four one-signed ones: relu and max
+// identities fail only for some sign patterns (fingerprint.PiecewiseDraws).
+const draws = 2 + 4
 
 func drawStream(d int) uint64 {
-	if d == 0 {
-		return fingerprint.Draw(0)
+	if d < 2 {
+		return fingerprint.Draw(d)
 	}
-	return fingerprint.Draw(fingerprint.UniformDraws + d - 1)
+	return fingerprint.Draw(16 + d - 2)
 }
 
 func (c *checker) compare(ls, rs rules.Shape) error {

@@ -17,8 +17,8 @@ type evaluated struct {
 }
 
 // floatDraws is how many float64 draws a check may use; see
-// fingerprint.UniformDraws.
-const floatDraws = fingerprint.UniformDraws + fingerprint.SignedDraws
+// fingerprint.PiecewiseDraws.
+const floatDraws = fingerprint.PiecewiseDraws
 
 // draws is how many float draws a pair needs.
 func draws(piecewise bool) int {

@@ -58,23 +58,26 @@ func (in Inputs) Int(index int, s rules.Shape) *rules.IntTensor {
 	return t
 }
 
-// UniformDraws and SignedDraws are the float draws a check uses: polynomial
-// identities need only the uniform ones (a false one agrees on a random
-// point with probability zero); piecewise ones (relu, max) also get the
-// one-signed draws, which hit each sign pattern of up to three inputs with
-// probability ≥ 1/8 per draw.
+// Float draws a check uses. Polynomial identities need only UniformDraws
+// (a false one agrees on a random point with probability zero). Piecewise
+// ones (relu, max) take PiecewiseDraws: uniform draws first, which catch
+// identities that depend on the signs of computed values (relu of a·aᵀ
+// holds only when its off-diagonal entries are positive, which one-signed
+// inputs always make them), then one-signed draws, which catch identities
+// that fail only when whole inputs are negative (a max-pooling window
+// rarely is). Each catches its kind with probability about 1/2 per draw.
 const (
-	UniformDraws = 2
-	SignedDraws  = 32
+	UniformDraws   = 2
+	PiecewiseDraws = 16 + 32
 )
 
-// Draw returns the stream number of uniform draw k (k < UniformDraws) or,
-// for k ≥ UniformDraws, of one-signed draw k−UniformDraws.
+// Draw returns the stream of check draw k: uniform for k < 16, one-signed
+// after.
 func Draw(k int) uint64 {
-	if k < UniformDraws {
+	if k < 16 {
 		return uint64(2 * k)
 	}
-	return uint64(2*(k-UniformDraws) + 1)
+	return uint64(2*(k-16) + 1)
 }
 
 // Float returns input number index for float draw number stream (use

@@ -52,7 +52,7 @@ func TestInputsAreDeterministic(t *testing.T) {
 	if Tensor(a.Int(5, s)) == Tensor(a.Int(6, s)) {
 		t.Error("different inputs share values")
 	}
-	f := a.Float(Draw(UniformDraws), 2, s)
+	f := a.Float(Draw(16), 2, s)
 	sign := f.Data[0] > 0
 	for _, v := range f.Data {
 		if (v > 0) != sign || v == 0 {

@@ -67,20 +67,7 @@ func newShowCmd() *cobra.Command {
 		Use:   "show ID",
 		Short: "Show one rule in full",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseRuleID(args[0])
-			if err != nil {
-				return err
-			}
-			db, err := store.Open(cmd.Context(), dbPath(cmd))
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			r, err := db.Rule(cmd.Context(), id)
-			if err != nil {
-				return err
-			}
+		RunE: withRule(func(cmd *cobra.Command, _ *store.Store, r store.Rule) error {
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "rule %d (%s)\n", r.ID, r.Hash)
 			fmt.Fprintf(w, "  status:      %s\n", r.Status)
@@ -94,7 +81,27 @@ func newShowCmd() *cobra.Command {
 			fmt.Fprintf(w, "\n  operators:   %s\n", strings.Join(r.Operators, ", "))
 			fmt.Fprintf(w, "  fingerprint: %016x (run %d)\n", r.Fingerprint, r.RunID)
 			return nil
-		},
+		}),
+	}
+}
+
+// withRule runs fn on the rule whose id is the command's argument.
+func withRule(fn func(*cobra.Command, *store.Store, store.Rule) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		id, err := parseRuleID(args[0])
+		if err != nil {
+			return err
+		}
+		db, err := store.Open(cmd.Context(), dbPath(cmd))
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		r, err := db.Rule(cmd.Context(), id)
+		if err != nil {
+			return err
+		}
+		return fn(cmd, db, r)
 	}
 }
 

@@ -225,23 +225,10 @@ func newWhyCmd() *cobra.Command {
 		Use:   "why ID",
 		Short: "Show a rule, its status and the axioms its proof used",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseRuleID(args[0])
-			if err != nil {
-				return err
-			}
-			db, err := store.Open(cmd.Context(), dbPath(cmd))
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			r, err := db.Rule(cmd.Context(), id)
-			if err != nil {
-				return err
-			}
+		RunE: withRule(func(cmd *cobra.Command, db *store.Store, r store.Rule) error {
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "rule %d: %s => %s\nstatus: %s\n", r.ID, r.Src, r.Dst, r.Status)
-			p, ok, err := db.LatestProof(cmd.Context(), id)
+			p, ok, err := db.LatestProof(cmd.Context(), r.ID)
 			if err != nil {
 				return err
 			}
@@ -271,6 +258,6 @@ func newWhyCmd() *cobra.Command {
 				fmt.Fprintf(out, "  %-28s %s\n", name, comments[name])
 			}
 			return nil
-		},
+		}),
 	}
 }
