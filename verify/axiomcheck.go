@@ -32,6 +32,7 @@ func Consistency(ctx context.Context, reg *rules.Registry, set *axioms.Set, time
 	s := p.ctx.NewSolver()
 	defer s.Close()
 	s.SetTimeout(timeout)
+	s.SetBool("ctrl_c", false)
 	for i, a := range p.axioms {
 		s.AssertTracked(a, p.names[i])
 	}
@@ -106,6 +107,8 @@ func (p *prover) redundancy(ctx context.Context, a *axioms.Axiom, i int, timeout
 		s := p.ctx.NewSolver()
 		s.SetTimeout(max(timeout-time.Since(start), time.Millisecond))
 		s.SetBool("smt.mbqi", mbqi)
+		s.SetBool("ctrl_c", false)
+	s.SetBool("ctrl_c", false) // Ctrl-C is Go's: it cancels the context, which interrupts Z3
 		for j, ax := range p.axioms {
 			if j != i {
 				s.AssertTracked(ax, p.names[j])

@@ -165,6 +165,7 @@ func (p *prover) check(ctx context.Context, goal z3.AST, timeout time.Duration, 
 	defer s.Close()
 	s.SetTimeout(max(timeout, time.Millisecond))
 	s.SetBool("smt.mbqi", mbqi)
+	s.SetBool("ctrl_c", false) // Ctrl-C is Go's: it cancels the context, which interrupts Z3
 	for i, a := range p.axioms {
 		s.AssertTracked(a, p.names[i])
 	}
