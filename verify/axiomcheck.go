@@ -108,7 +108,7 @@ func (p *prover) redundancy(ctx context.Context, a *axioms.Axiom, i int, timeout
 		s.SetTimeout(max(timeout-time.Since(start), time.Millisecond))
 		s.SetBool("smt.mbqi", mbqi)
 		s.SetBool("ctrl_c", false)
-	s.SetBool("ctrl_c", false) // Ctrl-C is Go's: it cancels the context, which interrupts Z3
+		s.SetBool("ctrl_c", false) // Ctrl-C is Go's: it cancels the context, which interrupts Z3
 		for j, ax := range p.axioms {
 			if j != i {
 				s.AssertTracked(ax, p.names[j])
