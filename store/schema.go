@@ -2,7 +2,7 @@ package store
 
 // SchemaVersion is the newest schema this build knows. It is stored in
 // PRAGMA user_version; a file with a larger value is refused.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // ApplicationID marks a file as a rulebook database ("RULB"). It is stored in
 // PRAGMA application_id.
@@ -16,7 +16,42 @@ const ApplicationID = 0x52554C42
 var migrations = []string{
 	1: schemaV1,
 	2: schemaV2,
+	3: schemaV3,
 }
+
+// schemaV3 adds released versions: immutable, content-hashed rule sets.
+const schemaV3 = `
+CREATE TABLE versions (
+	id         INTEGER PRIMARY KEY,
+	tag        TEXT NOT NULL UNIQUE CHECK (tag GLOB '[A-Za-z0-9]*' AND tag NOT GLOB '*[^A-Za-z0-9._-]*'),
+	hash       TEXT NOT NULL CHECK (length(hash) = 64),
+	rules      INTEGER NOT NULL,
+	axiom_sets TEXT NOT NULL CHECK (json_valid(axiom_sets)),
+	operators  TEXT NOT NULL CHECK (json_valid(operators)),
+	generator  TEXT NOT NULL CHECK (json_valid(generator)),
+	parent_id  INTEGER REFERENCES versions(id),
+	created_at TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE version_rules (
+	version_id INTEGER NOT NULL REFERENCES versions(id),
+	rule_id    INTEGER NOT NULL REFERENCES rules(id),
+	PRIMARY KEY (version_id, rule_id)
+) STRICT, WITHOUT ROWID;
+
+CREATE TRIGGER versions_immutable BEFORE UPDATE ON versions
+	BEGIN SELECT RAISE(ABORT, 'released versions are immutable'); END;
+CREATE TRIGGER versions_undeletable BEFORE DELETE ON versions
+	BEGIN SELECT RAISE(ABORT, 'released versions are immutable'); END;
+CREATE TRIGGER version_rules_immutable BEFORE UPDATE ON version_rules
+	BEGIN SELECT RAISE(ABORT, 'released versions are immutable'); END;
+CREATE TRIGGER version_rules_undeletable BEFORE DELETE ON version_rules
+	BEGIN SELECT RAISE(ABORT, 'released versions are immutable'); END;
+
+CREATE VIEW version_summary AS
+	SELECT v.id, v.tag, substr(v.hash, 1, 12) AS hash, v.rules, p.tag AS parent, v.created_at
+	FROM versions v LEFT JOIN versions p ON p.id = v.parent_id;
+`
 
 // schemaV2 adds verification: the axiom sets rules were checked against and
 // one row per verification of a rule.

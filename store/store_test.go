@@ -96,6 +96,9 @@ func populateProofs(t *testing.T, s *Store, run int64, rules []Rule) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.Release(ctx, "v1"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestProofs(t *testing.T) {

@@ -128,14 +128,20 @@ func TestBadInputLeavesDatabaseUnchanged(t *testing.T) {
 
 func execSQL(t *testing.T, path, stmt string) {
 	t.Helper()
+	if err := execSQLErr(path, stmt); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// execSQLErr runs one statement as sqlite3 would, behind rulebook's back.
+func execSQLErr(path, stmt string) error {
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer db.Close()
-	if _, err := db.Exec(stmt); err != nil {
-		t.Fatal(err)
-	}
+	_, err = db.Exec(stmt)
+	return err
 }
 
 // TestInterruptedRunLeavesConsistentDatabase cancels a generation midway,

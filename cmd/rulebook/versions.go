@@ -1,0 +1,117 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"rulebook/store"
+)
+
+func newReleaseCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "release TAG",
+		Short: "Freeze the proved rules as an immutable, content-hashed version",
+		Long: `release records every proved rule as version TAG. The version keeps its
+content hash (SHA-256 over the sorted canonical rule texts, the same in any
+database holding the same rules), the axiom sets that proved its rules, the
+operators they use, the generator settings and the previous version as
+parent. Released versions never change; loading one re-checks its hash.`,
+		Example: "  rulebook release v1",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			db, err := store.Open(cmd.Context(), dbPath(cmd))
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			v, err := db.Release(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			parent := "none"
+			if v.Parent != "" {
+				parent = v.Parent
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "released %s: %d rules, hash %s, parent %s\n", v.Tag, v.Rules, v.Hash, parent)
+			return nil
+		},
+	}
+}
+
+func newVersionsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "versions",
+		Short: "List the released versions",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			db, err := store.Open(cmd.Context(), dbPath(cmd))
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			vs, err := db.Versions(cmd.Context())
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TAG\tHASH\tRULES\tPARENT\tAXIOM SETS\tRELEASED")
+			for _, v := range vs {
+				fmt.Fprintf(tw, "%s\t%.12s\t%d\t%s\t%s\t%s\n", v.Tag, v.Hash, v.Rules, v.Parent, strings.Join(v.AxiomSets, ","), v.Created.Format("2006-01-02 15:04"))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newDiffCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "diff A B",
+		Short: "Show the rules version B adds to and removes from version A",
+		Long: `diff loads both versions (by tag or hash prefix), re-checking their hashes,
+and prints the rules only B has ("+") and the rules only A has ("-"), as
+canonical text.`,
+		Example: "  rulebook diff v1 v2",
+		Args:    cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			db, err := store.Open(cmd.Context(), dbPath(cmd))
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			a, ra, err := db.LoadVersion(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			b, rb, err := db.LoadVersion(cmd.Context(), args[1])
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			added, removed := setDiff(rb, ra), setDiff(ra, rb)
+			fmt.Fprintf(out, "%s (%.12s, %d rules) -> %s (%.12s, %d rules): %d added, %d removed\n",
+				a.Tag, a.Hash, a.Rules, b.Tag, b.Hash, b.Rules, len(added), len(removed))
+			for _, r := range added {
+				fmt.Fprintln(out, "+ "+r)
+			}
+			for _, r := range removed {
+				fmt.Fprintln(out, "- "+r)
+			}
+			return nil
+		},
+	}
+}
+
+// setDiff lists the sorted texts of a that b lacks.
+func setDiff(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if _, found := slices.BinarySearch(b, x); !found {
+			out = append(out, x)
+		}
+	}
+	return out
+}
