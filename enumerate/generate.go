@@ -104,6 +104,7 @@ func (c recordChunks) len() int {
 }
 
 const (
+	maxClasses      = 16 // worker.attempt tracks used copies per class in a fixed array
 	maxTemplates    = 255
 	maxRelabellings = 255
 )
@@ -161,7 +162,10 @@ func Generate(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, err
 		}
 		last := n == cfg.MaxOps
-		next, members, newClasses := g.classify(items, recs, last)
+		next, members, newClasses, err := g.classify(ctx, items, recs, last)
+		if err != nil {
+			return nil, err
+		}
 		lc, err := g.check(ctx, n, members)
 		if err != nil {
 			return nil, err
@@ -189,6 +193,9 @@ func newGenerator(cfg Config) (*generator, error) {
 		return nil, fmt.Errorf("operator set %v yields no operator templates", cfg.Registry.Names())
 	}
 	l := &layout{tmpls: tmpls}
+	if len(cfg.Pool.Classes) > maxClasses {
+		return nil, fmt.Errorf("input pool has %d classes, more than %d", len(cfg.Pool.Classes), maxClasses)
+	}
 	for c, ic := range cfg.Pool.Classes {
 		if ic.Copies < 1 || ic.Copies > 64 {
 			return nil, fmt.Errorf("input class %s: copies must be 1..64, got %d", ic.Name, ic.Copies)
@@ -272,6 +279,9 @@ func (g *generator) expand(ctx context.Context, level int, items []graph) ([]rec
 	for w, wk := range workers {
 		results[w], wk.recs = wk.recs, nil
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	total := 0
 	for _, r := range results {
 		total += r.len()
@@ -309,9 +319,12 @@ type member struct {
 // extend next (representatives, or all graphs when exhaustive) and the
 // number of new classes. At the last level a lone graph of a new class is
 // only counted, never rebuilt.
-func (g *generator) classify(items []graph, recs []record, last bool) (next []graph, members []member, newClasses int64) {
+func (g *generator) classify(ctx context.Context, items []graph, recs []record, last bool) (next []graph, members []member, newClasses int64, err error) {
 	keepAll := g.cfg.Exhaustive && !last
-	for i := 0; i < len(recs); {
+	for i, groups := 0, 0; i < len(recs); groups++ {
+		if groups%(1<<16) == 0 && ctx.Err() != nil {
+			return nil, nil, 0, ctx.Err()
+		}
 		j := i + 1
 		for j < len(recs) && recs[j].fp == recs[i].fp {
 			j++
@@ -347,7 +360,7 @@ func (g *generator) classify(items []graph, recs []record, last bool) (next []gr
 		}
 		i = j
 	}
-	return next, members, newClasses
+	return next, members, newClasses, nil
 }
 
 // dedupe keeps the first candidate of each canonical text; generalisation

@@ -148,3 +148,14 @@ func TestCanonicalTextRoundTrips(t *testing.T) {
 		}
 	}
 }
+
+func TestTooManyInputClassesIsAnError(t *testing.T) {
+	var pool enumerate.Pool
+	for i := 0; i < 17; i++ {
+		pool.Classes = append(pool.Classes, enumerate.InputClass{Name: "x", Shape: rules.NewShape(2, 4), Copies: 1, Role: enumerate.Data})
+	}
+	reg, _ := rules.Default().Select([]string{"ewadd"})
+	if _, err := enumerate.Generate(context.Background(), enumerate.Config{Registry: reg, Pool: pool, MaxOps: 2}); err == nil {
+		t.Error("a pool of 17 classes was accepted")
+	}
+}

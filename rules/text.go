@@ -283,11 +283,15 @@ func permutations(xs []int) [][]int {
 // canonical order, and its canonical text. Rules equal up to renaming of
 // inputs, reordering of nodes or (jointly) of outputs get the same text.
 func (r *Rule) Canonical() (*Rule, Text) {
+	// Among orders giving the same text (a rule symmetric in some inputs),
+	// the recorded shapes decide, so that they are canonical too.
 	var best rendering
+	var bestShapes string
 	for i, order := range r.outputOrders() {
 		rd := r.render(order)
-		if i == 0 || rd.text < best.text {
-			best = rd
+		shapes := r.shapesInOrder(rd.inputOrder)
+		if i == 0 || rd.text < best.text || rd.text == best.text && shapes < bestShapes {
+			best, bestShapes = rd, shapes
 		}
 	}
 	c := &Rule{NumInputs: len(best.inputOrder)}
@@ -311,6 +315,18 @@ func (r *Rule) Canonical() (*Rule, Text) {
 	}
 	t.Constants = constantShapes(c)
 	return c, t
+}
+
+// shapesInOrder lists the input shapes in the given order, for ties.
+func (r *Rule) shapesInOrder(order []int) string {
+	if len(r.InputShapes) == 0 {
+		return ""
+	}
+	parts := make([]string, len(order))
+	for i, old := range order {
+		parts[i] = r.InputShapes[old].String()
+	}
+	return strings.Join(parts, " ")
 }
 
 func renumber(g *Graph, nodeOrder, outputs []int, newInput map[int]int) Graph {

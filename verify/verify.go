@@ -69,13 +69,23 @@ func Run(ctx context.Context, cfg Config, jobs []Job, emit func(Job, Result) err
 				fail(err)
 				return
 			}
-			defer p.close()
+			defer func() { p.close() }()
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(jobs) {
 					return
 				}
 				res, err := decide(ctx, p, cfg, jobs[i].Rule)
+				if err != nil && ctx.Err() == nil {
+					// A Z3 failure on one rule makes it unknown, not the run
+					// failed; its context may keep the error, so start afresh.
+					res, err = Result{Status: Unknown, Reason: "z3 error: " + err.Error()}, nil
+					p.close()
+					if p, err = newProver(cfg.Registry, cfg.Axioms); err != nil {
+						fail(err)
+						return
+					}
+				}
 				if err != nil {
 					fail(fmt.Errorf("verify rule %d: %w", jobs[i].ID, err))
 					return

@@ -46,6 +46,9 @@ The command fails if the set is inconsistent or any axiom is false.`,
 			if len(args) == 1 {
 				dir = args[0]
 			}
+			if timeout <= 0 {
+				return fmt.Errorf("--timeout must be positive, got %s", timeout)
+			}
 			if maxDim < 1 || maxDim > 4 {
 				return fmt.Errorf("--max-dim must be 1..4, got %d", maxDim)
 			}

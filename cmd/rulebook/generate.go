@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -185,8 +186,10 @@ func uniqueSorted(xs []string) []string {
 	return out
 }
 
-// progress draws one bar per stage and level on a terminal.
+// progress draws one bar per stage and level on a terminal. Workers report
+// concurrently, so every method takes the lock.
 type progress struct {
+	mu      sync.Mutex
 	w       io.Writer
 	enabled bool
 	bar     *progressbar.ProgressBar
@@ -207,9 +210,11 @@ func (p *progress) update(pr enumerate.Progress) {
 	if !p.enabled {
 		return
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	key := fmt.Sprintf("%s %d", pr.Stage, pr.Level)
 	if key != p.key {
-		p.finish()
+		p.finishLocked()
 		p.key = key
 		p.bar = progressbar.NewOptions64(pr.Total, progressbar.OptionSetWriter(p.w),
 			progressbar.OptionSetDescription(fmt.Sprintf("%-9s %d ops", pr.Stage, pr.Level)),
@@ -220,6 +225,12 @@ func (p *progress) update(pr enumerate.Progress) {
 }
 
 func (p *progress) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.finishLocked()
+}
+
+func (p *progress) finishLocked() {
 	if p.bar != nil {
 		_ = p.bar.Finish()
 		p.bar = nil
