@@ -245,3 +245,27 @@ func (s *Store) findVersion(ctx context.Context, ref string) (Version, error) {
 	}
 	return v, fmt.Errorf("unknown version %q (released: %s)", ref, strings.Join(names, ", "))
 }
+
+// VersionRules loads a version, hash-checked, with its full rule records,
+// ordered by canonical text.
+func (s *Store) VersionRules(ctx context.Context, ref string) (Version, []Rule, error) {
+	v, _, err := s.LoadVersion(ctx, ref)
+	if err != nil {
+		return v, nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT `+ruleColumns+` FROM version_rules vr JOIN rules r ON r.id = vr.rule_id
+		WHERE vr.version_id = ? ORDER BY r.src || ' => ' || r.dst`, v.ID)
+	if err != nil {
+		return v, nil, fmt.Errorf("store: version %s: %w", v.Tag, err)
+	}
+	defer rows.Close()
+	var out []Rule
+	for rows.Next() {
+		r, err := scanRule(rows)
+		if err != nil {
+			return v, nil, fmt.Errorf("store: version %s: %w", v.Tag, err)
+		}
+		out = append(out, r)
+	}
+	return v, out, rows.Err()
+}

@@ -1,0 +1,191 @@
+// Package exchange reads and writes rule sets in the formats users
+// exchange: rulebook's JSON and s-expression files, and Graphviz pictures.
+package exchange
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"rulebook/rules"
+)
+
+// Rule is one rule as exchanged: canonical text plus the shapes it was
+// found with, if known.
+type Rule struct {
+	Src       string `json:"src"`
+	Dst       string `json:"dst"`
+	Inputs    string `json:"inputs,omitempty"`
+	Constants string `json:"constants,omitempty"`
+}
+
+// Header describes where a rule set comes from.
+type Header struct {
+	Version string `json:"version,omitempty"`
+	Hash    string `json:"hash,omitempty"`
+}
+
+// jsonFormat names the JSON layout, so a reader can refuse others.
+const jsonFormat = "rulebook-rules/1"
+
+type jsonFile struct {
+	Format string `json:"format"`
+	Header
+	Rules []Rule `json:"rules"`
+}
+
+// WriteJSON writes a rule set as JSON.
+func WriteJSON(w io.Writer, h Header, rs []Rule) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(jsonFile{Format: jsonFormat, Header: h, Rules: rs})
+}
+
+// ReadJSON reads a rule set written by WriteJSON; errors name the file and
+// the line and column.
+func ReadJSON(name string, data []byte) (Header, []Rule, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var f jsonFile
+	if err := dec.Decode(&f); err != nil {
+		return Header{}, nil, jsonError(name, data, err)
+	}
+	if f.Format != jsonFormat {
+		return Header{}, nil, fmt.Errorf("%s: expected \"format\": %q, got %q", name, jsonFormat, f.Format)
+	}
+	for i, r := range f.Rules {
+		if r.Src == "" || r.Dst == "" {
+			return Header{}, nil, fmt.Errorf("%s: rules[%d]: expected both \"src\" and \"dst\"", name, i)
+		}
+	}
+	return f.Header, f.Rules, nil
+}
+
+func jsonError(name string, data []byte, err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return fmt.Errorf("%s:%s: %v", name, position(data, syn.Offset), err)
+	case errors.As(err, &typ):
+		return fmt.Errorf("%s:%s: %s: expected %s, got JSON %s", name, position(data, typ.Offset), typ.Field, typ.Type, typ.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return fmt.Errorf("%s:%s: the JSON ends early (truncated file?)", name, position(data, int64(len(data))))
+	}
+	return fmt.Errorf("%s: %v", name, err)
+}
+
+// position turns a byte offset into "line:col".
+func position(data []byte, off int64) string {
+	if off > int64(len(data)) {
+		off = int64(len(data))
+	}
+	line := 1 + bytes.Count(data[:off], []byte("\n"))
+	col := int(off) - bytes.LastIndexByte(data[:off], '\n')
+	return fmt.Sprintf("%d:%d", line, col)
+}
+
+// WriteSexpr writes one rule per line, its shapes in a trailing comment
+// ("; ?a:2x4 ?b:4x4 | 4x4").
+func WriteSexpr(w io.Writer, h Header, rs []Rule) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "; rulebook rules, version %s, hash %s, %d rules\n", h.Version, h.Hash, len(rs))
+	for _, r := range rs {
+		fmt.Fprintf(bw, "%s => %s", r.Src, r.Dst)
+		if r.Inputs != "" || r.Constants != "" {
+			fmt.Fprintf(bw, "  ; %s | %s", r.Inputs, r.Constants)
+		}
+		fmt.Fprintln(bw)
+	}
+	return bw.Flush()
+}
+
+// ReadSexpr reads a file written by WriteSexpr; each rule must parse, and
+// errors name the file, line and column.
+func ReadSexpr(name string, data []byte, reg *rules.Registry) ([]Rule, error) {
+	var out []Rule
+	for i, line := range strings.Split(string(data), "\n") {
+		text, shapes, _ := strings.Cut(line, ";")
+		if strings.TrimSpace(text) == "" {
+			continue
+		}
+		if _, err := rules.ParseRule(reg, text); err != nil {
+			var syn *rules.SyntaxError
+			if errors.As(err, &syn) {
+				return nil, fmt.Errorf("%s:%d:%d: %s", name, i+1, syn.Col, syn.Msg)
+			}
+			return nil, fmt.Errorf("%s:%d: %v", name, i+1, err)
+		}
+		src, dst, _ := strings.Cut(text, " => ")
+		r := Rule{Src: strings.TrimSpace(src), Dst: strings.TrimSpace(dst)}
+		if in, cs, ok := strings.Cut(shapes, "|"); ok {
+			r.Inputs, r.Constants = strings.TrimSpace(in), strings.TrimSpace(cs)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Parse turns an exchanged rule into canonical form, with its shapes.
+func Parse(reg *rules.Registry, r Rule) (*rules.Rule, rules.Text, error) {
+	parsed, err := rules.ParseRule(reg, r.Src+" => "+r.Dst)
+	if err != nil {
+		return nil, rules.Text{}, err
+	}
+	if r.Inputs != "" {
+		if err := parsed.SetShapes(r.Inputs, r.Constants); err != nil {
+			return nil, rules.Text{}, err
+		}
+	}
+	canon, text := parsed.Oriented()
+	return canon, text, nil
+}
+
+// WriteDot draws each rule as a Graphviz cluster pair: source on the left,
+// target on the right, inputs shared.
+func WriteDot(w io.Writer, reg *rules.Registry, rs []Rule) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintln(bw, "digraph rules {\n  rankdir=BT;\n  node [shape=box, fontname=\"monospace\"];")
+	for k, r := range rs {
+		parsed, err := rules.ParseRule(reg, r.Src+" => "+r.Dst)
+		if err != nil {
+			return fmt.Errorf("rule %d: %w", k, err)
+		}
+		fmt.Fprintf(bw, "  subgraph cluster_%d {\n    label=%q;\n", k, fmt.Sprintf("rule %d", k+1))
+		for i := 0; i < parsed.NumInputs; i++ {
+			fmt.Fprintf(bw, "    r%d_in%d [label=\"?%c\", shape=ellipse];\n", k, i, 'a'+i%26)
+		}
+		for side, g := range []*rules.Graph{&parsed.Src, &parsed.Dst} {
+			writeDotSide(bw, k, []string{"src", "dst"}[side], g)
+		}
+		fmt.Fprintln(bw, "  }")
+	}
+	fmt.Fprintln(bw, "}")
+	return bw.Flush()
+}
+
+func writeDotSide(w io.Writer, k int, side string, g *rules.Graph) {
+	ref := func(v rules.Value) string {
+		if v.IsInput() {
+			return fmt.Sprintf("r%d_in%d", k, v.Input())
+		}
+		return fmt.Sprintf("r%d_%s%d", k, side, v.Node)
+	}
+	for j, n := range g.Nodes {
+		label := n.Op.Name
+		for i, p := range n.Params {
+			label += " " + n.Op.Params[i].Format(p)
+		}
+		fmt.Fprintf(w, "    r%d_%s%d [label=%q];\n", k, side, j, label)
+		for _, a := range n.Args {
+			fmt.Fprintf(w, "    %s -> r%d_%s%d;\n", ref(a), k, side, j)
+		}
+	}
+	for i, o := range g.Outputs {
+		fmt.Fprintf(w, "    r%d_%s_out%d [label=\"%s %d\", shape=plaintext];\n    %s -> r%d_%s_out%d;\n", k, side, i, side, i, ref(o), k, side, i)
+	}
+}

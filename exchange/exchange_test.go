@@ -1,0 +1,56 @@
+package exchange
+
+import (
+	"bytes"
+	"testing"
+
+	"rulebook/rules"
+)
+
+var sample = []Rule{
+	{Src: "(transpose (transpose ?a))", Dst: "?a", Inputs: "?a:4x4"},
+	{Src: "(let ((%0 (concat 0 ?a ?b))) (outputs (split0 0 %0) (split1 0 %0)))", Dst: "(outputs ?a ?b)", Inputs: "?a:2x4 ?b:2x4"},
+}
+
+func TestJSONAndSexprRoundTrip(t *testing.T) {
+	h := Header{Version: "v1", Hash: "abc"}
+	var js, sx bytes.Buffer
+	if err := WriteJSON(&js, h, sample); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSexpr(&sx, h, sample); err != nil {
+		t.Fatal(err)
+	}
+	gotH, fromJSON, err := ReadJSON("x.json", js.Bytes())
+	if err != nil || gotH != h {
+		t.Fatalf("json: %v %+v", err, gotH)
+	}
+	fromSexpr, err := ReadSexpr("x.sexpr", sx.Bytes(), rules.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range sample {
+		if fromJSON[i] != want || fromSexpr[i] != want {
+			t.Errorf("rule %d: json %+v, sexpr %+v, want %+v", i, fromJSON[i], fromSexpr[i], want)
+		}
+	}
+}
+
+func FuzzReadJSON(f *testing.F) {
+	var js bytes.Buffer
+	WriteJSON(&js, Header{}, sample)
+	f.Add(js.Bytes())
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ReadJSON("fuzz.json", data) // must not panic
+	})
+}
+
+func FuzzReadSexpr(f *testing.F) {
+	var sx bytes.Buffer
+	WriteSexpr(&sx, Header{}, sample)
+	f.Add(sx.Bytes())
+	reg := rules.Default()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ReadSexpr("fuzz.sexpr", data, reg) // must not panic
+	})
+}
