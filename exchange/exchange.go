@@ -175,17 +175,37 @@ func writeDotSide(w io.Writer, k int, side string, g *rules.Graph) {
 		}
 		return fmt.Sprintf("r%d_%s%d", k, side, v.Node)
 	}
-	for j, n := range g.Nodes {
-		label := n.Op.Name
-		for i, p := range n.Params {
-			label += " " + n.Op.Params[i].Format(p)
+	// An edge says which operand it feeds (order matters for concat and
+	// matmul) and, from a split, which output it carries.
+	label := func(from rules.Value, operand, arity int) string {
+		var parts []string
+		if !from.IsInput() && g.Nodes[from.Node].Op.Outputs > 1 {
+			parts = append(parts, fmt.Sprintf("out %d", from.Out))
 		}
-		fmt.Fprintf(w, "    r%d_%s%d [label=%q];\n", k, side, j, label)
-		for _, a := range n.Args {
-			fmt.Fprintf(w, "    %s -> r%d_%s%d;\n", ref(a), k, side, j)
+		if arity > 1 {
+			parts = append(parts, fmt.Sprintf("arg %d", operand))
+		}
+		return strings.Join(parts, ", ")
+	}
+	name := map[string]string{"src": "source", "dst": "target"}[side]
+	fmt.Fprintf(w, "    subgraph cluster_%d_%s {\n      label=%q; style=dashed;\n", k, side, name)
+	for j, n := range g.Nodes {
+		text := n.Op.Name
+		for i, p := range n.Params {
+			text += " " + n.Op.Params[i].Format(p)
+		}
+		fmt.Fprintf(w, "      r%d_%s%d [label=%q];\n", k, side, j, text)
+	}
+	for i := range g.Outputs {
+		fmt.Fprintf(w, "      r%d_%s_out%d [label=\"output %d\", shape=plaintext];\n", k, side, i, i)
+	}
+	fmt.Fprintln(w, "    }")
+	for j, n := range g.Nodes {
+		for a, v := range n.Args {
+			fmt.Fprintf(w, "    %s -> r%d_%s%d [label=%q];\n", ref(v), k, side, j, label(v, a, len(n.Args)))
 		}
 	}
 	for i, o := range g.Outputs {
-		fmt.Fprintf(w, "    r%d_%s_out%d [label=\"%s %d\", shape=plaintext];\n    %s -> r%d_%s_out%d;\n", k, side, i, side, i, ref(o), k, side, i)
+		fmt.Fprintf(w, "    %s -> r%d_%s_out%d [label=%q];\n", ref(o), k, side, i, label(o, 0, 1))
 	}
 }

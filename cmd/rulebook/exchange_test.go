@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -74,5 +75,21 @@ func TestImportBadFilesWriteNothing(t *testing.T) {
 				t.Error("the database changed")
 			}
 		})
+	}
+}
+
+func TestShowSVG(t *testing.T) {
+	if _, err := exec.LookPath("dot"); err != nil {
+		t.Skip("Graphviz's dot is not installed (apt-get install graphviz)")
+	}
+	db := filepath.Join(t.TempDir(), "r.db")
+	verifiedDB(t, db, "ewadd,relu")
+	svg := filepath.Join(t.TempDir(), "rule.svg")
+	if _, err := run(context.Background(), "show", "1", "--svg", svg, "--db", db); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(svg)
+	if err != nil || !strings.Contains(string(data), "<svg") || !strings.Contains(string(data), "rule 1") {
+		t.Errorf("not an SVG of the rule (err %v): %.200s", err, data)
 	}
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
+	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rulebook/exchange"
 	"rulebook/rules"
 	"rulebook/store"
 )
@@ -63,11 +66,16 @@ side) and the canonical text.`,
 }
 
 func newShowCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "show ID",
-		Short: "Show one rule in full",
-		Args:  cobra.ExactArgs(1),
+	var svg string
+	cmd := &cobra.Command{
+		Use:     "show ID",
+		Short:   "Show one rule in full",
+		Example: "  rulebook show 12\n  rulebook show 12 --svg rule12.svg",
+		Args:    cobra.ExactArgs(1),
 		RunE: withRule(func(cmd *cobra.Command, _ *store.Store, r store.Rule) error {
+			if svg != "" {
+				return drawRule(r, svg)
+			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "rule %d (%s)\n", r.ID, r.Hash)
 			fmt.Fprintf(w, "  status:      %s\n", r.Status)
@@ -83,6 +91,26 @@ func newShowCmd() *cobra.Command {
 			return nil
 		}),
 	}
+	cmd.Flags().StringVar(&svg, "svg", "", "draw the rule into this SVG file with Graphviz's dot")
+	return cmd
+}
+
+// drawRule renders a rule with dot, which must be on the PATH.
+func drawRule(r store.Rule, path string) error {
+	dot, err := exec.LookPath("dot")
+	if err != nil {
+		return fmt.Errorf("--svg needs Graphviz's dot on the PATH (apt-get install graphviz)")
+	}
+	var src bytes.Buffer
+	if err := exchange.WriteDot(&src, rules.Default(), []exchange.Rule{{Src: r.Src, Dst: r.Dst}}); err != nil {
+		return err
+	}
+	c := exec.Command(dot, "-Tsvg", "-o", path)
+	c.Stdin = &src
+	if out, err := c.CombinedOutput(); err != nil {
+		return fmt.Errorf("dot: %v: %s", err, out)
+	}
+	return nil
 }
 
 // withRule runs fn on the rule whose id is the command's argument.
