@@ -25,18 +25,16 @@ writes its rules: json (rulebook's exchange format, with shapes), sexpr (one
 canonical rule per line) or dot (Graphviz, one cluster per rule).`,
 		Example: "  rulebook export --version v1 --format json -o v1.json",
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			if tag == "" {
 				return fmt.Errorf("--version is required (see 'rulebook versions')")
 			}
 			if format != "json" && format != "sexpr" && format != "dot" {
 				return fmt.Errorf("--format must be json, sexpr or dot, got %q", format)
 			}
-			db, err := store.Open(cmd.Context(), dbPath(cmd))
-			if err != nil {
-				return err
-			}
-			defer db.Close()
+			return nil
+		},
+		RunE: withStore(func(cmd *cobra.Command, _ []string, db *store.Store) error {
 			v, rs, err := db.VersionRules(cmd.Context(), tag)
 			if err != nil {
 				return err
@@ -55,7 +53,7 @@ canonical rule per line) or dot (Graphviz, one cluster per rule).`,
 				}
 				return exchange.WriteDot(w, rules.Default(), out)
 			})
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&tag, "version", "", "version tag or hash prefix")
 	cmd.Flags().StringVar(&format, "format", "json", "json, sexpr or dot")

@@ -29,7 +29,7 @@ side) and the canonical text.`,
 		Example: `  rulebook list --op matmul --size 2
   rulebook list --status candidate --limit 20`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			if f.Operator != "" {
 				if _, ok := rules.Default().Lookup(f.Operator); !ok {
 					return fmt.Errorf("--op: unknown operator %q (known: %s)", f.Operator, strings.Join(rules.Default().Names(), ","))
@@ -41,11 +41,9 @@ side) and the canonical text.`,
 			if size > 0 {
 				f.MinOps, f.MaxOps = size, size
 			}
-			db, err := store.Open(cmd.Context(), dbPath(cmd))
-			if err != nil {
-				return err
-			}
-			defer db.Close()
+			return nil
+		},
+		RunE: withStore(func(cmd *cobra.Command, _ []string, db *store.Store) error {
 			rs, err := db.ListRules(cmd.Context(), f)
 			if err != nil {
 				return err
@@ -56,7 +54,7 @@ side) and the canonical text.`,
 				fmt.Fprintf(tw, "%d\t%s\t%d\t%s => %s\n", r.ID, r.Status, max(r.SrcOps, r.DstOps), r.Src, r.Dst)
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 	cmd.Flags().IntVar(&size, "size", 0, "only rules whose larger side has this many operators")
 	cmd.Flags().StringVar(&f.Operator, "op", "", "only rules that use this operator")
@@ -113,6 +111,18 @@ func drawRule(r store.Rule, path string) error {
 	return nil
 }
 
+// withStore runs fn with the database opened (and closed after).
+func withStore(fn func(*cobra.Command, []string, *store.Store) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		db, err := store.Open(cmd.Context(), dbPath(cmd))
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		return fn(cmd, args, db)
+	}
+}
+
 // withRule runs fn on the rule whose id is the command's argument.
 func withRule(fn func(*cobra.Command, *store.Store, store.Rule) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
@@ -138,12 +148,7 @@ func newStatsCmd() *cobra.Command {
 		Use:   "stats",
 		Short: "Count rules by status, size and operator",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			db, err := store.Open(cmd.Context(), dbPath(cmd))
-			if err != nil {
-				return err
-			}
-			defer db.Close()
+		RunE: withStore(func(cmd *cobra.Command, _ []string, db *store.Store) error {
 			s, err := db.Stats(cmd.Context())
 			if err != nil {
 				return err
@@ -158,7 +163,7 @@ func newStatsCmd() *cobra.Command {
 			printCounts(w, "size", sizes)
 			printCounts(w, "operator", s.ByOperator)
 			return nil
-		},
+		}),
 	}
 }
 

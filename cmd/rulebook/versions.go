@@ -22,12 +22,7 @@ operators they use, the generator settings and the previous version as
 parent. Released versions never change; loading one re-checks its hash.`,
 		Example: "  rulebook release v1",
 		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := store.Open(cmd.Context(), dbPath(cmd))
-			if err != nil {
-				return err
-			}
-			defer db.Close()
+		RunE: withStore(func(cmd *cobra.Command, args []string, db *store.Store) error {
 			v, err := db.Release(cmd.Context(), args[0])
 			if err != nil {
 				return err
@@ -38,7 +33,7 @@ parent. Released versions never change; loading one re-checks its hash.`,
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "released %s: %d rules, hash %s, parent %s\n", v.Tag, v.Rules, v.Hash, parent)
 			return nil
-		},
+		}),
 	}
 }
 
@@ -47,12 +42,7 @@ func newVersionsCmd() *cobra.Command {
 		Use:   "versions",
 		Short: "List the released versions",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			db, err := store.Open(cmd.Context(), dbPath(cmd))
-			if err != nil {
-				return err
-			}
-			defer db.Close()
+		RunE: withStore(func(cmd *cobra.Command, _ []string, db *store.Store) error {
 			vs, err := db.Versions(cmd.Context())
 			if err != nil {
 				return err
@@ -63,7 +53,7 @@ func newVersionsCmd() *cobra.Command {
 				fmt.Fprintf(tw, "%s\t%.12s\t%d\t%s\t%s\t%s\n", v.Tag, v.Hash, v.Rules, v.Parent, strings.Join(v.AxiomSets, ","), v.Created.Format("2006-01-02 15:04"))
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 }
 
@@ -76,12 +66,7 @@ and prints the rules only B has ("+") and the rules only A has ("-"), as
 canonical text.`,
 		Example: "  rulebook diff v1 v2",
 		Args:    cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := store.Open(cmd.Context(), dbPath(cmd))
-			if err != nil {
-				return err
-			}
-			defer db.Close()
+		RunE: withStore(func(cmd *cobra.Command, args []string, db *store.Store) error {
 			a, ra, err := db.LoadVersion(cmd.Context(), args[0])
 			if err != nil {
 				return err
@@ -101,7 +86,7 @@ canonical text.`,
 				fmt.Fprintln(out, "- "+r)
 			}
 			return nil
-		},
+		}),
 	}
 }
 
