@@ -97,8 +97,7 @@ type checker struct {
 	// same question (this operator on these shapes) many times, and a
 	// failed inference formats an error.
 	slotOf   map[*Term]string
-	shapeIDs map[string]int32
-	shapeTab []rules.Shape
+	shapeTab rules.ShapeTable
 	infer    map[inferKey]inferResult
 	// the compiled sides and the search state over them
 	nodes      []cnode
@@ -118,7 +117,7 @@ type checker struct {
 
 func validateAxiom(ctx context.Context, a *Axiom, reg *rules.Registry, b Bound) (Report, error) {
 	c := &checker{reg: reg, b: b, a: a, report: &Report{Axiom: a},
-		slotOf: map[*Term]string{}, shapeIDs: map[string]int32{}, infer: map[inferKey]inferResult{}}
+		slotOf: map[*Term]string{}, infer: map[inferKey]inferResult{}}
 	c.shapes = allShapes(b)
 	domains, err := c.intDomains()
 	if err != nil {
@@ -150,7 +149,7 @@ func validateAxiom(ctx context.Context, a *Axiom, reg *rules.Registry, b Bound) 
 	c.ids, c.st, c.errs = make([]int32, len(c.nodes)), make([]status, len(c.nodes)), make([]error, len(c.nodes))
 	c.assignID = make([]int32, len(c.slots))
 	for _, s := range c.shapes {
-		c.candidates = append(c.candidates, c.intern(s))
+		c.candidates = append(c.candidates, c.shapeTab.Intern(s))
 	}
 	var intVars []string
 	for _, v := range a.Vars {
@@ -275,18 +274,6 @@ type inferResult struct {
 	err  error
 }
 
-// intern gives each distinct shape (with split history) an id.
-func (c *checker) intern(s rules.Shape) int32 {
-	key := string(s.AppendEncoding(nil))
-	id, ok := c.shapeIDs[key]
-	if !ok {
-		id = int32(len(c.shapeTab))
-		c.shapeIDs[key] = id
-		c.shapeTab = append(c.shapeTab, s)
-	}
-	return id
-}
-
 // inferShapes is op.InferShapes through the cache.
 func (c *checker) inferShapes(op *rules.Op, params []int, in []int32) ([2]int32, error) {
 	key := inferKey{op: op, a: -1, b: -1}
@@ -302,13 +289,13 @@ func (c *checker) inferShapes(op *rules.Op, params []int, in []int32) ([2]int32,
 	}
 	shapes := make([]rules.Shape, len(in))
 	for i, id := range in {
-		shapes[i] = c.shapeTab[id]
+		shapes[i] = c.shapeTab.Shape(id)
 	}
 	outs, err := op.InferShapes(params, shapes)
 	var r inferResult
 	r.err = err
 	for i, o := range outs {
-		r.outs[i] = c.intern(o)
+		r.outs[i] = c.shapeTab.Intern(o)
 	}
 	c.infer[key] = r
 	return r.outs, err
@@ -436,7 +423,7 @@ func (c *checker) shapeLoop(i int) error {
 		return nil
 	}
 	if i == len(c.slots) {
-		return c.compare(c.shapeTab[c.ids[c.lhs]], c.shapeTab[c.ids[c.rhs]])
+		return c.compare(c.shapeTab.Shape(c.ids[c.lhs]), c.shapeTab.Shape(c.ids[c.rhs]))
 	}
 	sl := c.slots[i]
 	var op *rules.Op
@@ -467,7 +454,7 @@ func (c *checker) shapeLoop(i int) error {
 func (c *checker) shapeOfSlot(name string) (rules.Shape, bool) {
 	for i, sl := range c.slots {
 		if sl.name == name && c.assignID[i] >= 0 {
-			return c.shapeTab[c.assignID[i]], true
+			return c.shapeTab.Shape(c.assignID[i]), true
 		}
 	}
 	return rules.Shape{}, false
@@ -484,7 +471,7 @@ func (c *checker) describe() string {
 	}
 	for i, sl := range c.slots {
 		if !sl.isVar && c.assignID[i] >= 0 {
-			parts = append(parts, fmt.Sprintf("%s:%s", sl.name, c.shapeTab[c.assignID[i]]))
+			parts = append(parts, fmt.Sprintf("%s:%s", sl.name, c.shapeTab.Shape(c.assignID[i])))
 		}
 	}
 	return strings.Join(parts, " ")
@@ -513,7 +500,7 @@ func (c *checker) compare(ls, rs rules.Shape) error {
 	ints := map[string]*rules.IntTensor{}
 	for k, sl := range c.slots {
 		if sl.isVar {
-			ints[sl.name] = in.Int(k, c.shapeTab[c.assignID[k]])
+			ints[sl.name] = in.Int(k, c.shapeTab.Shape(c.assignID[k]))
 		}
 	}
 	l, err := evalTerm(c, c.a.LHS, ints, rules.IntKernelOf)
@@ -536,7 +523,7 @@ func (c *checker) compare(ls, rs rules.Shape) error {
 		fl := map[string]*rules.FloatTensor{}
 		for k, sl := range c.slots {
 			if sl.isVar {
-				fl[sl.name] = in.Float(drawStream(d), k, c.shapeTab[c.assignID[k]])
+				fl[sl.name] = in.Float(drawStream(d), k, c.shapeTab.Shape(c.assignID[k]))
 			}
 		}
 		x, err := evalTerm(c, c.a.LHS, fl, rules.FloatKernelOf)

@@ -38,8 +38,7 @@ type shapeKey struct {
 type worker struct {
 	g      *generator
 	l      *layout
-	sids   map[string]int32
-	shapes []rules.Shape
+	shapes rules.ShapeTable
 	ok     map[shapeKey]bool
 	memo   map[memoKey]*memoVal
 	vals   [256]valState
@@ -58,23 +57,12 @@ type worker struct {
 }
 
 func newWorker(g *generator) *worker {
-	w := &worker{g: g, l: g.l, sids: map[string]int32{}, ok: map[shapeKey]bool{}, groups: map[int32][]uint8{}, memo: map[memoKey]*memoVal{}}
+	w := &worker{g: g, l: g.l, ok: map[shapeKey]bool{}, groups: map[int32][]uint8{}, memo: map[memoKey]*memoVal{}}
 	for i := 0; i < g.l.nIn; i++ {
 		role := g.cfg.Pool.Classes[g.l.class[i]].Role
-		w.vals[i] = valState{t: g.intIn[i], h: g.inHash[i], sid: w.intern(g.intIn[i].Shape), role: role}
+		w.vals[i] = valState{t: g.intIn[i], h: g.inHash[i], sid: w.shapes.Intern(g.intIn[i].Shape), role: role}
 	}
 	return w
-}
-
-func (w *worker) intern(s rules.Shape) int32 {
-	key := string(s.AppendEncoding(nil))
-	id, ok := w.sids[key]
-	if !ok {
-		id = int32(len(w.shapes))
-		w.sids[key] = id
-		w.shapes = append(w.shapes, s)
-	}
-	return id
 }
 
 // relabelling is one order-preserving renaming of an item's inputs: class
@@ -269,9 +257,9 @@ func (w *worker) shapeOK(t uint16, a, b int32) bool {
 	case 0:
 		in = []rules.Shape{tm.constShape}
 	case 1:
-		in = []rules.Shape{w.shapes[a]}
+		in = []rules.Shape{w.shapes.Shape(a)}
 	default:
-		in = []rules.Shape{w.shapes[a], w.shapes[b]}
+		in = []rules.Shape{w.shapes.Shape(a), w.shapes.Shape(b)}
 	}
 	_, err := tm.op.InferShapes(tm.params, in)
 	w.ok[key] = err == nil
@@ -462,7 +450,7 @@ func (w *worker) apply(t uint16, args [2]uint8) (*memoVal, error) {
 	m := &memoVal{outs: outs}
 	for o, out := range outs {
 		m.hashes[o] = fingerprint.Tensor(out)
-		m.sids[o] = w.intern(out.Shape)
+		m.sids[o] = w.shapes.Intern(out.Shape)
 	}
 	if len(w.memo) >= memoLimit {
 		clear(w.memo)

@@ -133,3 +133,29 @@ func (s Shape) AppendEncoding(b []byte) []byte {
 	}
 	return b
 }
+
+// ShapeTable gives each distinct shape (split history included) a small
+// id, so searches can compare and cache shapes cheaply. The zero value is
+// ready to use; it is not safe for concurrent use.
+type ShapeTable struct {
+	ids    map[string]int32
+	shapes []Shape
+}
+
+// Intern returns the id of s, adding it if new.
+func (t *ShapeTable) Intern(s Shape) int32 {
+	if t.ids == nil {
+		t.ids = map[string]int32{}
+	}
+	key := string(s.AppendEncoding(nil))
+	id, ok := t.ids[key]
+	if !ok {
+		id = int32(len(t.shapes))
+		t.ids[key] = id
+		t.shapes = append(t.shapes, s)
+	}
+	return id
+}
+
+// Shape returns the shape with the given id.
+func (t *ShapeTable) Shape(id int32) Shape { return t.shapes[id] }
