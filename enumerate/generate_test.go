@@ -79,7 +79,7 @@ func TestExpectedRules(t *testing.T) {
 		{"split of concat, axis 0", []string{"(let ((%0 (concat 0 ?a ?b))) (outputs (split0 0 %0) (split1 0 %0))) => (outputs ?a ?b)"}},
 		{"split of concat, axis 1", []string{"(let ((%0 (concat 1 ?a ?b))) (outputs (split0 1 %0) (split1 1 %0))) => (outputs ?a ?b)"}},
 		{"two matmuls sharing an input", []string{"(outputs (matmul ?x ?a) (matmul ?x ?b)) => (let ((%0 (matmul ?x (concat 1 ?a ?b)))) (outputs (split0 1 %0) (split1 1 %0)))"}},
-		{"average pooling is a convolution", []string{"(pool_avg 3 1 same ?a) => (conv2d 1 same none 4 ?a (C_pool 3))"}},
+		{"average pooling is a convolution", []string{"(pool_avg 3 1 same ?a) => (conv2d 1 same none dw ?a (C_pool 3))"}},
 		{"matmul identity", []string{"(matmul ?a (I_matmul)) => ?a"}},
 		{"ewmul identity", []string{"(ewmul ?a (I_ewmul)) => ?a", "(ewmul (I_ewmul) ?a) => ?a"}},
 		{"conv identity", []string{"(conv2d 1 same none 1 ?a (I_conv 3)) => ?a"}},

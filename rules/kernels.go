@@ -84,7 +84,7 @@ func convKernel[T any, R Ring[T]](p []int, in, out []*Tensor[T]) {
 	oh, ow := o.Shape.Dims[2], o.Shape.Dims[3]
 	_, padT, _ := windowOut(h, kh, stride, padding)
 	_, padL, _ := windowOut(wd, kw, stride, padding)
-	perGroup := oc / p[3]
+	perGroup := oc / (c / cg) // c / cg groups, whether explicit or depth-wise
 	idx := 0
 	for b := 0; b < n; b++ {
 		for f := 0; f < oc; f++ {

@@ -18,6 +18,9 @@ const (
 	ActNone   = 0
 	ActRelu   = 1
 	maxKernel = 15
+	// GroupsDepthwise is the conv2d groups value "dw": as many groups as
+	// input channels, whatever their number.
+	GroupsDepthwise = 0
 )
 
 func strideParam() ParamSpec {
@@ -57,8 +60,10 @@ func Default() *Registry {
 				{Name: "activation", Symbols: activationSymbols, Generate: []int{ActNone, ActRelu}},
 				// Groups are explicit, not inferred from shapes, so that an axiom
 				// about ordinary convolutions cannot be misapplied to grouped ones.
-				// 4 is depth-wise on the default pool's 4-channel activations.
-				{Name: "groups", Min: 1, Max: 1024, Generate: []int{1, 4}, Check: []int{1, 2, 3}}},
+				// "dw" keeps depth-wise rules (average pooling as a convolution)
+				// free of any one channel count.
+				{Name: "groups", Min: 1, Max: 1024, Named: map[int]string{GroupsDepthwise: "dw"},
+					Generate: []int{1, GroupsDepthwise}, Check: []int{1, 2, 3, GroupsDepthwise}}},
 			Piecewise: func(p []int) bool { return p[2] == ActRelu },
 			Shape:     convShape, IntKernel: convKernel[uint32, Mod], FloatKernel: convKernel[float64, Real]},
 		{Name: "enlarge", Doc: "pad a convolution kernel with zeros to kernel×kernel, centred", Arity: 1, Outputs: 1, Z3: []string{"enlarge"},
@@ -177,6 +182,9 @@ func convShape(p []int, in []Shape) ([]Shape, error) {
 		return nil, fmt.Errorf("expected input NCHW and kernel OIHW of rank 4, got %s and %s", x, w)
 	}
 	groups := p[3]
+	if groups == GroupsDepthwise {
+		groups = x.Dims[1]
+	}
 	if x.Dims[1] != groups*w.Dims[1] {
 		return nil, fmt.Errorf("input channels %d are not groups %d times kernel input channels %d", x.Dims[1], groups, w.Dims[1])
 	}

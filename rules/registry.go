@@ -15,6 +15,9 @@ type ParamSpec struct {
 	Name     string
 	Symbols  []string // nil for plain integers
 	Min, Max int      // inclusive bounds for plain integers
+	// Named gives special values of a plain integer a name (groups 0 is
+	// "dw"); they are allowed besides [Min, Max].
+	Named map[int]string
 	// Generate lists the values the generator enumerates by default.
 	Generate []int
 	// Check lists the values axioms are validated at (all symbols for an
@@ -39,6 +42,9 @@ func (p ParamSpec) Format(v int) string {
 	if p.Symbols != nil {
 		return p.Symbols[v]
 	}
+	if name, ok := p.Named[v]; ok {
+		return name
+	}
 	return strconv.Itoa(v)
 }
 
@@ -51,6 +57,11 @@ func (p ParamSpec) Parse(text string) (int, error) {
 			}
 		}
 		return 0, fmt.Errorf("parameter %s: expected one of %s, got %q", p.Name, strings.Join(p.Symbols, "|"), text)
+	}
+	for v, name := range p.Named {
+		if name == text {
+			return v, nil
+		}
 	}
 	v, err := strconv.Atoi(text)
 	if err != nil || v < p.Min || v > p.Max {

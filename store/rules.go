@@ -31,6 +31,13 @@ type Rule struct {
 	Fingerprint           uint64   // stored as INTEGER (int64 bit pattern)
 	Status                string   // "candidate", "proved", "refuted", "unknown"
 	RunID                 int64    // run that first found it
+	// Origin names the rule in the file it was imported from ("rule 17",
+	// "taso_rule_304"); empty for generated rules.
+	Origin string
+	// PrunedBy is the rule this one was pruned in favour of (0: kept), and
+	// PruneReason says why.
+	PrunedBy    int64
+	PruneReason string
 }
 
 // InsertRules inserts rules in one transaction: all or nothing, and nothing
@@ -67,6 +74,13 @@ func (s *Store) InsertRules(ctx context.Context, rules []Rule) (int64, error) {
 	}
 	defer insOp.Close()
 
+	insOrigin, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO rule_origins(rule_id, run_id, name)
+		SELECT id, ?, ? FROM rules WHERE hash = ?`)
+	if err != nil {
+		return fail("", err)
+	}
+	defer insOrigin.Close()
+
 	now := formatTime(time.Now())
 	var added int64
 	for i := range rules {
@@ -82,6 +96,11 @@ func (s *Store) InsertRules(ctx context.Context, rules []Rule) (int64, error) {
 			r.SrcOps, r.DstOps, r.NumInputs, r.NumOutputs, int64(r.Fingerprint), status, r.RunID, now)
 		if err != nil {
 			return fail(fmt.Sprintf("rule %s: ", r.Hash), err)
+		}
+		if r.Origin != "" {
+			if _, err := insOrigin.ExecContext(ctx, r.RunID, r.Origin, r.Hash); err != nil {
+				return fail(fmt.Sprintf("rule %s origin: ", r.Hash), err)
+			}
 		}
 		n, err := res.RowsAffected()
 		if err != nil {
@@ -113,11 +132,13 @@ type Filter struct {
 	Operator       string // only rules that use this operator
 	Status         string // only rules with this status
 	Limit          int    // at most this many rules; 0 = no limit
+	Unpruned       bool   // only rules not pruned
 }
 
 const ruleColumns = `r.id, r.hash, r.src, r.dst, r.inputs, r.constants, r.src_ops, r.dst_ops,
 	r.num_inputs, r.num_outputs, r.fingerprint, r.status, r.run_id,
-	(SELECT json_group_array(o.operator) FROM rule_operators o WHERE o.rule_id = r.id)`
+	(SELECT json_group_array(o.operator) FROM rule_operators o WHERE o.rule_id = r.id),
+	coalesce(r.pruned_by, 0), coalesce(r.prune_reason, '')`
 
 // ListRules returns the rules that pass f, ordered by id.
 func (s *Store) ListRules(ctx context.Context, f Filter) ([]Rule, error) {
@@ -140,6 +161,9 @@ func (s *Store) ListRules(ctx context.Context, f Filter) ([]Rule, error) {
 	if f.Status != "" {
 		where = append(where, "r.status = ?")
 		args = append(args, f.Status)
+	}
+	if f.Unpruned {
+		where = append(where, "r.pruned_by IS NULL")
 	}
 	q := "SELECT " + ruleColumns + " FROM rules r"
 	if len(where) > 0 {
@@ -190,7 +214,7 @@ func scanRule(sc interface{ Scan(...any) error }) (Rule, error) {
 		ops string
 	)
 	if err := sc.Scan(&r.ID, &r.Hash, &r.Src, &r.Dst, &r.Inputs, &r.Constants, &r.SrcOps, &r.DstOps,
-		&r.NumInputs, &r.NumOutputs, &fp, &r.Status, &r.RunID, &ops); err != nil {
+		&r.NumInputs, &r.NumOutputs, &fp, &r.Status, &r.RunID, &ops, &r.PrunedBy, &r.PruneReason); err != nil {
 		return Rule{}, err
 	}
 	r.Fingerprint = uint64(fp)
@@ -260,4 +284,38 @@ func countBy[K comparable](ctx context.Context, tx *sql.Tx, q string, m map[K]in
 		m[k] = n
 	}
 	return rows.Err()
+}
+
+// Pruning is one rule's pruning decision: Rule is pruned in favour of By.
+type Pruning struct {
+	Rule, By int64
+	Reason   string
+}
+
+// SetPruning replaces every rule's pruning decision with ps in one
+// transaction: rules not in ps become unpruned. Pruning depends on which
+// rules are proved, so it is recomputed whole rather than patched.
+func (s *Store) SetPruning(ctx context.Context, ps []Pruning) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: set pruning: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `UPDATE rules SET pruned_by = NULL, prune_reason = NULL WHERE pruned_by IS NOT NULL`); err != nil {
+		return fmt.Errorf("store: set pruning: %w", err)
+	}
+	upd, err := tx.PrepareContext(ctx, `UPDATE rules SET pruned_by = ?, prune_reason = ? WHERE id = ?`)
+	if err != nil {
+		return fmt.Errorf("store: set pruning: %w", err)
+	}
+	defer upd.Close()
+	for _, p := range ps {
+		if _, err := upd.ExecContext(ctx, p.By, p.Reason, p.Rule); err != nil {
+			return fmt.Errorf("store: set pruning of rule %d: %w", p.Rule, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: set pruning: %w", err)
+	}
+	return nil
 }

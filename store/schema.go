@@ -2,7 +2,7 @@ package store
 
 // SchemaVersion is the newest schema this build knows. It is stored in
 // PRAGMA user_version; a file with a larger value is refused.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // ApplicationID marks a file as a rulebook database ("RULB"). It is stored in
 // PRAGMA application_id.
@@ -17,7 +17,25 @@ var migrations = []string{
 	1: schemaV1,
 	2: schemaV2,
 	3: schemaV3,
+	4: schemaV4,
 }
+
+// schemaV4 adds pruning (a rule pruned in favour of a more general one keeps
+// a pointer to it and the reason) and the origins of imported rules: the
+// file and the rule's name there, also for rules that were already stored.
+const schemaV4 = `
+ALTER TABLE rules ADD COLUMN pruned_by INTEGER REFERENCES rules(id);
+ALTER TABLE rules ADD COLUMN prune_reason TEXT
+	CHECK (prune_reason IN ('renaming', 'common-subgraph-input', 'common-subgraph-output'));
+CREATE INDEX rules_pruned_by ON rules(pruned_by);
+
+CREATE TABLE rule_origins (
+	rule_id INTEGER NOT NULL REFERENCES rules(id) ON DELETE CASCADE,
+	run_id  INTEGER NOT NULL REFERENCES runs(id),
+	name    TEXT    NOT NULL,
+	PRIMARY KEY (rule_id, run_id, name)
+) STRICT, WITHOUT ROWID;
+`
 
 // schemaV3 adds released versions: immutable, content-hashed rule sets.
 const schemaV3 = `

@@ -101,6 +101,62 @@ func populateProofs(t *testing.T, s *Store, run int64, rules []Rule) {
 	}
 }
 
+// populatePruningAndOrigins prunes the third sample rule in favour of the
+// first, and imports the first two again from a file.
+func populatePruningAndOrigins(t *testing.T, s *Store) {
+	t.Helper()
+	ctx := context.Background()
+	all, err := s.ListRules(ctx, Filter{})
+	if err != nil || len(all) < 3 {
+		t.Fatalf("rules: %v", err)
+	}
+	mustNil(t, s.SetPruning(ctx, []Pruning{{Rule: all[2].ID, By: all[0].ID, Reason: "renaming"}}))
+	run, err := s.BeginRun(ctx, "import", `{"file":"taso.pb","format":"taso-pb"}`, 0, "test")
+	mustNil(t, err)
+	again := []Rule{all[0], all[1]}
+	for i := range again {
+		again[i].RunID, again[i].Origin = run, fmt.Sprintf("rule %d", i+1)
+	}
+	n, err := s.InsertRules(ctx, again)
+	mustNil(t, err)
+	if n != 0 {
+		t.Errorf("re-import added %d rules", n)
+	}
+	mustNil(t, s.FinishRun(ctx, Run{ID: run, Status: RunDone}))
+}
+
+func TestPruningAndOrigins(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	populate(t, s)
+	populatePruningAndOrigins(t, s)
+	all, err := s.ListRules(ctx, Filter{})
+	mustNil(t, err)
+	if all[2].PrunedBy != all[0].ID || all[2].PruneReason != "renaming" {
+		t.Errorf("rule 3 pruned by %d (%q)", all[2].PrunedBy, all[2].PruneReason)
+	}
+	kept, err := s.ListRules(ctx, Filter{Unpruned: true})
+	mustNil(t, err)
+	if len(kept) != len(all)-1 {
+		t.Errorf("%d unpruned rules of %d", len(kept), len(all))
+	}
+	var origins int
+	mustNil(t, s.db.QueryRow("SELECT count(*) FROM rule_origins").Scan(&origins))
+	if origins != 2 {
+		t.Errorf("%d origins recorded, want 2 (rules already stored keep their new origin)", origins)
+	}
+	// Pruning is replaced whole.
+	mustNil(t, s.SetPruning(ctx, nil))
+	kept, err = s.ListRules(ctx, Filter{Unpruned: true})
+	mustNil(t, err)
+	if len(kept) != len(all) {
+		t.Errorf("after clearing, %d unpruned rules of %d", len(kept), len(all))
+	}
+	if err := s.SetPruning(ctx, []Pruning{{Rule: all[1].ID, By: all[0].ID, Reason: "because"}}); err == nil {
+		t.Error("an unknown prune reason was accepted")
+	}
+}
+
 func TestProofs(t *testing.T) {
 	ctx := context.Background()
 	s := openTemp(t)
@@ -770,6 +826,7 @@ func TestSchemaDocQueries(t *testing.T) {
 	s := openTemp(t)
 	run, rules := populate(t, s)
 	populateProofs(t, s, run, rules)
+	populatePruningAndOrigins(t, s)
 	for i, b := range blocks {
 		q := strings.TrimSpace(b[1])
 		t.Run(fmt.Sprint(i), func(t *testing.T) {

@@ -47,8 +47,8 @@ func ContentHash(texts []string) string {
 
 func ruleText(src, dst string) string { return src + " => " + dst }
 
-// Release freezes every proved rule as version tag, with the previous
-// version as parent. It refuses an existing tag and a release with nothing
+// Release freezes every proved, unpruned rule as version tag, with the
+// previous version as parent. It refuses an existing tag and a release with nothing
 // proved.
 func (s *Store) Release(ctx context.Context, tag string) (Version, error) {
 	if !tagPattern.MatchString(tag) {
@@ -69,7 +69,7 @@ func (s *Store) Release(ctx context.Context, tag string) (Version, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT r.id, r.src, r.dst, p.axiom_set, u.config,
 		(SELECT json_group_array(o.operator) FROM rule_operators o WHERE o.rule_id = r.id)
 		FROM rules r JOIN latest_proofs p ON p.rule_id = r.id JOIN runs u ON u.id = r.run_id
-		WHERE r.status = 'proved' ORDER BY r.id`)
+		WHERE r.status = 'proved' AND r.pruned_by IS NULL ORDER BY r.id`)
 	if err != nil {
 		return Version{}, fmt.Errorf("store: release %s: %w", tag, err)
 	}

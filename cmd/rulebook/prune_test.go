@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"rulebook/rewrite"
+	"rulebook/rules"
+	"rulebook/store"
+)
+
+// TestPruneLosesNoOptimisation prunes the proved ≤3-operator rulebook and
+// checks that each pruned rule's source still rewrites to its target with
+// the kept rules alone, and that a release leaves the pruned rules out.
+func TestPruneLosesNoOptimisation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("generates and proves the 3-operator rulebook")
+	}
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "r.db")
+	for _, args := range [][]string{
+		{"generate", "--max-ops", "3", "--no-progress"},
+		{"verify", "../../axioms", "--no-progress"},
+	} {
+		if out, err := run(ctx, append(args, "--db", db)...); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	out, err := run(ctx, "prune", "--db", db, "--no-progress")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stage := range []string{"initial", "after renaming", "after common subgraph", "reduction"} {
+		if !regexp.MustCompile(`(?m)^\s*` + stage + `\s+\S+\s+\S+\s*$`).MatchString(out) {
+			t.Errorf("stage table lacks %q:\n%s", stage, out)
+		}
+	}
+
+	s, err := store.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	all, err := s.ListRules(ctx, store.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := rules.Default()
+	byID := map[int64]store.Rule{}
+	var kept []rewrite.Rewrite
+	var pruned []store.Rule
+	for _, r := range all {
+		byID[r.ID] = r
+		switch {
+		case r.PrunedBy != 0:
+			pruned = append(pruned, r)
+		case r.Status == store.StatusProved:
+			kept = append(kept, rewrite.Both(mustParse(t, reg, r), int(r.ID))...)
+		}
+	}
+	if len(pruned) == 0 {
+		t.Fatal("nothing was pruned")
+	}
+	for _, r := range pruned {
+		by := byID[r.PrunedBy]
+		if by.Status != store.StatusProved || by.PrunedBy != 0 {
+			t.Errorf("rule %d is pruned in favour of rule %d, which is %s and pruned by %d", r.ID, by.ID, by.Status, by.PrunedBy)
+		}
+		parsed := mustParse(t, reg, r)
+		steps, err := rewrite.Derive(ctx, &parsed.Src, &parsed.Dst, kept, rewrite.Limits{Steps: 2})
+		if err != nil || steps == nil {
+			t.Errorf("pruned rule %d (%s, by %d) does not follow from the kept rules: %v\n  %s => %s", r.ID, r.PruneReason, r.PrunedBy, err, r.Src, r.Dst)
+		}
+	}
+
+	v, err := s.Release(ctx, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range all {
+		if r.PrunedBy == 0 && r.Status == store.StatusProved {
+			n++
+		}
+	}
+	if v.Rules != n {
+		t.Errorf("release holds %d rules, want the %d proved unpruned ones", v.Rules, n)
+	}
+	if !strings.Contains(out, fmt.Sprintf("pruned %d rules", len(pruned))) {
+		t.Errorf("summary does not say %d rules were pruned:\n%s", len(pruned), out)
+	}
+}
+
+func mustParse(t *testing.T, reg *rules.Registry, r store.Rule) *rules.Rule {
+	t.Helper()
+	parsed, err := rules.ParseRule(reg, r.Src+" => "+r.Dst)
+	if err != nil {
+		t.Fatalf("rule %d: %v", r.ID, err)
+	}
+	return parsed
+}

@@ -1,0 +1,175 @@
+package rewrite
+
+import (
+	"context"
+
+	"rulebook/rules"
+)
+
+// Rewrite is a rule used in one direction: From is replaced by To.
+type Rewrite struct {
+	From, To *rules.Graph
+	// Rule is the caller's index of the rule; Reversed says that From is
+	// the rule's target.
+	Rule     int
+	Reversed bool
+	ops      map[string]int
+}
+
+// NewRewrite prepares a directed use of rule r, the caller's rule number
+// index.
+func NewRewrite(r *rules.Rule, index int, reversed bool) Rewrite {
+	from, to := &r.Src, &r.Dst
+	if reversed {
+		from, to = to, from
+	}
+	return Rewrite{From: from, To: to, Rule: index, Reversed: reversed, ops: opCounts(from)}
+}
+
+// Both returns the rewrites of a rule in both directions; a side without
+// nodes matches nowhere, so it is left out as a pattern.
+func Both(r *rules.Rule, index int) []Rewrite {
+	out := []Rewrite{NewRewrite(r, index, false)}
+	if len(r.Dst.Nodes) > 0 {
+		out = append(out, NewRewrite(r, index, true))
+	}
+	return out
+}
+
+func opCounts(g *rules.Graph) map[string]int {
+	c := map[string]int{}
+	for _, n := range g.Nodes {
+		c[n.Op.Name]++
+	}
+	return c
+}
+
+// fits reports whether a graph with these operator counts can contain the
+// rewrite's pattern at all.
+func (rw *Rewrite) fits(host map[string]int) bool {
+	for op, n := range rw.ops {
+		if host[op] < n {
+			return false
+		}
+	}
+	return true
+}
+
+// Neighbours calls yield with every graph one rewrite away from g, until
+// yield returns false. Replacements that would be cyclic are skipped.
+func Neighbours(g *rules.Graph, rws []Rewrite, yield func(rw *Rewrite, m *Match, next *rules.Graph) bool) {
+	counts := opCounts(g)
+	for i := range rws {
+		rw := &rws[i]
+		if rw.ops == nil {
+			rw.ops = opCounts(rw.From)
+		}
+		if !rw.fits(counts) {
+			continue
+		}
+		stop := false
+		Find(rw.From, g, func(m *Match) bool {
+			next, err := Apply(g, rw.From, rw.To, m)
+			if err != nil {
+				return true
+			}
+			if !yield(rw, m, next) {
+				stop = true
+			}
+			return !stop
+		})
+		if stop {
+			return
+		}
+	}
+}
+
+// Step is one rewrite of a derivation.
+type Step struct {
+	Rule     int
+	Reversed bool
+	Result   *rules.Graph
+}
+
+// Limits bound a search.
+type Limits struct {
+	Steps    int // rewrites in the sequence
+	Nodes    int // nodes of any graph on the way
+	Explored int // graphs visited, both directions together
+}
+
+type visit struct {
+	g      *rules.Graph
+	parent string
+	step   Step // how g was reached from parent
+	depth  int
+}
+
+// Derive looks for a sequence of at most lim.Steps rewrites that turns from
+// into to, searching breadth-first from both ends (rules are equalities, so
+// rws should hold both directions of each rule). It returns the sequence,
+// or nil when none exists within the limits, and stops early when ctx ends.
+func Derive(ctx context.Context, from, to *rules.Graph, rws []Rewrite, lim Limits) ([]Step, error) {
+	fromKey, toKey := Key(from), Key(to)
+	if fromKey == toKey {
+		return []Step{}, nil
+	}
+	sides := [2]map[string]visit{{fromKey: {g: from}}, {toKey: {g: to}}}
+	frontiers := [2][]string{{fromKey}, {toKey}}
+	explored := 2
+	for depth := 0; depth < lim.Steps; depth++ {
+		s := depth % 2 // alternate: forward from `from`, then from `to`
+		var next []string
+		for _, key := range frontiers[s] {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			cur := sides[s][key]
+			var meet string
+			Neighbours(cur.g, rws, func(rw *Rewrite, _ *Match, g *rules.Graph) bool {
+				if lim.Nodes > 0 && len(g.Nodes) > lim.Nodes {
+					return true
+				}
+				k := Key(g)
+				if _, seen := sides[s][k]; seen {
+					return true
+				}
+				sides[s][k] = visit{g: g, parent: key, step: Step{Rule: rw.Rule, Reversed: rw.Reversed, Result: g}, depth: cur.depth + 1}
+				next = append(next, k)
+				explored++
+				if _, ok := sides[1-s][k]; ok {
+					meet = k
+					return false
+				}
+				return lim.Explored <= 0 || explored < lim.Explored
+			})
+			if meet != "" {
+				return joinPaths(sides, meet), nil
+			}
+			if lim.Explored > 0 && explored >= lim.Explored {
+				return nil, nil
+			}
+		}
+		frontiers[s] = next
+	}
+	return nil, nil
+}
+
+// joinPaths turns the two half-searches that met at key into one sequence
+// from the first side's start to the second side's.
+func joinPaths(sides [2]map[string]visit, meet string) []Step {
+	var forward []Step
+	for k := meet; sides[0][k].depth > 0; k = sides[0][k].parent {
+		forward = append(forward, sides[0][k].step)
+	}
+	for i, j := 0, len(forward)-1; i < j; i, j = i+1, j-1 {
+		forward[i], forward[j] = forward[j], forward[i]
+	}
+	// Steps found from the far end are walked back: each is applied in
+	// the opposite direction, and its result is its parent graph.
+	for k := meet; sides[1][k].depth > 0; k = sides[1][k].parent {
+		v := sides[1][k]
+		forward = append(forward, Step{Rule: v.step.Rule, Reversed: !v.step.Reversed, Result: sides[1][v.parent].g})
+	}
+	return forward
+}

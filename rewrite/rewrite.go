@@ -1,0 +1,319 @@
+// Package rewrite applies rules to graphs: it finds where one side of a rule
+// occurs in a graph (Find), replaces it by the other side (Apply), and
+// searches for short rewrite sequences between two graphs (Derive). Pruning,
+// comparison with foreign rule sets and the optimizer all rewrite through it.
+package rewrite
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"rulebook/rules"
+)
+
+// Match embeds a pattern graph in a host graph.
+type Match struct {
+	// Nodes maps each pattern node to a distinct host node.
+	Nodes []int
+	// Inputs maps each pattern input to the host value it stands for;
+	// Bound[i] is false for inputs the pattern does not read.
+	Inputs []rules.Value
+	Bound  []bool
+}
+
+// Find calls yield for each embedding of pattern in host, until yield
+// returns false. A node matches a node with the same operator and
+// parameters; pattern inputs match any host value, two of them possibly the
+// same one. An embedding is reported only if it can be replaced: values
+// computed inside it are used outside only where the pattern outputs them.
+// Patterns without nodes match nowhere.
+func Find(pattern, host *rules.Graph, yield func(*Match) bool) {
+	if len(pattern.Nodes) == 0 || len(pattern.Nodes) > len(host.Nodes) {
+		return
+	}
+	f := &finder{pattern: pattern, host: host, uses: hostUses(host), yield: yield,
+		m:    &Match{Nodes: make([]int, len(pattern.Nodes)), Inputs: make([]rules.Value, pattern.NumInputs), Bound: make([]bool, pattern.NumInputs)},
+		used: make([]bool, len(host.Nodes))}
+	f.search(0)
+}
+
+type finder struct {
+	pattern, host *rules.Graph
+	uses          map[rules.Value][]int // host value -> consuming host nodes (-1: a graph output)
+	yield         func(*Match) bool
+	m             *Match
+	used          []bool
+	stopped       bool
+}
+
+func hostUses(g *rules.Graph) map[rules.Value][]int {
+	uses := map[rules.Value][]int{}
+	for i, n := range g.Nodes {
+		for _, a := range n.Args {
+			uses[a] = append(uses[a], i)
+		}
+	}
+	for _, o := range g.Outputs {
+		uses[o] = append(uses[o], -1)
+	}
+	return uses
+}
+
+func (f *finder) search(i int) {
+	if f.stopped {
+		return
+	}
+	if i == len(f.pattern.Nodes) {
+		if f.replaceable() && !f.yield(f.m) {
+			f.stopped = true
+		}
+		return
+	}
+	pn := &f.pattern.Nodes[i]
+	for h := range f.host.Nodes {
+		hn := &f.host.Nodes[h]
+		if f.used[h] || hn.Op.Name != pn.Op.Name || !slices.Equal(hn.Params, pn.Params) {
+			continue
+		}
+		bound, ok := f.bindArgs(pn, hn)
+		if ok {
+			f.used[h], f.m.Nodes[i] = true, h
+			f.search(i + 1)
+			f.used[h] = false
+		}
+		for _, in := range bound {
+			f.m.Bound[in] = false
+		}
+		if f.stopped {
+			return
+		}
+	}
+}
+
+// bindArgs checks a candidate host node's operands against the pattern
+// node's, binding pattern inputs seen for the first time; it returns the
+// inputs it bound so that the caller can undo them.
+func (f *finder) bindArgs(pn, hn *rules.Node) (bound []int, ok bool) {
+	for j, a := range pn.Args {
+		hv := hn.Args[j]
+		if !a.IsInput() {
+			if hv != (rules.Value{Node: f.m.Nodes[a.Node], Out: a.Out}) {
+				return bound, false
+			}
+			continue
+		}
+		in := a.Input()
+		if f.m.Bound[in] {
+			if f.m.Inputs[in] != hv {
+				return bound, false
+			}
+			continue
+		}
+		f.m.Inputs[in], f.m.Bound[in] = hv, true
+		bound = append(bound, in)
+	}
+	return bound, true
+}
+
+// replaceable reports whether every matched value used outside the match
+// is a pattern output, and no pattern input stands for a matched value.
+func (f *finder) replaceable() bool {
+	inMatch := map[int]bool{}
+	for _, h := range f.m.Nodes {
+		inMatch[h] = true
+	}
+	outputs := map[rules.Value]bool{}
+	for _, o := range f.pattern.Outputs {
+		if o.IsInput() {
+			return false
+		}
+		outputs[rules.Value{Node: f.m.Nodes[o.Node], Out: o.Out}] = true
+	}
+	for i, v := range f.m.Inputs {
+		if f.m.Bound[i] && !v.IsInput() && inMatch[v.Node] {
+			return false
+		}
+	}
+	for _, h := range f.m.Nodes {
+		for out := 0; out < f.host.Nodes[h].Op.Outputs; out++ {
+			v := rules.Value{Node: h, Out: out}
+			if outputs[v] {
+				continue
+			}
+			for _, user := range f.uses[v] {
+				if user < 0 || !inMatch[user] {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// ErrCycle reports a replacement that would make the graph cyclic: a value
+// the replacement reads depends on a value it replaces.
+var ErrCycle = errors.New("the replacement would make the graph cyclic")
+
+// Apply returns a copy of host in which the embedding m of pattern is
+// replaced by replacement, whose outputs take the place of the pattern's,
+// position by position. Nodes nothing uses any more are dropped.
+func Apply(host, pattern, replacement *rules.Graph, m *Match) (*rules.Graph, error) {
+	if len(pattern.Outputs) != len(replacement.Outputs) {
+		return nil, fmt.Errorf("pattern has %d outputs, replacement %d", len(pattern.Outputs), len(replacement.Outputs))
+	}
+	// Nodes are numbered temporarily: host nodes keep their index,
+	// replacement node j becomes len(host.Nodes)+j.
+	base := len(host.Nodes)
+	newValue := func(v rules.Value) (rules.Value, error) {
+		if !v.IsInput() {
+			return rules.Value{Node: base + v.Node, Out: v.Out}, nil
+		}
+		if !m.Bound[v.Input()] {
+			return rules.Value{}, fmt.Errorf("the replacement reads input %d, which the pattern does not", v.Input())
+		}
+		return m.Inputs[v.Input()], nil
+	}
+	redirect := map[rules.Value]rules.Value{}
+	for k, o := range pattern.Outputs {
+		nv, err := newValue(replacement.Outputs[k])
+		if err != nil {
+			return nil, err
+		}
+		redirect[rules.Value{Node: m.Nodes[o.Node], Out: o.Out}] = nv
+	}
+	follow := func(v rules.Value) rules.Value {
+		if nv, ok := redirect[v]; ok {
+			return nv
+		}
+		return v
+	}
+	matched := make([]bool, base)
+	for _, h := range m.Nodes {
+		matched[h] = true
+	}
+	nodes := map[int]rules.Node{}
+	for i, n := range host.Nodes {
+		if matched[i] {
+			continue
+		}
+		args := make([]rules.Value, len(n.Args))
+		for j, a := range n.Args {
+			args[j] = follow(a)
+		}
+		n.Args = args
+		nodes[i] = n
+	}
+	for j, n := range replacement.Nodes {
+		args := make([]rules.Value, len(n.Args))
+		for k, a := range n.Args {
+			v, err := newValue(a)
+			if err != nil {
+				return nil, err
+			}
+			args[k] = v
+		}
+		n.Args = args
+		nodes[base+j] = n
+	}
+	outputs := make([]rules.Value, len(host.Outputs))
+	for i, o := range host.Outputs {
+		outputs[i] = follow(o)
+	}
+	return assemble(host.NumInputs, nodes, outputs)
+}
+
+// assemble builds a graph from temporarily numbered nodes: it keeps the
+// nodes the outputs depend on, in a topological order that follows the
+// temporary numbering where it can.
+func assemble(numInputs int, nodes map[int]rules.Node, outputs []rules.Value) (*rules.Graph, error) {
+	const (
+		unvisited = iota
+		visiting
+		done
+	)
+	state := map[int]int{}
+	index := map[int]int{}
+	g := &rules.Graph{NumInputs: numInputs}
+	var visit func(id int) error
+	visit = func(id int) error {
+		switch state[id] {
+		case visiting:
+			return ErrCycle
+		case done:
+			return nil
+		}
+		state[id] = visiting
+		n := nodes[id]
+		for _, a := range n.Args {
+			if !a.IsInput() {
+				if err := visit(a.Node); err != nil {
+					return err
+				}
+			}
+		}
+		state[id] = done
+		args := make([]rules.Value, len(n.Args))
+		for j, a := range n.Args {
+			args[j] = a
+			if !a.IsInput() {
+				args[j].Node = index[a.Node]
+			}
+		}
+		n.Args = args
+		index[id] = len(g.Nodes)
+		g.Nodes = append(g.Nodes, n)
+		return nil
+	}
+	for _, o := range outputs {
+		if !o.IsInput() {
+			if err := visit(o.Node); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, o := range outputs {
+		if !o.IsInput() {
+			o.Node = index[o.Node]
+		}
+		g.Outputs = append(g.Outputs, o)
+	}
+	return g, nil
+}
+
+// Key identifies what a graph computes from its inputs, as terms: two
+// graphs have the same key exactly when their outputs are the same
+// expressions of the same inputs, whatever their node order or sharing.
+func Key(g *rules.Graph) string {
+	memo := make([]string, len(g.Nodes))
+	var term func(v rules.Value) string
+	term = func(v rules.Value) string {
+		if v.IsInput() {
+			return "?" + strconv.Itoa(v.Input())
+		}
+		if memo[v.Node] == "" {
+			n := &g.Nodes[v.Node]
+			var b strings.Builder
+			b.WriteString("(" + n.Op.Name)
+			for _, p := range n.Params {
+				b.WriteString(" " + strconv.Itoa(p))
+			}
+			for _, a := range n.Args {
+				b.WriteString(" " + term(a))
+			}
+			b.WriteString(")")
+			memo[v.Node] = b.String()
+		}
+		if g.Nodes[v.Node].Op.Outputs > 1 {
+			return memo[v.Node] + "#" + strconv.Itoa(v.Out)
+		}
+		return memo[v.Node]
+	}
+	parts := make([]string, len(g.Outputs))
+	for i, o := range g.Outputs {
+		parts[i] = term(o)
+	}
+	return strings.Join(parts, " ; ")
+}
