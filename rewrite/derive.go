@@ -6,7 +6,8 @@ import (
 	"rulebook/rules"
 )
 
-// Rewrite is a rule used in one direction: From is replaced by To.
+// Rewrite is a rule used in one direction: From is replaced by To. Make
+// one with NewRewrite or Both.
 type Rewrite struct {
 	From, To *rules.Graph
 	// Rule is the caller's index of the rule; Reversed says that From is
@@ -61,9 +62,6 @@ func Neighbours(g *rules.Graph, rws []Rewrite, yield func(rw *Rewrite, m *Match,
 	counts := opCounts(g)
 	for i := range rws {
 		rw := &rws[i]
-		if rw.ops == nil {
-			rw.ops = opCounts(rw.From)
-		}
 		if !rw.fits(counts) {
 			continue
 		}

@@ -27,39 +27,24 @@ type Match struct {
 // Find calls yield for each embedding of pattern in host, until yield
 // returns false. A node matches a node with the same operator and
 // parameters; pattern inputs match any host value, two of them possibly the
-// same one. An embedding is reported only if it can be replaced: values
-// computed inside it are used outside only where the pattern outputs them.
-// Patterns without nodes match nowhere.
+// same one. Matching is on terms, not on nodes: two pattern nodes that
+// compute the same term may match one host node, and matched values that
+// are also used elsewhere stay computed after Apply. Patterns without
+// nodes, or with an input as an output, match nowhere.
 func Find(pattern, host *rules.Graph, yield func(*Match) bool) {
-	if len(pattern.Nodes) == 0 || len(pattern.Nodes) > len(host.Nodes) {
+	if len(pattern.Nodes) == 0 || slices.ContainsFunc(pattern.Outputs, rules.Value.IsInput) {
 		return
 	}
-	f := &finder{pattern: pattern, host: host, uses: hostUses(host), yield: yield,
-		m:    &Match{Nodes: make([]int, len(pattern.Nodes)), Inputs: make([]rules.Value, pattern.NumInputs), Bound: make([]bool, pattern.NumInputs)},
-		used: make([]bool, len(host.Nodes))}
+	f := &finder{pattern: pattern, host: host, yield: yield,
+		m: &Match{Nodes: make([]int, len(pattern.Nodes)), Inputs: make([]rules.Value, pattern.NumInputs), Bound: make([]bool, pattern.NumInputs)}}
 	f.search(0)
 }
 
 type finder struct {
 	pattern, host *rules.Graph
-	uses          map[rules.Value][]int // host value -> consuming host nodes (-1: a graph output)
 	yield         func(*Match) bool
 	m             *Match
-	used          []bool
 	stopped       bool
-}
-
-func hostUses(g *rules.Graph) map[rules.Value][]int {
-	uses := map[rules.Value][]int{}
-	for i, n := range g.Nodes {
-		for _, a := range n.Args {
-			uses[a] = append(uses[a], i)
-		}
-	}
-	for _, o := range g.Outputs {
-		uses[o] = append(uses[o], -1)
-	}
-	return uses
 }
 
 func (f *finder) search(i int) {
@@ -67,7 +52,7 @@ func (f *finder) search(i int) {
 		return
 	}
 	if i == len(f.pattern.Nodes) {
-		if f.replaceable() && !f.yield(f.m) {
+		if !f.yield(f.m) {
 			f.stopped = true
 		}
 		return
@@ -75,14 +60,13 @@ func (f *finder) search(i int) {
 	pn := &f.pattern.Nodes[i]
 	for h := range f.host.Nodes {
 		hn := &f.host.Nodes[h]
-		if f.used[h] || hn.Op.Name != pn.Op.Name || !slices.Equal(hn.Params, pn.Params) {
+		if hn.Op.Name != pn.Op.Name || !slices.Equal(hn.Params, pn.Params) {
 			continue
 		}
 		bound, ok := f.bindArgs(pn, hn)
 		if ok {
-			f.used[h], f.m.Nodes[i] = true, h
+			f.m.Nodes[i] = h
 			f.search(i + 1)
-			f.used[h] = false
 		}
 		for _, in := range bound {
 			f.m.Bound[in] = false
@@ -118,48 +102,14 @@ func (f *finder) bindArgs(pn, hn *rules.Node) (bound []int, ok bool) {
 	return bound, true
 }
 
-// replaceable reports whether every matched value used outside the match
-// is a pattern output, and no pattern input stands for a matched value.
-func (f *finder) replaceable() bool {
-	inMatch := map[int]bool{}
-	for _, h := range f.m.Nodes {
-		inMatch[h] = true
-	}
-	outputs := map[rules.Value]bool{}
-	for _, o := range f.pattern.Outputs {
-		if o.IsInput() {
-			return false
-		}
-		outputs[rules.Value{Node: f.m.Nodes[o.Node], Out: o.Out}] = true
-	}
-	for i, v := range f.m.Inputs {
-		if f.m.Bound[i] && !v.IsInput() && inMatch[v.Node] {
-			return false
-		}
-	}
-	for _, h := range f.m.Nodes {
-		for out := 0; out < f.host.Nodes[h].Op.Outputs; out++ {
-			v := rules.Value{Node: h, Out: out}
-			if outputs[v] {
-				continue
-			}
-			for _, user := range f.uses[v] {
-				if user < 0 || !inMatch[user] {
-					return false
-				}
-			}
-		}
-	}
-	return true
-}
-
 // ErrCycle reports a replacement that would make the graph cyclic: a value
 // the replacement reads depends on a value it replaces.
 var ErrCycle = errors.New("the replacement would make the graph cyclic")
 
 // Apply returns a copy of host in which the embedding m of pattern is
 // replaced by replacement, whose outputs take the place of the pattern's,
-// position by position. Nodes nothing uses any more are dropped.
+// position by position, wherever they are used. Nodes nothing uses any
+// more are dropped; matched nodes still used elsewhere stay.
 func Apply(host, pattern, replacement *rules.Graph, m *Match) (*rules.Graph, error) {
 	if len(pattern.Outputs) != len(replacement.Outputs) {
 		return nil, fmt.Errorf("pattern has %d outputs, replacement %d", len(pattern.Outputs), len(replacement.Outputs))
@@ -190,15 +140,8 @@ func Apply(host, pattern, replacement *rules.Graph, m *Match) (*rules.Graph, err
 		}
 		return v
 	}
-	matched := make([]bool, base)
-	for _, h := range m.Nodes {
-		matched[h] = true
-	}
 	nodes := map[int]rules.Node{}
 	for i, n := range host.Nodes {
-		if matched[i] {
-			continue
-		}
 		args := make([]rules.Value, len(n.Args))
 		for j, a := range n.Args {
 			args[j] = follow(a)

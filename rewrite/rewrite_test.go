@@ -32,11 +32,16 @@ func TestApply(t *testing.T) {
 		{"every place", "(ewadd ?a ?b) => (ewadd ?b ?a)",
 			"(ewmul (ewadd ?a ?b) (ewadd ?b ?c)) => ?a",
 			[]string{"(ewmul (ewadd ?1 ?0) (ewadd ?1 ?2))", "(ewmul (ewadd ?0 ?1) (ewadd ?2 ?1))"}},
-		{"an inner value used outside is not replaceable", "(relu (relu ?a)) => (relu ?a)",
-			"(let ((%0 (relu ?a))) (ewadd (relu %0) %0)) => ?a", nil},
+		{"an inner value used outside stays", "(relu (relu ?a)) => (relu ?a)",
+			"(let ((%0 (relu ?a))) (ewadd (relu %0) %0)) => ?a", []string{"(ewadd (relu ?0) (relu ?0))"}},
+		{"two pattern nodes on one host node", "(ewmul (relu ?a) (relu ?b)) => (relu (ewmul ?a ?b))",
+			"(let ((%0 (relu ?a))) (ewmul %0 %0)) => ?a", []string{"(relu (ewmul ?0 ?0))"}},
 		{"multiple outputs", "(outputs (relu ?a) (relu ?b)) => (let ((%0 (relu (concat 0 ?a ?b)))) (outputs (split0 0 %0) (split1 0 %0)))",
-			"(ewadd (relu ?a) (relu ?b)) => ?a", []string{"(ewadd (split 0 (relu (concat 0 ?0 ?1)))#0 (split 0 (relu (concat 0 ?0 ?1)))#1)",
-				"(ewadd (split 0 (relu (concat 0 ?1 ?0)))#1 (split 0 (relu (concat 0 ?1 ?0)))#0)"}},
+			"(ewadd (relu ?a) (relu ?b)) => ?a", []string{
+				"(ewadd (split 0 (relu (concat 0 ?0 ?0)))#1 (relu ?1))", // both pattern nodes on relu ?a
+				"(ewadd (split 0 (relu (concat 0 ?0 ?1)))#0 (split 0 (relu (concat 0 ?0 ?1)))#1)",
+				"(ewadd (split 0 (relu (concat 0 ?1 ?0)))#1 (split 0 (relu (concat 0 ?1 ?0)))#0)",
+				"(ewadd (relu ?0) (split 0 (relu (concat 0 ?1 ?1)))#1)"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -182,8 +182,13 @@ func convShape(p []int, in []Shape) ([]Shape, error) {
 		return nil, fmt.Errorf("expected input NCHW and kernel OIHW of rank 4, got %s and %s", x, w)
 	}
 	groups := p[3]
-	if groups == GroupsDepthwise {
+	switch {
+	case groups == GroupsDepthwise:
 		groups = x.Dims[1]
+	case groups == GroupsInferred && w.Dims[1] > 0 && x.Dims[1]%w.Dims[1] == 0:
+		groups = x.Dims[1] / w.Dims[1]
+	case groups < 1:
+		return nil, fmt.Errorf("groups %d: input channels %d are no multiple of kernel input channels %d", groups, x.Dims[1], w.Dims[1])
 	}
 	if x.Dims[1] != groups*w.Dims[1] {
 		return nil, fmt.Errorf("input channels %d are not groups %d times kernel input channels %d", x.Dims[1], groups, w.Dims[1])

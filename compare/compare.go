@@ -1,0 +1,119 @@
+// Package compare relates a foreign rule set to one of ours: each foreign
+// rule is contained in ours (the same rule up to renaming of inputs,
+// reordering of outputs and orientation), implied by ours (a short
+// sequence of our rules rewrites its source into its target), or missed.
+package compare
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"rulebook/rewrite"
+	"rulebook/rules"
+)
+
+// Relation is how a foreign rule relates to our rules.
+type Relation string
+
+const (
+	Contained Relation = "contained"
+	Implied   Relation = "implied"
+	Missed    Relation = "missed"
+)
+
+// Foreign is one rule of the foreign set.
+type Foreign struct {
+	Name string
+	Rule *rules.Rule
+}
+
+// Verdict is the relation of one foreign rule to ours.
+type Verdict struct {
+	Foreign
+	Text     rules.Text // canonical, oriented
+	Relation Relation
+	// Steps is the rewrite sequence that implies the rule; Rule fields
+	// index the ours slice given to Compare.
+	Steps []rewrite.Step
+}
+
+// Limits bounds the search for implying rewrite sequences.
+type Limits struct {
+	Steps int // rewrites in a sequence
+	// ExtraNodes is how many nodes a graph on the way may have beyond the
+	// larger side of the rule.
+	ExtraNodes int
+	Explored   int // graphs visited per rule
+	Workers    int
+}
+
+// DefaultLimits finds sequences of up to four rewrites.
+var DefaultLimits = Limits{Steps: 4, ExtraNodes: 2, Explored: 20000}
+
+// Compare relates every foreign rule to ours, on several goroutines.
+// progress, if not nil, is called after each rule from any goroutine.
+func Compare(ctx context.Context, ours []*rules.Rule, theirs []Foreign, lim Limits, progress func(done, total int)) ([]Verdict, error) {
+	contained := map[string]bool{}
+	var rws []rewrite.Rewrite
+	for i, r := range ours {
+		_, t := r.Oriented()
+		contained[t.String()] = true
+		rws = append(rws, rewrite.Both(r, i)...)
+	}
+	workers := lim.Workers
+	if workers < 1 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	out := make([]Verdict, len(theirs))
+	var next, done atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr error
+	var once sync.Once
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(theirs) {
+					return
+				}
+				v, err := relate(ctx, theirs[i], contained, rws, lim)
+				if err != nil {
+					once.Do(func() { firstErr = err })
+					next.Store(int64(len(theirs)))
+					return
+				}
+				out[i] = v
+				if progress != nil {
+					progress(int(done.Add(1)), len(theirs))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	return out, nil
+}
+
+func relate(ctx context.Context, f Foreign, contained map[string]bool, rws []rewrite.Rewrite, lim Limits) (Verdict, error) {
+	_, text := f.Rule.Oriented()
+	v := Verdict{Foreign: f, Text: text, Relation: Missed}
+	if contained[text.String()] {
+		v.Relation = Contained
+		return v, nil
+	}
+	nodes := max(len(f.Rule.Src.Nodes), len(f.Rule.Dst.Nodes)) + lim.ExtraNodes
+	steps, err := rewrite.Derive(ctx, &f.Rule.Src, &f.Rule.Dst, rws, rewrite.Limits{Steps: lim.Steps, Nodes: nodes, Explored: lim.Explored})
+	if err != nil {
+		return v, err
+	}
+	if steps != nil {
+		v.Relation, v.Steps = Implied, steps
+	}
+	return v, nil
+}

@@ -1,0 +1,138 @@
+package rules
+
+// GroupsInferred is a conv2d groups value that only importers use: the
+// groups follow from the shapes, as in TASO, until FindShapes fixes them.
+// It is never stored or printed.
+const GroupsInferred = -1
+
+// FindShapes looks for input shapes, taken from inputs, and constant
+// shapes, taken from constants by operator name, under which both sides of
+// the rule type-check. It records the first it finds in r.InputShapes and
+// the constants' ConstShape, replaces inferred convolution groups by the
+// ones those shapes imply, and reports whether it found any.
+func (r *Rule) FindShapes(inputs []Shape, constants map[string][]Shape) bool {
+	s := &shapeSearch{r: r, inputs: inputs, constants: constants,
+		assigned: make([]bool, r.NumInputs), in: make([]Shape, r.NumInputs),
+		out: [2][][]Shape{make([][]Shape, len(r.Src.Nodes)), make([][]Shape, len(r.Dst.Nodes))}}
+	if !s.node(0, 0) {
+		return false
+	}
+	r.InputShapes = s.in
+	for side, g := range []*Graph{&r.Src, &r.Dst} {
+		for j := range g.Nodes {
+			n := &g.Nodes[j]
+			if n.Op.IsConstant() {
+				cs := s.out[side][j][0]
+				n.ConstShape = &cs
+			}
+			if n.Op.Name == "conv2d" && n.Params[3] == GroupsInferred {
+				n.Params = append([]int(nil), n.Params...)
+				n.Params[3] = impliedGroups(s.shapeOf(side, n.Args[0]), s.shapeOf(side, n.Args[1]))
+			}
+		}
+	}
+	return true
+}
+
+// impliedGroups names the grouping a convolution of x by kernel w has:
+// ordinary, depth-wise, or a number of groups.
+func impliedGroups(x, w Shape) int {
+	switch g := x.Dims[1] / w.Dims[1]; {
+	case g == 1:
+		return 1
+	case w.Dims[1] == 1:
+		return GroupsDepthwise
+	default:
+		return g
+	}
+}
+
+// shapeSearch backtracks over the shapes of inputs and constants in the
+// order the graphs need them, source nodes first, checking each node as
+// soon as its operands have shapes.
+type shapeSearch struct {
+	r         *Rule
+	inputs    []Shape
+	constants map[string][]Shape
+	assigned  []bool
+	in        []Shape
+	out       [2][][]Shape
+}
+
+func (s *shapeSearch) graph(side int) *Graph {
+	if side == 0 {
+		return &s.r.Src
+	}
+	return &s.r.Dst
+}
+
+func (s *shapeSearch) shapeOf(side int, v Value) Shape {
+	if v.IsInput() {
+		return s.in[v.Input()]
+	}
+	return s.out[side][v.Node][v.Out]
+}
+
+// node shapes node j of a side and everything after it.
+func (s *shapeSearch) node(side, j int) bool {
+	if j == len(s.graph(side).Nodes) {
+		if side == 0 {
+			return s.node(1, 0)
+		}
+		return s.outputsAgree()
+	}
+	n := &s.graph(side).Nodes[j]
+	for _, a := range n.Args {
+		if a.IsInput() && !s.assigned[a.Input()] {
+			return s.assign(a.Input(), side, j)
+		}
+	}
+	if n.Op.IsConstant() {
+		for _, c := range s.constants[n.Op.Name] {
+			if out, err := n.Op.InferShapes(n.Params, []Shape{c}); err == nil {
+				s.out[side][j] = out
+				if s.node(side, j+1) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	args := make([]Shape, len(n.Args))
+	for k, a := range n.Args {
+		args[k] = s.shapeOf(side, a)
+	}
+	out, err := n.Op.InferShapes(n.Params, args)
+	if err != nil {
+		return false
+	}
+	s.out[side][j] = out
+	return s.node(side, j+1)
+}
+
+// assign tries each shape for input i, then resumes at node j.
+func (s *shapeSearch) assign(i, side, j int) bool {
+	s.assigned[i] = true
+	defer func() { s.assigned[i] = false }()
+	for _, sh := range s.inputs {
+		s.in[i] = sh
+		if s.node(side, j) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *shapeSearch) outputsAgree() bool {
+	for k := range s.r.Src.Outputs {
+		if !s.shapeOf(0, s.r.Src.Outputs[k]).SameDims(s.shapeOf(1, s.r.Dst.Outputs[k])) {
+			return false
+		}
+	}
+	for i, ok := range s.assigned {
+		if !ok && len(s.inputs) > 0 {
+			s.in[i] = s.inputs[0] // an input neither side reads
+		}
+	}
+	return true
+}
