@@ -14,7 +14,7 @@ type Rewrite struct {
 	// the rule's target.
 	Rule     int
 	Reversed bool
-	ops      map[string]int
+	ops      []string // the operators From uses
 }
 
 // NewRewrite prepares a directed use of rule r, the caller's rule number
@@ -24,7 +24,7 @@ func NewRewrite(r *rules.Rule, index int, reversed bool) Rewrite {
 	if reversed {
 		from, to = to, from
 	}
-	return Rewrite{From: from, To: to, Rule: index, Reversed: reversed, ops: opCounts(from)}
+	return Rewrite{From: from, To: to, Rule: index, Reversed: reversed, ops: from.OpNames()}
 }
 
 // Both returns the rewrites of a rule in both directions; a side without
@@ -37,19 +37,12 @@ func Both(r *rules.Rule, index int) []Rewrite {
 	return out
 }
 
-func opCounts(g *rules.Graph) map[string]int {
-	c := map[string]int{}
-	for _, n := range g.Nodes {
-		c[n.Op.Name]++
-	}
-	return c
-}
-
-// fits reports whether a graph with these operator counts can contain the
-// rewrite's pattern at all.
-func (rw *Rewrite) fits(host map[string]int) bool {
-	for op, n := range rw.ops {
-		if host[op] < n {
+// fits reports whether a graph using these operators can contain the
+// rewrite's pattern at all. Matches need not be injective, so only the
+// presence of each operator counts, not how often it occurs.
+func (rw *Rewrite) fits(host map[string]bool) bool {
+	for _, op := range rw.ops {
+		if !host[op] {
 			return false
 		}
 	}
@@ -59,10 +52,13 @@ func (rw *Rewrite) fits(host map[string]int) bool {
 // Neighbours calls yield with every graph one rewrite away from g, until
 // yield returns false. Replacements that would be cyclic are skipped.
 func Neighbours(g *rules.Graph, rws []Rewrite, yield func(rw *Rewrite, m *Match, next *rules.Graph) bool) {
-	counts := opCounts(g)
+	present := map[string]bool{}
+	for _, n := range g.Nodes {
+		present[n.Op.Name] = true
+	}
 	for i := range rws {
 		rw := &rws[i]
-		if !rw.fits(counts) {
+		if !rw.fits(present) {
 			continue
 		}
 		stop := false

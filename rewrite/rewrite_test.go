@@ -142,3 +142,18 @@ func TestDerive(t *testing.T) {
 		t.Errorf("derived an unrelated graph: %v %v", none, err)
 	}
 }
+
+// A pattern with two concat nodes applies to a graph with one, used twice.
+func TestNeighboursOnSharedNodes(t *testing.T) {
+	r := parseRule(t, "(conv2d 1 same none 1 (concat 1 ?a ?b) (concat 1 ?c ?d)) => (ewadd (conv2d 1 same none 1 ?a ?c) (conv2d 1 same none 1 ?b ?d))")
+	host := parseRule(t, "(let ((%0 (concat 1 ?a ?b))) (conv2d 1 same none 1 %0 %0)) => ?a")
+	var got []string
+	Neighbours(&host.Src, Both(r, 0), func(_ *Rewrite, _ *Match, next *rules.Graph) bool {
+		got = append(got, Key(next))
+		return true
+	})
+	want := "(ewadd (conv2d 1 0 0 1 ?0 ?0) (conv2d 1 0 0 1 ?1 ?1))"
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("got %q, want [%s]", got, want)
+	}
+}
