@@ -21,6 +21,9 @@ const (
 	Contained Relation = "contained"
 	Implied   Relation = "implied"
 	Missed    Relation = "missed"
+	// Trivial: both sides are the same expression (a foreign rule that
+	// differs only in what our operators do not model, such as layout).
+	Trivial Relation = "trivial"
 )
 
 // Foreign is one rule of the foreign set.
@@ -49,8 +52,8 @@ type Limits struct {
 	Workers    int
 }
 
-// DefaultLimits finds sequences of up to four rewrites.
-var DefaultLimits = Limits{Steps: 4, ExtraNodes: 2, Explored: 20000}
+// DefaultLimits finds sequences of up to six rewrites.
+var DefaultLimits = Limits{Steps: 8, ExtraNodes: 3, Explored: 20000}
 
 // Compare relates every foreign rule to ours, on several goroutines.
 // progress, if not nil, is called after each rule from any goroutine.
@@ -103,7 +106,11 @@ func Compare(ctx context.Context, ours []*rules.Rule, theirs []Foreign, lim Limi
 func relate(ctx context.Context, f Foreign, contained map[string]bool, rws []rewrite.Rewrite, lim Limits) (Verdict, error) {
 	_, text := f.Rule.Oriented()
 	v := Verdict{Foreign: f, Text: text, Relation: Missed}
-	if contained[text.String()] {
+	switch {
+	case rewrite.Key(&f.Rule.Src) == rewrite.Key(&f.Rule.Dst):
+		v.Relation = Trivial
+		return v, nil
+	case contained[text.String()]:
 		v.Relation = Contained
 		return v, nil
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -18,21 +19,34 @@ import (
 func newExportCmd() *cobra.Command {
 	var tag, format, output string
 	cmd := &cobra.Command{
-		Use:   "export --version TAG",
-		Short: "Write a released version's rules as json, sexpr or dot",
+		Use:   "export --version TAG [--format json|sexpr|taso-pb|flexflow-json|dot]",
+		Short: "Write a released version's rules as json, sexpr, taso-pb, flexflow-json or dot",
 		Long: `export loads a version (by tag or hash prefix), re-checking its hash, and
 writes its rules: json (rulebook's exchange format, with shapes), sexpr (one
-canonical rule per line) or dot (Graphviz, one cluster per rule).`,
-		Example: "  rulebook export --version v1 --format json -o v1.json",
-		Args:    cobra.NoArgs,
+canonical rule per line), taso-pb (TASO's RuleCollection protobuf),
+flexflow-json (FlexFlow's JSON rendering of the same) or dot (Graphviz, one
+cluster per rule).
+
+TASO and FlexFlow cannot carry every rule: a rule whose result is one of its
+inputs (their outputs name operators), and convolutions whose groups TASO
+would infer differently from shapes (groups other than 1 and "dw", "dw" over
+a kernel that is not a C_pool constant, 1 over one that is). Those rules are
+left out and reported on standard error, grouped by reason, with their ids.
+What TASO needs and rulebook's rules do not say is inferred from the rule's
+shapes and operators where it can be (conv2d kernel sizes, concat ranks),
+and defaults to 3x3 kernels and 4-D tensors otherwise.`,
+		Example: `  rulebook export --version v1 --format json -o v1.json
+  rulebook export --version v1 --format taso-pb -o v1.pb`,
+		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			if tag == "" {
 				return fmt.Errorf("--version is required (see 'rulebook versions')")
 			}
-			if format != "json" && format != "sexpr" && format != "dot" {
-				return fmt.Errorf("--format must be json, sexpr or dot, got %q", format)
+			switch format {
+			case "json", "sexpr", "taso-pb", "flexflow-json", "dot":
+				return nil
 			}
-			return nil
+			return fmt.Errorf("--format must be json, sexpr, taso-pb, flexflow-json or dot, got %q", format)
 		},
 		RunE: withStore(func(cmd *cobra.Command, _ []string, db *store.Store) error {
 			v, rs, err := db.VersionRules(cmd.Context(), tag)
@@ -42,6 +56,9 @@ canonical rule per line) or dot (Graphviz, one cluster per rule).`,
 			out := make([]exchange.Rule, len(rs))
 			for i, r := range rs {
 				out[i] = exchange.Rule{Src: r.Src, Dst: r.Dst, Inputs: r.Inputs, Constants: r.Constants}
+			}
+			if format == "taso-pb" || format == "flexflow-json" {
+				return exportForeign(cmd, format, output, rs, out)
 			}
 			return writeOutput(cmd, output, func(w io.Writer) error {
 				h := exchange.Header{Version: v.Tag, Hash: v.Hash}
@@ -56,9 +73,58 @@ canonical rule per line) or dot (Graphviz, one cluster per rule).`,
 		}),
 	}
 	cmd.Flags().StringVar(&tag, "version", "", "version tag or hash prefix")
-	cmd.Flags().StringVar(&format, "format", "json", "json, sexpr or dot")
+	cmd.Flags().StringVar(&format, "format", "json", "json, sexpr, taso-pb, flexflow-json or dot")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "file to write (default standard output)")
 	return cmd
+}
+
+// exportForeign writes a version's rules in TASO's or FlexFlow's format and
+// reports the rules left out on standard error, by reason.
+func exportForeign(cmd *cobra.Command, format, output string, stored []store.Rule, rs []exchange.Rule) error {
+	reg := rules.Default()
+	parsed := make([]*rules.Rule, len(rs))
+	for i, r := range rs {
+		canon, _, err := exchange.Parse(reg, r)
+		if err != nil {
+			return fmt.Errorf("rule %d: %w", stored[i].ID, err)
+		}
+		parsed[i] = canon
+	}
+	var skipped []exchange.Skip
+	err := writeOutput(cmd, output, func(w io.Writer) error {
+		var err error
+		if format == "taso-pb" {
+			skipped, err = exchange.WriteTASO(w, parsed)
+		} else {
+			skipped, err = exchange.WriteFlexFlow(w, parsed)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	// The writers name rules by position ("rule 3"); report store ids.
+	for i, s := range skipped {
+		var k int
+		if _, err := fmt.Sscanf(s.Name, "rule %d", &k); err == nil && k >= 1 && k <= len(stored) {
+			skipped[i].Name = fmt.Sprint(stored[k-1].ID)
+		}
+	}
+	if len(skipped) > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "skipped %d of %d rules that %s cannot carry:\n", len(skipped), len(rs), format)
+		for _, g := range exchange.GroupSkips(skipped, nil) {
+			fmt.Fprintf(cmd.ErrOrStderr(), "  %d: %s (ids %s)\n", g.Rules, g.Reason, abbreviate(g.Names, 10))
+		}
+	}
+	return nil
+}
+
+// abbreviate joins the first n names.
+func abbreviate(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return strings.Join(names[:n], ", ") + fmt.Sprintf(", … (%d more)", len(names)-n)
 }
 
 // writeOutput writes to standard output, or to a file that appears only
@@ -85,18 +151,31 @@ func writeOutput(cmd *cobra.Command, path string, write func(io.Writer) error) e
 func newImportCmd() *cobra.Command {
 	var format string
 	cmd := &cobra.Command{
-		Use:   "import --format json|sexpr FILE",
-		Short: "Add the rules of a file to the store as candidates",
-		Long: `import reads rules exported by rulebook (json or sexpr), checks that every
-rule parses, and adds them in one transaction as candidates of an "import"
-run that records the file. A bad file is reported with its position and
-nothing is written.`,
+		Use:   "import --format json|sexpr|taso-pb|flexflow-json FILE",
+		Short: "Add the rules of a file (rulebook's, TASO's or FlexFlow's) to the store as candidates",
+		Long: `import reads rules exported by rulebook (json or sexpr), TASO's rule
+collection (taso-pb: graph_subst.pb and the files TASO's generator writes) or
+FlexFlow's JSON rendering of it (flexflow-json), canonicalises every rule (the
+larger side becomes the source), and adds them in one transaction as
+candidates of an "import" run that records the file. Each rule keeps its
+name in the file as its origin: FlexFlow's rule name, or "rule N".
+
+TASO and FlexFlow rules that our operators cannot express (FlexFlow's
+parallel operators and OP_LINEAR, activations an operator lacks, different
+heights and widths of strides or kernels…) are skipped and reported: the
+unknown operators with their occurrence counts, other reasons by rule.
+
+A malformed file is reported with its position (line and column, or the
+byte offset of a protobuf) and nothing is written.`,
+		Example: `  rulebook import --format json v1.json
+  rulebook import --format taso-pb graph_subst.pb
+  rulebook import --format flexflow-json graph_subst_3_v2.json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runImport(cmd.Context(), cmd, format, args[0])
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", "json", "json or sexpr")
+	cmd.Flags().StringVar(&format, "format", "json", "json, sexpr, taso-pb or flexflow-json")
 	return cmd
 }
 
@@ -106,35 +185,58 @@ func runImport(ctx context.Context, cmd *cobra.Command, format, path string) err
 		return err
 	}
 	reg := rules.Default()
-	var in []exchange.Rule
-	switch format {
-	case "json":
-		_, in, err = exchange.ReadJSON(path, data)
-	case "sexpr":
-		in, err = exchange.ReadSexpr(path, data, reg)
-	default:
-		return fmt.Errorf("--format must be json or sexpr, got %q", format)
-	}
-	if err != nil {
-		return err
-	}
-	parsed := make([]store.Rule, len(in))
-	for i, r := range in {
-		canon, text, err := exchange.Parse(reg, r)
-		if err != nil {
-			return fmt.Errorf("%s: rule %d: %w", path, i+1, err)
-		}
+	var parsed []store.Rule
+	add := func(origin string, canon *rules.Rule, text rules.Text) {
 		ops := append(canon.Src.OpNames(), canon.Dst.OpNames()...)
-		parsed[i] = store.Rule{Hash: text.Hash(), Src: text.Src, Dst: text.Dst, Inputs: text.Inputs, Constants: text.Constants,
+		parsed = append(parsed, store.Rule{Hash: text.Hash(), Src: text.Src, Dst: text.Dst, Inputs: text.Inputs, Constants: text.Constants,
 			SrcOps: len(canon.Src.Nodes), DstOps: len(canon.Dst.Nodes), NumInputs: canon.NumInputs, NumOutputs: len(canon.Src.Outputs),
-			Operators: uniqueSorted(ops), Status: "candidate"}
+			Operators: uniqueSorted(ops), Status: "candidate", Origin: origin})
+	}
+	var foreign *exchange.Foreign
+	switch format {
+	case "json", "sexpr":
+		var in []exchange.Rule
+		if format == "json" {
+			_, in, err = exchange.ReadJSON(path, data)
+		} else {
+			in, err = exchange.ReadSexpr(path, data, reg)
+		}
+		if err != nil {
+			return err
+		}
+		for i, r := range in {
+			canon, text, err := exchange.Parse(reg, r)
+			if err != nil {
+				return fmt.Errorf("%s: rule %d: %w", path, i+1, err)
+			}
+			add(fmt.Sprintf("rule %d", i+1), canon, text)
+		}
+	case "taso-pb", "flexflow-json":
+		if format == "taso-pb" {
+			foreign, err = exchange.ReadTASO(path, data, reg)
+		} else {
+			foreign, err = exchange.ReadFlexFlow(path, data, reg)
+		}
+		if err != nil {
+			return err
+		}
+		for _, n := range foreign.Rules {
+			canon, text := n.Rule.Oriented()
+			add(n.Name, canon, text)
+		}
+	default:
+		return fmt.Errorf("--format must be json, sexpr, taso-pb or flexflow-json, got %q", format)
 	}
 	db, err := store.Open(ctx, dbPath(cmd))
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	config, _ := json.Marshal(map[string]any{"file": path, "format": format, "rules": len(parsed)})
+	settings := map[string]any{"file": path, "format": format, "rules": len(parsed)}
+	if foreign != nil {
+		settings["skipped"] = len(foreign.Skipped)
+	}
+	config, _ := json.Marshal(settings)
 	runID, err := db.BeginRun(ctx, "import", string(config), 0, version)
 	if err != nil {
 		return err
@@ -154,5 +256,22 @@ func runImport(ctx context.Context, cmd *cobra.Command, format, path string) err
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "imported %d rules from %s: %d new (run %d)\n", len(parsed), path, n, runID)
+	if foreign != nil && len(foreign.Skipped) > 0 {
+		groups := exchange.GroupSkips(foreign.Skipped, foreign.Unknown)
+		describe := func(g exchange.SkipGroup) string {
+			if g.Names == nil {
+				return g.Reason
+			}
+			return fmt.Sprintf("%s (%s)", g.Reason, abbreviate(g.Names, 5))
+		}
+		if len(groups) == 1 {
+			fmt.Fprintf(cmd.OutOrStdout(), "skipped %d rules: %s\n", len(foreign.Skipped), describe(groups[0]))
+		} else {
+			fmt.Fprintf(cmd.OutOrStdout(), "skipped %d rules:\n", len(foreign.Skipped))
+			for _, g := range groups {
+				fmt.Fprintf(cmd.OutOrStdout(), "  %d: %s\n", g.Rules, describe(g))
+			}
+		}
+	}
 	return nil
 }

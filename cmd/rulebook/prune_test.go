@@ -13,10 +13,9 @@ import (
 	"rulebook/store"
 )
 
-// TestPruneLosesNoOptimisation prunes the proved ≤3-operator rulebook and
-// checks that each pruned rule's source still rewrites to its target with
-// the kept rules alone, and that a release leaves the pruned rules out.
-func TestPruneLosesNoOptimisation(t *testing.T) {
+// TestThreeOpRulebook generates and proves the ≤3-operator rulebook once,
+// then prunes, releases and compares it with TASO's and FlexFlow's files.
+func TestThreeOpRulebook(t *testing.T) {
 	if testing.Short() {
 		t.Skip("generates and proves the 3-operator rulebook")
 	}
@@ -30,6 +29,15 @@ func TestPruneLosesNoOptimisation(t *testing.T) {
 			t.Fatalf("%v: %v\n%s", args, err, out)
 		}
 	}
+	t.Run("prune loses no optimisation", func(t *testing.T) { testPrune(t, db) })
+	t.Run("compare", func(t *testing.T) { testCompare(t, db) })
+}
+
+// testPrune prunes and checks that each pruned rule's source still
+// rewrites to its target with the kept rules alone, and that a release
+// leaves the pruned rules out.
+func testPrune(t *testing.T, db string) {
+	ctx := context.Background()
 	out, err := run(ctx, "prune", "--db", db, "--no-progress")
 	if err != nil {
 		t.Fatal(err)
@@ -102,4 +110,49 @@ func mustParse(t *testing.T, reg *rules.Registry, r store.Rule) *rules.Rule {
 		t.Fatalf("rule %d: %v", r.ID, err)
 	}
 	return parsed
+}
+
+// testCompare relates TASO's hand-written rules and FlexFlow's to the
+// released version v1 (see testPrune).
+func testCompare(t *testing.T, db string) {
+	ctx := context.Background()
+	cases := []struct {
+		file string
+		// lines the output must contain
+		want []string
+	}{
+		{"taso-repo-graph_subst.pb", []string{
+			// rule 1 is ours word for word; rule 100 needs a convolution
+			// of 2 groups, which we neither generate nor prove.
+			`contained \d+ \(\d+\.\d%\), implied \d+ \(\d+\.\d%\), missed \d+`,
+			`our verifier: proved \d+ \(\d+\.\d%\), unknown \d+ \(\d+\.\d%\), refuted 0 \(0\.0%\)`,
+			`(?m)^rule 100 +missed +unknown \(timeout\) +\(concat 1 \(conv2d 1 same none 1 \?a \?b\) \(conv2d 1 same none 1 \?c \?d\)\) => \(conv2d 1 same none 2 `,
+		}},
+		{"flexflow-graph_subst_3_v2.json", []string{
+			`not imported: 590 rules with unknown operators: OP_REPLICATE ×866, OP_REDUCE ×578, OP_LINEAR ×562, OP_PARTITION ×492, OP_COMBINE ×92`,
+			`(?m)^taso_rule_428 +missed +proved +\(concat 2 \(relu \?a\) \(relu \?b\)\) => \(relu \(concat 2 \?a \?b\)\)$`,
+		}},
+	}
+	for _, c := range cases {
+		file := sharedAnchor(t, c.file)
+		out, err := run(ctx, "compare", "--version", "v1", "--db", db, "--axioms", "../../axioms", "--timeout", "2s", "--no-progress", file)
+		if err != nil {
+			t.Fatalf("compare %s: %v\n%s", c.file, err, out)
+		}
+		for _, w := range c.want {
+			if !regexp.MustCompile(w).MatchString(out) {
+				t.Errorf("compare %s: output lacks %s:\n%s", c.file, w, out)
+			}
+		}
+		all, err := run(ctx, "compare", "--version", "v1", "--db", db, "--axioms", "../../axioms", "--timeout", "2s", "--no-progress", "--all", file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !regexp.MustCompile(`(?m)^\S+ \d+ +contained +proved `).MatchString(all) && !regexp.MustCompile(`(?m)^taso_rule_\d+ +contained +proved `).MatchString(all) {
+			t.Errorf("compare --all %s lists no contained rule:\n%s", c.file, all)
+		}
+	}
+	if _, err := run(ctx, "compare", "--version", "nosuch", "--db", db, "--axioms", "../../axioms", sharedAnchor(t, "taso-repo-graph_subst.pb")); err == nil || !strings.Contains(err.Error(), "nosuch") {
+		t.Errorf("compare against an unknown version: %v", err)
+	}
 }

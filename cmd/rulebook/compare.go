@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"rulebook/axioms"
+	"rulebook/compare"
+	"rulebook/exchange"
+	"rulebook/rules"
+	"rulebook/store"
+	"rulebook/verify"
+)
+
+type compareOptions struct {
+	tag, format, axiomDir string
+	timeout               time.Duration
+	steps, workers        int
+	all, noProgress       bool
+}
+
+func newCompareCmd() *cobra.Command {
+	var o compareOptions
+	cmd := &cobra.Command{
+		Use:   "compare --version TAG FILE",
+		Short: "Relate a foreign rule file to a released version, and prove its rules",
+		Long: `compare reads a rule file (taso-pb, flexflow-json, json or sexpr) and, for
+each of its rules, says whether version TAG contains it (the same rule up to
+renaming of inputs, order of outputs and orientation), implies it (a short
+sequence of the version's rules, used in either direction, rewrites its
+source into its target) or misses it. It also runs our verifier on each
+foreign rule against the axioms in --axioms: proved, unknown or refuted.
+
+It prints the rules that fall short (missed, or not proved) and a summary;
+--all prints every rule. Nothing is written to the database.`,
+		Example: "  rulebook compare --version v1 ../shared/anchors/taso-generator-3ops.pb",
+		Args:    cobra.ExactArgs(1),
+		PreRunE: func(*cobra.Command, []string) error {
+			if o.tag == "" {
+				return fmt.Errorf("--version is required (see 'rulebook versions')")
+			}
+			if o.steps < 1 || o.timeout <= 0 {
+				return fmt.Errorf("--steps and --timeout must be positive")
+			}
+			return nil
+		},
+		RunE: withStore(func(cmd *cobra.Command, args []string, db *store.Store) error {
+			return runCompare(cmd, db, args[0], o)
+		}),
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.tag, "version", "", "version tag or hash prefix to compare against")
+	f.StringVar(&o.format, "format", "", "taso-pb, flexflow-json, json or sexpr (default: from the file's extension and content)")
+	f.StringVar(&o.axiomDir, "axioms", "axioms", "axiom directory for the verifier")
+	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "solver time limit per rule")
+	f.IntVar(&o.steps, "steps", compare.DefaultLimits.Steps, "longest rewrite sequence that counts as implied")
+	f.IntVar(&o.workers, "workers", 0, "parallel workers (default: all cores)")
+	f.BoolVar(&o.all, "all", false, "print every rule, not only those that fall short")
+	f.BoolVar(&o.noProgress, "no-progress", false, "no progress bar")
+	return cmd
+}
+
+func runCompare(cmd *cobra.Command, db *store.Store, path string, o compareOptions) error {
+	ctx := cmd.Context()
+	reg := rules.Default()
+	set, err := axioms.Load(o.axiomDir, reg)
+	if err != nil {
+		return err
+	}
+	theirs, skipped, err := readRuleFile(reg, path, o.format)
+	if err != nil {
+		return err
+	}
+	v, stored, err := db.VersionRules(ctx, o.tag)
+	if err != nil {
+		return err
+	}
+	ours := make([]*rules.Rule, len(stored))
+	for i, r := range stored {
+		if ours[i], err = rules.ParseRule(reg, r.Src+" => "+r.Dst); err != nil {
+			return fmt.Errorf("version %s: rule %d: %w", v.Tag, r.ID, err)
+		}
+	}
+	bar := newProgress(cmd.ErrOrStderr(), o.noProgress)
+	lim := compare.DefaultLimits
+	lim.Steps, lim.Workers = o.steps, o.workers
+	verdicts, err := compare.Compare(ctx, ours, theirs, lim, func(done, total int) {
+		bar.update(enumProgress("compare", done, total))
+	})
+	bar.finish()
+	if err != nil {
+		return err
+	}
+	jobs := make([]verify.Job, len(theirs))
+	for i, f := range theirs {
+		jobs[i] = verify.Job{ID: int64(i), Rule: f.Rule}
+	}
+	proofs := make([]verify.Result, len(theirs))
+	err = verify.Run(ctx, verify.Config{Registry: reg, Axioms: set, Timeout: o.timeout, Workers: o.workers,
+		Progress: func(done, total int) { bar.update(enumProgress("verify", done, total)) }},
+		jobs, func(j verify.Job, r verify.Result) error { proofs[j.ID] = r; return nil })
+	bar.finish()
+	if err != nil {
+		return err
+	}
+	printComparison(cmd.OutOrStdout(), path, v, stored, verdicts, proofs, skipped, o.all)
+	return nil
+}
+
+// readRuleFile reads any rule file we import; skipped lists what a foreign
+// format could not carry over, already summarised.
+func readRuleFile(reg *rules.Registry, path, format string) ([]compare.Foreign, []string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if format == "" {
+		format = guessFormat(path, data)
+	}
+	switch format {
+	case "taso-pb", "flexflow-json":
+		read := exchange.ReadTASO
+		if format == "flexflow-json" {
+			read = exchange.ReadFlexFlow
+		}
+		f, err := read(path, data, reg)
+		if err != nil {
+			return nil, nil, err
+		}
+		out := make([]compare.Foreign, len(f.Rules))
+		for i, n := range f.Rules {
+			out[i] = compare.Foreign{Name: n.Name, Rule: n.Rule}
+		}
+		return out, exchange.SummarizeSkips(f.Skipped, f.Unknown), nil
+	case "json", "sexpr":
+		var in []exchange.Rule
+		if format == "json" {
+			_, in, err = exchange.ReadJSON(path, data)
+		} else {
+			in, err = exchange.ReadSexpr(path, data, reg)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		out := make([]compare.Foreign, len(in))
+		for i, r := range in {
+			parsed, _, err := exchange.Parse(reg, r)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: rule %d: %w", path, i+1, err)
+			}
+			out[i] = compare.Foreign{Name: fmt.Sprintf("rule %d", i+1), Rule: parsed}
+		}
+		return out, nil, nil
+	}
+	return nil, nil, fmt.Errorf("--format must be taso-pb, flexflow-json, json or sexpr, got %q", format)
+}
+
+func guessFormat(path string, data []byte) string {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".pb":
+		return "taso-pb"
+	case ".json":
+		if bytes.Contains(data[:min(len(data), 4096)], []byte(`"RuleCollection"`)) {
+			return "flexflow-json"
+		}
+		return "json"
+	}
+	return "sexpr"
+}
+
+func printComparison(w io.Writer, path string, v store.Version, ours []store.Rule, vs []compare.Verdict, proofs []verify.Result, skipped []string, all bool) {
+	relations := map[compare.Relation]int{}
+	statuses := map[string]int{}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	header := false
+	for i, vd := range vs {
+		relations[vd.Relation]++
+		statuses[proofs[i].Status]++
+		short := vd.Relation == compare.Missed || proofs[i].Status != verify.Proved
+		if !all && !short {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(tw, "RULE\tOURS\tPROOF\tTEXT")
+			header = true
+		}
+		proof := proofs[i].Status
+		if proofs[i].Reason != "" {
+			proof += " (" + proofs[i].Reason + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", vd.Name, describeRelation(vd, ours), proof, vd.Text)
+	}
+	tw.Flush()
+	n := len(vs)
+	pct := func(k int) string { return fmt.Sprintf("%d (%.1f%%)", k, 100*float64(k)/float64(max(n, 1))) }
+	fmt.Fprintf(w, "%s: %d rules against %s (%d rules, %.12s)\n", path, n, v.Tag, v.Rules, v.Hash)
+	for _, s := range skipped {
+		fmt.Fprintf(w, "  not imported: %s\n", s)
+	}
+	fmt.Fprintf(w, "  contained %s, implied %s, missed %s", pct(relations[compare.Contained]), pct(relations[compare.Implied]), pct(relations[compare.Missed]))
+	if k := relations[compare.Trivial]; k > 0 {
+		fmt.Fprintf(w, ", trivial (both sides equal) %s", pct(k))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  our verifier: proved %s, unknown %s, refuted %s\n", pct(statuses[verify.Proved]), pct(statuses[verify.Unknown]), pct(statuses[verify.Refuted]))
+}
+
+// describeRelation names the version's rules an implying sequence uses, by
+// store id; "~" marks a rule used target to source.
+func describeRelation(vd compare.Verdict, ours []store.Rule) string {
+	if vd.Relation != compare.Implied {
+		return string(vd.Relation)
+	}
+	ids := make([]string, len(vd.Steps))
+	for i, s := range vd.Steps {
+		ids[i] = fmt.Sprint(ours[s.Rule].ID)
+		if s.Reversed {
+			ids[i] = "~" + ids[i]
+		}
+	}
+	return fmt.Sprintf("implied by %s", strings.Join(ids, ","))
+}
