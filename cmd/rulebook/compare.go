@@ -60,7 +60,7 @@ It prints the rules that fall short (missed, or not proved) and a summary;
 	f.StringVar(&o.tag, "version", "", "version tag or hash prefix to compare against")
 	f.StringVar(&o.format, "format", "", "taso-pb, flexflow-json, json or sexpr (default: from the file's extension and content)")
 	f.StringVar(&o.axiomDir, "axioms", "axioms", "axiom directory for the verifier")
-	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "solver time limit per rule")
+	f.DurationVar(&o.timeout, "timeout", 2*time.Second, "solver time limit per rule (as verify)")
 	f.IntVar(&o.steps, "steps", compare.DefaultLimits.Steps, "longest rewrite sequence that counts as implied")
 	f.IntVar(&o.workers, "workers", 0, "parallel workers (default: all cores)")
 	f.BoolVar(&o.all, "all", false, "print every rule, not only those that fall short")
@@ -90,6 +90,7 @@ func runCompare(cmd *cobra.Command, db *store.Store, path string, o compareOptio
 		}
 	}
 	bar := newProgress(cmd.ErrOrStderr(), o.noProgress)
+	start := time.Now()
 	lim := compare.DefaultLimits
 	lim.Steps, lim.Workers = o.steps, o.workers
 	verdicts, err := compare.Compare(ctx, ours, theirs, lim, func(done, total int) {
@@ -99,6 +100,7 @@ func runCompare(cmd *cobra.Command, db *store.Store, path string, o compareOptio
 	if err != nil {
 		return err
 	}
+	searched := time.Since(start)
 	jobs := make([]verify.Job, len(theirs))
 	for i, f := range theirs {
 		jobs[i] = verify.Job{ID: int64(i), Rule: f.Rule}
@@ -112,6 +114,7 @@ func runCompare(cmd *cobra.Command, db *store.Store, path string, o compareOptio
 		return err
 	}
 	printComparison(cmd.OutOrStdout(), path, v, stored, verdicts, proofs, skipped, o.all)
+	fmt.Fprintf(cmd.OutOrStdout(), "  rewrite search %s, verification %s\n", searched.Round(time.Millisecond), (time.Since(start) - searched).Round(time.Millisecond))
 	return nil
 }
 
