@@ -1,8 +1,10 @@
 package exchange
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -1039,4 +1041,55 @@ func inferRanks(r *rules.Rule) *rankInfo {
 		}
 	}
 	return ri
+}
+
+// Formats are the rule file formats Read understands.
+var Formats = []string{"json", "sexpr", "taso-pb", "flexflow-json"}
+
+// GuessFormat names the format of a rule file from its extension and, for
+// JSON, its content: FlexFlow's files are RuleCollections.
+func GuessFormat(name string, data []byte) string {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".pb":
+		return "taso-pb"
+	case ".json":
+		if bytes.Contains(data[:min(len(data), 4096)], []byte(`"RuleCollection"`)) {
+			return "flexflow-json"
+		}
+		return "json"
+	}
+	return "sexpr"
+}
+
+// Read reads a rule file in any of Formats. Rules of rulebook's own formats
+// are named "rule N" and come canonical, with their shapes; foreign rules
+// come as their readers leave them.
+func Read(name string, data []byte, reg *rules.Registry, format string) (*Foreign, error) {
+	switch format {
+	case "taso-pb":
+		return ReadTASO(name, data, reg)
+	case "flexflow-json":
+		return ReadFlexFlow(name, data, reg)
+	case "json", "sexpr":
+		var in []Rule
+		var err error
+		if format == "json" {
+			_, in, err = ReadJSON(name, data)
+		} else {
+			in, err = ReadSexpr(name, data, reg)
+		}
+		if err != nil {
+			return nil, err
+		}
+		f := &Foreign{Unknown: map[string]int{}}
+		for i, r := range in {
+			canon, _, err := Parse(reg, r)
+			if err != nil {
+				return nil, fmt.Errorf("%s: rule %d: %w", name, i+1, err)
+			}
+			f.Rules = append(f.Rules, Named{Name: fmt.Sprintf("rule %d", i+1), Rule: canon})
+		}
+		return f, nil
+	}
+	return nil, fmt.Errorf("unknown rule file format %q: expected one of %s", format, strings.Join(Formats, ", "))
 }

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -126,57 +124,17 @@ func readRuleFile(reg *rules.Registry, path, format string) ([]compare.Foreign, 
 		return nil, nil, err
 	}
 	if format == "" {
-		format = guessFormat(path, data)
+		format = exchange.GuessFormat(path, data)
 	}
-	switch format {
-	case "taso-pb", "flexflow-json":
-		read := exchange.ReadTASO
-		if format == "flexflow-json" {
-			read = exchange.ReadFlexFlow
-		}
-		f, err := read(path, data, reg)
-		if err != nil {
-			return nil, nil, err
-		}
-		out := make([]compare.Foreign, len(f.Rules))
-		for i, n := range f.Rules {
-			out[i] = compare.Foreign{Name: n.Name, Rule: n.Rule}
-		}
-		return out, exchange.SummarizeSkips(f.Skipped, f.Unknown), nil
-	case "json", "sexpr":
-		var in []exchange.Rule
-		if format == "json" {
-			_, in, err = exchange.ReadJSON(path, data)
-		} else {
-			in, err = exchange.ReadSexpr(path, data, reg)
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		out := make([]compare.Foreign, len(in))
-		for i, r := range in {
-			parsed, _, err := exchange.Parse(reg, r)
-			if err != nil {
-				return nil, nil, fmt.Errorf("%s: rule %d: %w", path, i+1, err)
-			}
-			out[i] = compare.Foreign{Name: fmt.Sprintf("rule %d", i+1), Rule: parsed}
-		}
-		return out, nil, nil
+	f, err := exchange.Read(path, data, reg, format)
+	if err != nil {
+		return nil, nil, err
 	}
-	return nil, nil, fmt.Errorf("--format must be taso-pb, flexflow-json, json or sexpr, got %q", format)
-}
-
-func guessFormat(path string, data []byte) string {
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".pb":
-		return "taso-pb"
-	case ".json":
-		if bytes.Contains(data[:min(len(data), 4096)], []byte(`"RuleCollection"`)) {
-			return "flexflow-json"
-		}
-		return "json"
+	out := make([]compare.Foreign, len(f.Rules))
+	for i, n := range f.Rules {
+		out[i] = compare.Foreign{Name: n.Name, Rule: n.Rule}
 	}
-	return "sexpr"
+	return out, exchange.SummarizeSkips(f.Skipped, f.Unknown), nil
 }
 
 func printComparison(w io.Writer, path string, v store.Version, ours []store.Rule, vs []compare.Verdict, proofs []verify.Result, skipped []string, all bool) {

@@ -175,7 +175,7 @@ byte offset of a protobuf) and nothing is written.`,
 			return runImport(cmd.Context(), cmd, format, args[0])
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", "json", "json, sexpr, taso-pb or flexflow-json")
+	cmd.Flags().StringVar(&format, "format", "", "json, sexpr, taso-pb or flexflow-json (default: from the file's extension and content)")
 	return cmd
 }
 
@@ -192,50 +192,23 @@ func runImport(ctx context.Context, cmd *cobra.Command, format, path string) err
 			SrcOps: len(canon.Src.Nodes), DstOps: len(canon.Dst.Nodes), NumInputs: canon.NumInputs, NumOutputs: len(canon.Src.Outputs),
 			Operators: uniqueSorted(ops), Status: "candidate", Origin: origin})
 	}
-	var foreign *exchange.Foreign
-	switch format {
-	case "json", "sexpr":
-		var in []exchange.Rule
-		if format == "json" {
-			_, in, err = exchange.ReadJSON(path, data)
-		} else {
-			in, err = exchange.ReadSexpr(path, data, reg)
-		}
-		if err != nil {
-			return err
-		}
-		for i, r := range in {
-			canon, text, err := exchange.Parse(reg, r)
-			if err != nil {
-				return fmt.Errorf("%s: rule %d: %w", path, i+1, err)
-			}
-			add(fmt.Sprintf("rule %d", i+1), canon, text)
-		}
-	case "taso-pb", "flexflow-json":
-		if format == "taso-pb" {
-			foreign, err = exchange.ReadTASO(path, data, reg)
-		} else {
-			foreign, err = exchange.ReadFlexFlow(path, data, reg)
-		}
-		if err != nil {
-			return err
-		}
-		for _, n := range foreign.Rules {
-			canon, text := n.Rule.Oriented()
-			add(n.Name, canon, text)
-		}
-	default:
-		return fmt.Errorf("--format must be json, sexpr, taso-pb or flexflow-json, got %q", format)
+	if format == "" {
+		format = exchange.GuessFormat(path, data)
+	}
+	foreign, err := exchange.Read(path, data, reg, format)
+	if err != nil {
+		return err
+	}
+	for _, n := range foreign.Rules {
+		canon, text := n.Rule.Oriented()
+		add(n.Name, canon, text)
 	}
 	db, err := store.Open(ctx, dbPath(cmd))
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	settings := map[string]any{"file": path, "format": format, "rules": len(parsed)}
-	if foreign != nil {
-		settings["skipped"] = len(foreign.Skipped)
-	}
+	settings := map[string]any{"file": path, "format": format, "rules": len(parsed), "skipped": len(foreign.Skipped)}
 	config, _ := json.Marshal(settings)
 	runID, err := db.BeginRun(ctx, "import", string(config), 0, version)
 	if err != nil {
@@ -256,7 +229,7 @@ func runImport(ctx context.Context, cmd *cobra.Command, format, path string) err
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "imported %d rules from %s: %d new (run %d)\n", len(parsed), path, n, runID)
-	if foreign != nil && len(foreign.Skipped) > 0 {
+	if len(foreign.Skipped) > 0 {
 		groups := exchange.GroupSkips(foreign.Skipped, foreign.Unknown)
 		describe := func(g exchange.SkipGroup) string {
 			if g.Names == nil {
