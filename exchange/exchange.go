@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 
 	"rulebook/rules"
@@ -65,6 +66,21 @@ func ReadJSON(name string, data []byte) (Header, []Rule, error) {
 	return f.Header, f.Rules, nil
 }
 
+// jsonKind says in JSON's words what a Go type is read from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	}
+	return "a number"
+}
+
 func jsonError(name string, data []byte, err error) error {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
@@ -72,7 +88,7 @@ func jsonError(name string, data []byte, err error) error {
 	case errors.As(err, &syn):
 		return fmt.Errorf("%s:%s: %v", name, position(data, syn.Offset), err)
 	case errors.As(err, &typ):
-		return fmt.Errorf("%s:%s: %s: expected %s, got JSON %s", name, position(data, typ.Offset), typ.Field, typ.Type, typ.Value)
+		return fmt.Errorf("%s:%s: %s: expected %s, got JSON %s", name, position(data, typ.Offset), typ.Field, jsonKind(typ.Type), typ.Value)
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return fmt.Errorf("%s:%s: the JSON ends early (truncated file?)", name, position(data, int64(len(data))))
 	}

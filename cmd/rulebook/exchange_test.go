@@ -61,7 +61,7 @@ func TestImportBadFilesWriteNothing(t *testing.T) {
 		name, format, content, want string
 	}{
 		{"truncated.json", "json", "{\"format\": \"rulebook-rules/1\", \"rules\": [{\"src\": \"(relu ?a)\"", "truncated.json:1:"},
-		{"shape.json", "json", "{\"format\": \"rulebook-rules/1\", \"rules\": {\"src\": 3}}", "shape.json:1:42: rules: expected []exchange.Rule, got JSON object"},
+		{"shape.json", "json", "{\"format\": \"rulebook-rules/1\", \"rules\": {\"src\": 3}}", "shape.json:1:42: rules: expected an array, got JSON object"},
 		{"format.json", "json", "{\"format\": \"other/2\", \"rules\": []}", "format.json: expected \"format\": \"rulebook-rules/1\""},
 		{"bad.sexpr", "sexpr", "; header\n(relu ?a) => (relu ?a)\n(frob ?a) => ?a\n", "bad.sexpr:3:2: expected an operator"},
 		{"garbage.pb", "taso-pb", "not a protobuf", "garbage.pb: byte 0: field 13: unexpected wire type 6"},
