@@ -2,7 +2,7 @@ package store
 
 // SchemaVersion is the newest schema this build knows. It is stored in
 // PRAGMA user_version; a file with a larger value is refused.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // ApplicationID marks a file as a rulebook database ("RULB"). It is stored in
 // PRAGMA application_id.
@@ -18,7 +18,24 @@ var migrations = []string{
 	2: schemaV2,
 	3: schemaV3,
 	4: schemaV4,
+	5: schemaV5,
 }
+
+// schemaV5 adds measured operator costs: one row per device and operator
+// configuration, the latest measurement winning.
+const schemaV5 = `
+CREATE TABLE op_costs (
+	device      TEXT    NOT NULL,
+	operator    TEXT    NOT NULL,
+	shapes      TEXT    NOT NULL,
+	params      TEXT    NOT NULL,
+	median_ms   REAL    NOT NULL CHECK (median_ms >= 0),
+	repeats     INTEGER NOT NULL CHECK (repeats > 0),
+	run_id      INTEGER NOT NULL REFERENCES runs(id),
+	measured_at TEXT    NOT NULL,
+	PRIMARY KEY (device, operator, shapes, params)
+) STRICT, WITHOUT ROWID;
+`
 
 // schemaV4 adds pruning (a rule pruned in favour of a more general one keeps
 // a pointer to it and the reason) and the origins of imported rules: the

@@ -827,6 +827,8 @@ func TestSchemaDocQueries(t *testing.T) {
 	run, rules := populate(t, s)
 	populateProofs(t, s, run, rules)
 	populatePruningAndOrigins(t, s)
+	mustNil(t, s.RecordCosts(ctx, []OpCost{{Device: "cpu/2", Operator: "Conv", Shapes: "1x3x8x8,4x3x3x3 -> 1x4x8x8", Params: "group=1",
+		Median: time.Millisecond, Repeats: 5, RunID: run, MeasuredAt: time.Now()}}))
 	for i, b := range blocks {
 		q := strings.TrimSpace(b[1])
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
@@ -889,5 +891,34 @@ func TestSchemaDocCoversSchema(t *testing.T) {
 		}
 		mustNil(t, cols.Err())
 		cols.Close()
+	}
+}
+
+func TestOpCosts(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	run, err := s.BeginRun(ctx, "bench-ops", `{"model":"m.onnx"}`, 0, "test")
+	mustNil(t, err)
+	at := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	conv := OpCost{Device: "cpu", Operator: "Conv", Shapes: "1x3x8x8,4x3x3x3 -> 1x4x8x8", Params: "group=1", Median: 1500 * time.Microsecond, Repeats: 5, RunID: run, MeasuredAt: at}
+	relu := OpCost{Device: "cpu", Operator: "Relu", Shapes: "1x4x8x8 -> 1x4x8x8", Median: 20 * time.Microsecond, Repeats: 5, RunID: run, MeasuredAt: at}
+	mustNil(t, s.RecordCosts(ctx, []OpCost{conv, relu}))
+	conv.Median = 1200 * time.Microsecond // a new measurement replaces the old
+	mustNil(t, s.RecordCosts(ctx, []OpCost{conv}))
+	got, ok, err := s.Cost(ctx, "cpu", "Conv", conv.Shapes, "group=1")
+	mustNil(t, err)
+	if !ok || got != conv {
+		t.Errorf("Cost = %+v, %v; want %+v", got, ok, conv)
+	}
+	if _, ok, err := s.Cost(ctx, "cuda", "Conv", conv.Shapes, "group=1"); ok || err != nil {
+		t.Errorf("a cost on another device: %v %v", ok, err)
+	}
+	all, err := s.Costs(ctx, "cpu")
+	mustNil(t, err)
+	if len(all) != 2 || all[0].Operator != "Conv" || all[1] != relu {
+		t.Errorf("Costs = %+v", all)
+	}
+	if err := s.RecordCosts(ctx, []OpCost{{Device: "cpu", Operator: "Relu", Median: -time.Second, Repeats: 1, RunID: run, MeasuredAt: at}}); err == nil {
+		t.Error("a negative time was stored")
 	}
 }
