@@ -1,0 +1,183 @@
+package runtime
+
+import (
+	"fmt"
+	"slices"
+)
+
+// prepareConv handles Conv over one or two spatial dimensions; a 1-D
+// convolution runs as a 2-D one of height 1.
+func prepareConv(c *nodeContext) (prepared, error) {
+	x, w := c.shape(0), c.shape(1)
+	if len(x) < 3 || len(x) != len(w) {
+		return prepared{}, fmt.Errorf("input X %s and weights W %s must have the same rank, at least 3", formatShape(x), formatShape(w))
+	}
+	if len(x) > 4 {
+		return prepared{}, fmt.Errorf("convolution over %d spatial dimensions is not supported (1 and 2 are)", len(x)-2)
+	}
+	a := &c.attrs
+	group := a.int("group", 1)
+	if group < 1 || int64(x[1]) != int64(w[1])*group || int64(w[0])%group != 0 {
+		return prepared{}, fmt.Errorf("group %d does not fit X %s and W %s (X channels = group × W dim 1, W dim 0 divisible by group)", group, formatShape(x), formatShape(w))
+	}
+	kernel := w[2:]
+	if ks := a.ints("kernel_shape", nil); ks != nil && !slices.Equal(toInts(ks), kernel) {
+		return prepared{}, fmt.Errorf("kernel_shape %v does not match W %s", ks, formatShape(w))
+	}
+	if c.has(2) && !slices.Equal(c.shape(2), w[:1]) {
+		return prepared{}, fmt.Errorf("bias B %s must be [%d]", formatShape(c.shape(2)), w[0])
+	}
+	win, err := resolveWindow(a, x[2:], kernel, false)
+	if err != nil {
+		return prepared{}, err
+	}
+	out := append([]int{x[0], w[0]}, win.out...)
+	k := newConvKernel(x, w[0], int(group), win, c.has(2))
+	return prepared{kernel: k, outputs: [][]int{out}, params: paramString(append(win.params(), fmt.Sprintf("group=%d", group))...)}, nil
+}
+
+// convKernel computes a convolution as one matrix product per image and
+// group: W_g (M/g × C/g·kh·kw) times the image's columns (C/g·kh·kw ×
+// oh·ow), the columns gathered by im2col into the scratch buffer. A 1×1
+// kernel with stride 1 and no padding needs no gathering: in NCHW the
+// image already is its column matrix.
+type convKernel struct {
+	batch, channels, height, width int
+	filters, outH, outW            int
+	kh, kw, sh, sw, dh, dw, pt, pl int
+	group                          int
+	direct                         bool
+	hasBias                        bool
+}
+
+func newConvKernel(x []int, filters, group int, win window, hasBias bool) *convKernel {
+	k := &convKernel{batch: x[0], channels: x[1], filters: filters, group: group, hasBias: hasBias}
+	// A 1-D convolution is a 2-D one over a single row.
+	lift := func(v []int, one int) (int, int) {
+		if len(v) == 1 {
+			return one, v[0]
+		}
+		return v[0], v[1]
+	}
+	k.height, k.width = lift(win.in, 1)
+	k.outH, k.outW = lift(win.out, 1)
+	k.kh, k.kw = lift(win.kernel, 1)
+	k.sh, k.sw = lift(win.strides, 1)
+	k.dh, k.dw = lift(win.dilations, 1)
+	k.pt, k.pl = lift(win.padBegin, 0)
+	k.direct = k.kh == 1 && k.kw == 1 && k.sh == 1 && k.sw == 1 &&
+		slices.Max(append(slices.Clone(win.padBegin), win.padEnd...)) == 0
+	return k
+}
+
+// colRows is the number of rows of one group's column matrix.
+func (k *convKernel) colRows() int { return k.channels / k.group * k.kh * k.kw }
+
+func (k *convKernel) scratchSize() int {
+	if k.direct {
+		return 0
+	}
+	n, err := checkedElements([]int{k.channels / k.group, k.kh, k.kw, k.outH, k.outW})
+	if err != nil {
+		return maxTensorElements + 1 // reported by NewSession, never folded
+	}
+	return n
+}
+
+func (k *convKernel) bind(in, out []*Tensor, e *env) func() {
+	gemm := newGemmCall()
+	cols := &im2col{k: k}
+	cols.body = cols.rows
+	bias := &biasFill{}
+	bias.body = bias.rows
+	return func() {
+		x, w, y := in[0].Data, in[1].Data, out[0].Data
+		inPlane, outPlane := k.height*k.width, k.outH*k.outW
+		cg, mg := k.channels/k.group, k.filters/k.group
+		for b := range k.batch {
+			for g := range k.group {
+				xg := x[(b*k.channels+g*cg)*inPlane : (b*k.channels+(g+1)*cg)*inPlane]
+				yg := y[(b*k.filters+g*mg)*outPlane : (b*k.filters+(g+1)*mg)*outPlane]
+				colMatrix := xg
+				if !k.direct {
+					cols.src, cols.dst = xg, e.scratch[:k.scratchSize()]
+					e.workers.parallelFor(k.colRows(), 1, cols.body)
+					colMatrix = cols.dst
+				}
+				var beta float32
+				if k.hasBias {
+					// The product accumulates onto rows preset to the bias.
+					bias.dst, bias.bias, bias.width = yg, in[2].Data[g*mg:(g+1)*mg], outPlane
+					e.workers.parallelFor(mg, 1, bias.body)
+					beta = 1
+				}
+				gemm.set(false, false, mg, outPlane, k.colRows(), 1, w[g*mg*k.colRows():(g+1)*mg*k.colRows()], colMatrix, beta, yg)
+				gemm.run(e.workers)
+			}
+		}
+	}
+}
+
+// im2col gathers one group of an image into its column matrix: row
+// (c, i, j) holds, for every output position, the input element that
+// kernel tap (i, j) of channel c sees there, or 0 in the padding.
+type im2col struct {
+	k        *convKernel
+	src, dst []float32
+	body     func(lo, hi int)
+}
+
+func (m *im2col) rows(lo, hi int) {
+	k := m.k
+	taps := k.kh * k.kw
+	width := k.outH * k.outW
+	for r := lo; r < hi; r++ {
+		ch, tap := r/taps, r%taps
+		i, j := tap/k.kw, tap%k.kw
+		plane := m.src[ch*k.height*k.width : (ch+1)*k.height*k.width]
+		m.row(m.dst[r*width:(r+1)*width], plane, i, j)
+	}
+}
+
+// row fills one column-matrix row for kernel tap (i, j) of one channel.
+func (m *im2col) row(dst, plane []float32, i, j int) {
+	k := m.k
+	shift := j*k.dw - k.pl // input column = output column × sw + shift
+	for oy := range k.outH {
+		d := dst[oy*k.outW : (oy+1)*k.outW]
+		iy := oy*k.sh - k.pt + i*k.dh
+		if iy < 0 || iy >= k.height {
+			clear(d)
+			continue
+		}
+		src := plane[iy*k.width : (iy+1)*k.width]
+		if k.sw == 1 {
+			lo := min(max(-shift, 0), k.outW)
+			hi := min(max(k.width-shift, lo), k.outW)
+			clear(d[:lo])
+			copy(d[lo:hi], src[lo+shift:hi+shift])
+			clear(d[hi:])
+			continue
+		}
+		for ox := range d {
+			if ix := ox*k.sw + shift; ix >= 0 && ix < k.width {
+				d[ox] = src[ix]
+			} else {
+				d[ox] = 0
+			}
+		}
+	}
+}
+
+// biasFill presets each output row to its channel's bias.
+type biasFill struct {
+	dst, bias []float32
+	width     int
+	body      func(lo, hi int)
+}
+
+func (f *biasFill) rows(lo, hi int) {
+	for r := lo; r < hi; r++ {
+		fillValue(f.dst[r*f.width:(r+1)*f.width], f.bias[r])
+	}
+}

@@ -1,0 +1,546 @@
+package runtime
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"rulebook/onnx"
+)
+
+// The versions of the default ONNX domain whose semantics the runtime
+// implements. Where an operator changed within the range the opset picks
+// the behaviour: ReduceMean takes axes as an attribute up to 17 and as an
+// input from 18; Pad takes pads and value as attributes before 11 and as
+// inputs from 11; Split takes sizes as an attribute before 13 and as an
+// input from 13 (num_outputs from 18); Softmax normalises over all axes
+// from axis on before 13 and over the one axis from 13.
+const (
+	minOpset = 7
+	maxOpset = 21
+)
+
+// foldLimit bounds the elements a node may produce to be folded at load:
+// larger results are computed on every Run instead of held in the model.
+const foldLimit = 1 << 24
+
+// Load reads an ONNX model file and prepares it for execution. External
+// weights are looked for beside the file.
+func Load(path string, opt LoadOptions) (*Model, *LoadReport, error) {
+	m, err := onnx.ReadModel(path)
+	if err != nil {
+		// onnx's errors name the file and, for malformed data, the field
+		// path and byte offset.
+		return nil, nil, fmt.Errorf("runtime: %w", err)
+	}
+	return build(m, filepath.Dir(path), path, opt)
+}
+
+// FromONNX prepares a decoded model for execution; external weights are
+// looked for in dir.
+func FromONNX(m *onnx.Model, dir string, opt LoadOptions) (*Model, *LoadReport, error) {
+	return build(m, dir, "", opt)
+}
+
+// build prepares a decoded model; source is its file, for messages, or ""
+// when it did not come from one.
+func build(m *onnx.Model, dir, source string, opt LoadOptions) (*Model, *LoadReport, error) {
+	fail := func(err error) (*Model, *LoadReport, error) {
+		if source == "" {
+			return nil, nil, fmt.Errorf("runtime: %w", err)
+		}
+		return nil, nil, fmt.Errorf("runtime: %s: %w", source, err)
+	}
+	if m.Graph == nil {
+		return fail(fmt.Errorf("the model has no graph"))
+	}
+	opset, err := checkOpset(m)
+	if err != nil {
+		return fail(err)
+	}
+	if err := checkOperators(m.Graph); err != nil {
+		return fail(err)
+	}
+	mode := opt.Weights
+	switch mode {
+	case "":
+		mode = WeightsAuto
+	case WeightsAuto, WeightsFile, WeightsRandom:
+	default:
+		return fail(fmt.Errorf("unknown weights mode %q (want %q, %q or %q)", mode, WeightsAuto, WeightsFile, WeightsRandom))
+	}
+	report := &LoadReport{Opset: opset}
+	b := &builder{
+		opset:  opset,
+		byName: map[string]int{},
+		weights: &weightLoader{dir: dir, mode: mode, seed: opt.Seed, report: report,
+			bounds: randomBounds(m.Graph), present: map[string]bool{}},
+	}
+	model, err := b.build(m.Graph, opt.Dims)
+	if err != nil {
+		return fail(err)
+	}
+	return model, report, nil
+}
+
+// checkOpset returns the imported version of the default domain, which
+// must be one the runtime implements.
+func checkOpset(m *onnx.Model) (int64, error) {
+	v, ok := m.Opset("")
+	if !ok {
+		return 0, fmt.Errorf("the model imports no opset of the default ONNX domain; supported opsets are %d..%d", minOpset, maxOpset)
+	}
+	if v < minOpset || v > maxOpset {
+		return 0, fmt.Errorf("the model imports opset %d of the default ONNX domain; supported opsets are %d..%d", v, minOpset, maxOpset)
+	}
+	return v, nil
+}
+
+// checkOperators reports every operator the runtime lacks, with counts, in
+// one error.
+func checkOperators(g *onnx.Graph) error {
+	missing := map[string]int{}
+	for _, n := range g.Nodes {
+		op := n.OpType
+		if n.Domain != "" && n.Domain != "ai.onnx" {
+			op = n.Domain + "." + op
+		} else if _, ok := opTable[op]; ok {
+			continue
+		}
+		missing[op]++
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(missing))
+	for op := range missing {
+		names = append(names, op)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	total := 0
+	for i, op := range names {
+		parts[i] = fmt.Sprintf("%s ×%d", op, missing[op])
+		total += missing[op]
+	}
+	return fmt.Errorf("%d nodes use operators the runtime does not implement: %s (runtime.Ops lists the %d it does)",
+		total, strings.Join(parts, ", "), len(opTable))
+}
+
+// builder assembles a Model from a graph.
+type builder struct {
+	opset   int64
+	values  []*value
+	byName  map[string]int // value name -> id; Identity outputs alias their input
+	nodes   []*node
+	weights *weightLoader
+}
+
+func (b *builder) build(g *onnx.Graph, dims map[string]int) (*Model, error) {
+	if err := b.addInitializers(g); err != nil {
+		return nil, err
+	}
+	inputs, err := b.addInputs(g, dims)
+	if err != nil {
+		return nil, err
+	}
+	order, err := topologicalOrder(g, b.byName)
+	if err != nil {
+		return nil, err
+	}
+	for _, i := range order {
+		if err := b.addNode(i, g.Nodes[i]); err != nil {
+			return nil, err
+		}
+	}
+	m := &Model{opset: b.opset, values: b.values, inputs: inputs}
+	if err := b.addOutputs(m, g); err != nil {
+		return nil, err
+	}
+	m.nodes = liveNodes(b.nodes, m.outputs)
+	return m, nil
+}
+
+func (b *builder) newValue(v *value) (int, error) {
+	if _, dup := b.byName[v.name]; dup {
+		return 0, fmt.Errorf("value %q is defined twice", v.name)
+	}
+	b.values = append(b.values, v)
+	b.byName[v.name] = len(b.values) - 1
+	return len(b.values) - 1, nil
+}
+
+func (b *builder) addInitializers(g *onnx.Graph) error {
+	for _, t := range g.Initializers {
+		if t.Name == "" {
+			return fmt.Errorf("an initializer has no name")
+		}
+		v, err := b.weights.load(t)
+		if err != nil {
+			return err
+		}
+		if _, err := b.newValue(v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addInputs adds the graph inputs that are not initializers (older models
+// list initializers among the inputs too), resolving symbolic dimensions.
+func (b *builder) addInputs(g *onnx.Graph, dims map[string]int) ([]int, error) {
+	var ids []int
+	var unknown []string
+	for _, vi := range g.Inputs {
+		if _, isInit := b.byName[vi.Name]; isInit {
+			continue
+		}
+		shape, missing, err := inputShape(vi, dims)
+		if err != nil {
+			return nil, err
+		}
+		unknown = append(unknown, missing...)
+		id, err := b.newValue(&value{name: vi.Name, shape: shape})
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	if len(unknown) > 0 {
+		return nil, fmt.Errorf("input dimensions without a value (give them in LoadOptions.Dims): %s", strings.Join(unknown, ", "))
+	}
+	return ids, nil
+}
+
+// inputShape resolves a graph input's declared shape. Dimensions it cannot
+// resolve are returned as descriptions, so that all of them are reported
+// together.
+func inputShape(vi *onnx.ValueInfo, dims map[string]int) ([]int, []string, error) {
+	switch {
+	case vi.Name == "":
+		return nil, nil, fmt.Errorf("a graph input has no name")
+	case !vi.IsTensor:
+		return nil, nil, fmt.Errorf("input %q is not a tensor", vi.Name)
+	case vi.ElemType != onnx.Float:
+		return nil, nil, fmt.Errorf("input %q has element type %s; the runtime takes float32 inputs only", vi.Name, vi.ElemType)
+	case !vi.HasShape:
+		return nil, nil, fmt.Errorf("input %q declares no shape", vi.Name)
+	}
+	shape := make([]int, len(vi.Shape))
+	var unknown []string
+	for i, d := range vi.Shape {
+		switch {
+		case d.HasValue && d.Value >= 0 && d.Value <= maxTensorElements:
+			shape[i] = int(d.Value)
+		case d.HasValue:
+			return nil, nil, fmt.Errorf("input %q: dimension %d is %d", vi.Name, i, d.Value)
+		case d.Param != "":
+			v, ok := dims[d.Param]
+			if !ok {
+				unknown = append(unknown, fmt.Sprintf("%q (input %q dimension %d)", d.Param, vi.Name, i))
+				continue
+			}
+			if v < 0 {
+				return nil, nil, fmt.Errorf("LoadOptions.Dims[%q] is %d", d.Param, v)
+			}
+			shape[i] = v
+		default:
+			unknown = append(unknown, fmt.Sprintf("unnamed (input %q dimension %d)", vi.Name, i))
+		}
+	}
+	if _, err := checkedElements(shape); err != nil && unknown == nil {
+		return nil, nil, fmt.Errorf("input %q: %w", vi.Name, err)
+	}
+	return shape, unknown, nil
+}
+
+// topologicalOrder orders the nodes so that each comes after the producers
+// of its inputs, keeping the file's order where it already is one.
+// defined holds the names available before any node runs.
+func topologicalOrder(g *onnx.Graph, defined map[string]int) ([]int, error) {
+	producer := map[string]int{}
+	for i, n := range g.Nodes {
+		for _, out := range n.Outputs {
+			if out == "" {
+				continue
+			}
+			if _, ok := defined[out]; ok {
+				return nil, fmt.Errorf("node %d (%s %q) outputs %q, which is already a graph input or initializer", i, n.OpType, n.Name, out)
+			}
+			if p, dup := producer[out]; dup {
+				return nil, fmt.Errorf("value %q is produced by node %d and node %d", out, p, i)
+			}
+			producer[out] = i
+		}
+	}
+	pending := make([]int, len(g.Nodes))
+	consumers := map[string][]int{}
+	for i, n := range g.Nodes {
+		for _, in := range uniqueNames(n.Inputs) {
+			if _, ok := defined[in]; ok || in == "" {
+				continue
+			}
+			if _, ok := producer[in]; !ok {
+				return nil, fmt.Errorf("node %d (%s %q): input %q is not a graph input, an initializer or any node's output", i, n.OpType, n.Name, in)
+			}
+			pending[i]++
+			consumers[in] = append(consumers[in], i)
+		}
+	}
+	var order []int
+	for i := range g.Nodes {
+		if pending[i] == 0 {
+			order = append(order, i)
+		}
+	}
+	for next := 0; next < len(order); next++ {
+		for _, out := range g.Nodes[order[next]].Outputs {
+			for _, c := range consumers[out] {
+				if pending[c]--; pending[c] == 0 {
+					order = append(order, c)
+				}
+			}
+		}
+	}
+	if len(order) < len(g.Nodes) {
+		for i, n := range g.Nodes {
+			if pending[i] > 0 {
+				return nil, fmt.Errorf("node %d (%s %q) is part of a cycle", i, n.OpType, n.Name)
+			}
+		}
+	}
+	return order, nil
+}
+
+func uniqueNames(names []string) []string {
+	out := slices.Clone(names)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// addNode prepares one node: an Identity becomes an alias, a node whose
+// inputs are all constant is folded, anything else is kept for execution.
+func (b *builder) addNode(index int, n *onnx.Node) error {
+	fail := func(err error) error {
+		return fmt.Errorf("node %d (%s %q): %w", index, n.OpType, n.Name, err)
+	}
+	def := opTable[n.OpType]
+	if err := checkArity(def, n); err != nil {
+		return fail(err)
+	}
+	inputs := make([]*value, len(n.Inputs))
+	ids := make([]int, len(n.Inputs))
+	for i, name := range n.Inputs {
+		ids[i] = -1
+		if name != "" {
+			ids[i] = b.byName[name]
+			inputs[i] = b.values[ids[i]]
+		}
+	}
+	if n.OpType == "Identity" {
+		if n.Outputs[0] != "" {
+			b.byName[n.Outputs[0]] = ids[0]
+		}
+		return nil
+	}
+	c := &nodeContext{node: n, opset: b.opset, inputs: inputs, attrs: attrReader{n: n}}
+	p, err := def.prepare(c)
+	if err == nil {
+		err = c.attrs.err
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if p.consts != nil {
+		return b.addConstants(n, p.consts)
+	}
+	outs, err := b.addOutputValues(n, p.outputs)
+	if err != nil {
+		return fail(err)
+	}
+	nd := &node{op: n.OpType, name: n.Name, in: ids, out: outs, kernel: p.kernel, params: p.params}
+	if b.foldable(nd) {
+		b.fold(nd)
+		return nil
+	}
+	b.nodes = append(b.nodes, nd)
+	return nil
+}
+
+func checkArity(def opDef, n *onnx.Node) error {
+	if len(n.Inputs) < def.minIn || (def.maxIn >= 0 && len(n.Inputs) > def.maxIn) {
+		return fmt.Errorf("has %d inputs, want %s", len(n.Inputs), arityRange(def.minIn, def.maxIn))
+	}
+	for i := 0; i < def.minIn; i++ {
+		if n.Inputs[i] == "" {
+			return fmt.Errorf("required input %d is omitted", i)
+		}
+	}
+	if len(n.Outputs) < def.minOut || (def.maxOut >= 0 && len(n.Outputs) > def.maxOut) {
+		return fmt.Errorf("has %d outputs, want %s", len(n.Outputs), arityRange(def.minOut, def.maxOut))
+	}
+	for i := 0; i < def.minOut; i++ {
+		if n.Outputs[i] == "" {
+			return fmt.Errorf("output %d has no name", i)
+		}
+	}
+	return nil
+}
+
+func arityRange(lo, hi int) string {
+	switch {
+	case hi < 0:
+		return fmt.Sprintf("at least %d", lo)
+	case lo == hi:
+		return fmt.Sprint(lo)
+	}
+	return fmt.Sprintf("%d to %d", lo, hi)
+}
+
+func (b *builder) addConstants(n *onnx.Node, consts []*value) error {
+	for i, v := range consts {
+		v.name = n.Outputs[i]
+		if _, err := b.newValue(v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addOutputValues registers a node's outputs with their inferred shapes;
+// an omitted optional output gets id -1.
+func (b *builder) addOutputValues(n *onnx.Node, shapes [][]int) ([]int, error) {
+	ids := make([]int, len(n.Outputs))
+	for i, name := range n.Outputs {
+		ids[i] = -1
+		if name == "" {
+			continue
+		}
+		if i >= len(shapes) {
+			return nil, fmt.Errorf("output %d (%q) is not produced", i, name)
+		}
+		if _, err := checkedElements(shapes[i]); err != nil {
+			return nil, fmt.Errorf("output %q: %w", name, err)
+		}
+		id, err := b.newValue(&value{name: name, shape: shapes[i]})
+		if err != nil {
+			return nil, err
+		}
+		ids[i] = id
+	}
+	return ids, nil
+}
+
+// foldable reports whether a node can be computed at load: all its inputs
+// are constant and its outputs (and workspace) are not too large to keep.
+func (b *builder) foldable(nd *node) bool {
+	for _, id := range nd.in {
+		if id >= 0 && !b.values[id].isConst() {
+			return false
+		}
+	}
+	size := 0
+	for _, id := range nd.out {
+		if id >= 0 {
+			size += numElements(b.values[id].shape)
+		}
+	}
+	if s, ok := nd.kernel.(scratchUser); ok {
+		size += s.scratchSize()
+	}
+	return size <= foldLimit
+}
+
+// fold computes a node at load and turns its outputs into constants.
+func (b *builder) fold(nd *node) {
+	in := make([]*Tensor, len(nd.in))
+	for i, id := range nd.in {
+		if id >= 0 {
+			in[i] = b.values[id].konst
+		}
+	}
+	out := make([]*Tensor, len(nd.out))
+	for i, id := range nd.out {
+		if id < 0 {
+			continue
+		}
+		out[i] = NewTensor(b.values[id].shape...)
+		b.values[id].konst = out[i]
+	}
+	w := newWorkers(1)
+	defer w.stop()
+	e := &env{workers: w}
+	if s, ok := nd.kernel.(scratchUser); ok {
+		e.scratch = make([]float32, s.scratchSize())
+	}
+	nd.kernel.bind(in, out, e)()
+}
+
+// addOutputs resolves the graph outputs and checks their declared shapes
+// against the inferred ones.
+func (b *builder) addOutputs(m *Model, g *onnx.Graph) error {
+	for _, vi := range g.Outputs {
+		id, ok := b.byName[vi.Name]
+		if !ok {
+			return fmt.Errorf("graph output %q is not a graph input, an initializer or any node's output", vi.Name)
+		}
+		if err := checkDeclaredOutput(vi, b.values[id].shape); err != nil {
+			return err
+		}
+		m.outputs = append(m.outputs, id)
+		m.outputNames = append(m.outputNames, vi.Name)
+	}
+	return nil
+}
+
+func checkDeclaredOutput(vi *onnx.ValueInfo, inferred []int) error {
+	if !vi.IsTensor {
+		return fmt.Errorf("output %q is not a tensor", vi.Name)
+	}
+	if vi.ElemType != onnx.Float && vi.ElemType != onnx.Undefined {
+		return fmt.Errorf("output %q has element type %s; the runtime produces float32 only", vi.Name, vi.ElemType)
+	}
+	if !vi.HasShape {
+		return nil
+	}
+	mismatch := len(vi.Shape) != len(inferred)
+	for i := 0; !mismatch && i < len(inferred); i++ {
+		mismatch = vi.Shape[i].HasValue && vi.Shape[i].Value != int64(inferred[i])
+	}
+	if mismatch {
+		declared := make([]string, len(vi.Shape))
+		for i, d := range vi.Shape {
+			declared[i] = d.String()
+		}
+		return fmt.Errorf("output %q: inferred shape %s, the model declares [%s]", vi.Name, formatShape(inferred), strings.Join(declared, " "))
+	}
+	return nil
+}
+
+// liveNodes drops the nodes that no graph output depends on.
+func liveNodes(nodes []*node, outputs []int) []*node {
+	needed := map[int]bool{}
+	for _, id := range outputs {
+		needed[id] = true
+	}
+	live := make([]bool, len(nodes))
+	for i := len(nodes) - 1; i >= 0; i-- {
+		for _, id := range nodes[i].out {
+			live[i] = live[i] || (id >= 0 && needed[id])
+		}
+		if live[i] {
+			for _, id := range nodes[i].in {
+				needed[id] = true
+			}
+		}
+	}
+	var out []*node
+	for i, n := range nodes {
+		if live[i] {
+			out = append(out, n)
+		}
+	}
+	return out
+}

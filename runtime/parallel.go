@@ -1,0 +1,80 @@
+package runtime
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// workers runs loop bodies on a fixed set of goroutines. A Session owns one
+// and uses it from a single goroutine at a time (Run holds the session's
+// lock), so one job description is reused for every parallel loop and
+// dispatching a loop allocates nothing: the loop bodies themselves are bound
+// once, when the session is created.
+type workers struct {
+	threads int
+	wake    chan struct{}
+	done    sync.WaitGroup
+
+	// The current job: body is called on chunks [lo, hi) of [0, n).
+	body  func(lo, hi int)
+	n     int
+	chunk int
+	next  atomic.Int64
+}
+
+// newWorkers starts threads-1 helper goroutines; the goroutine that calls
+// parallelFor is the last worker. stop ends the helpers.
+func newWorkers(threads int) *workers {
+	w := &workers{threads: max(threads, 1), wake: make(chan struct{}, threads)}
+	for range w.threads - 1 {
+		go w.help()
+	}
+	return w
+}
+
+func (w *workers) stop() { close(w.wake) }
+
+func (w *workers) help() {
+	for range w.wake {
+		w.drain()
+		w.done.Done()
+	}
+}
+
+// drain claims chunks of the current job until none is left.
+func (w *workers) drain() {
+	for {
+		lo := int(w.next.Add(1)-1) * w.chunk
+		if lo >= w.n {
+			return
+		}
+		w.body(lo, min(lo+w.chunk, w.n))
+	}
+}
+
+// parallelFor calls body over [0, n) in chunks of at least grain items,
+// spread over the workers; it returns when every chunk is done. Chunks are
+// claimed dynamically, so uneven chunk costs balance out.
+func (w *workers) parallelFor(n, grain int, body func(lo, hi int)) {
+	if n <= 0 {
+		return
+	}
+	grain = max(grain, 1)
+	if w.threads == 1 || n <= grain {
+		body(0, n)
+		return
+	}
+	// About four chunks per thread balance load without much overhead.
+	chunk := max(grain, (n+4*w.threads-1)/(4*w.threads))
+	chunks := (n + chunk - 1) / chunk
+	helpers := min(w.threads-1, chunks-1)
+	w.body, w.n, w.chunk = body, n, chunk
+	w.next.Store(0)
+	w.done.Add(helpers)
+	for range helpers {
+		w.wake <- struct{}{}
+	}
+	w.drain()
+	w.done.Wait()
+	w.body = nil
+}

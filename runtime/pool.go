@@ -1,0 +1,236 @@
+package runtime
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+type poolKind int
+
+const (
+	poolMax poolKind = iota
+	poolAverage
+)
+
+// preparePool handles MaxPool and AveragePool over one to three spatial
+// dimensions.
+func preparePool(kind poolKind) func(c *nodeContext) (prepared, error) {
+	return func(c *nodeContext) (prepared, error) {
+		x := c.shape(0)
+		if len(x) < 3 || len(x) > 5 {
+			return prepared{}, fmt.Errorf("input X %s must have 1 to 3 spatial dimensions", formatShape(x))
+		}
+		a := &c.attrs
+		if len(c.node.Outputs) > 1 && c.node.Outputs[1] != "" {
+			return prepared{}, fmt.Errorf("the Indices output (int64) is not supported")
+		}
+		kernel := toInts(a.ints("kernel_shape", nil))
+		if len(kernel) != len(x)-2 {
+			return prepared{}, fmt.Errorf("kernel_shape %v must have one entry per spatial dimension of X %s", kernel, formatShape(x))
+		}
+		win, err := resolveWindow(a, x[2:], kernel, true)
+		if err != nil {
+			return prepared{}, err
+		}
+		includePad := kind == poolAverage && a.int("count_include_pad", 0) != 0
+		parts := append(win.params(), fmt.Sprintf("ceil_mode=%d", boolInt(win.ceilMode)))
+		if kind == poolAverage {
+			parts = append(parts, fmt.Sprintf("count_include_pad=%d", boolInt(includePad)))
+		}
+		out := append([]int{x[0], x[1]}, win.out...)
+		k := newPoolKernel(kind, x[0]*x[1], win, includePad)
+		return prepared{kernel: k, outputs: [][]int{out}, params: paramString(parts...)}, nil
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// poolKernel pools over three spatial dimensions; fewer are lifted to
+// three with leading dimensions of size 1. For every output position and
+// dimension the range of kernel taps that fall inside the input is
+// precomputed, so the inner loops never test bounds.
+type poolKernel struct {
+	kind       poolKind
+	planes     int // batch × channels
+	in, out    [3]int
+	strides    [3]int
+	dilations  [3]int
+	padBegin   [3]int
+	first      [3][]int // per dimension and output index: first tap inside the input
+	last       [3][]int // one past the last tap inside the input
+	padded     [3][]int // taps inside the input or its padding (count_include_pad)
+	includePad bool
+}
+
+func newPoolKernel(kind poolKind, planes int, win window, includePad bool) *poolKernel {
+	k := &poolKernel{kind: kind, planes: planes, includePad: includePad}
+	lead := 3 - len(win.in)
+	for d := range 3 {
+		if d < lead {
+			k.in[d], k.out[d], k.strides[d], k.dilations[d] = 1, 1, 1, 1
+			k.first[d], k.last[d], k.padded[d] = []int{0}, []int{1}, []int{1}
+			continue
+		}
+		s := d - lead
+		k.in[d], k.out[d], k.strides[d], k.dilations[d] = win.in[s], win.out[s], win.strides[s], win.dilations[s]
+		k.padBegin[d] = win.padBegin[s]
+		k.first[d], k.last[d], k.padded[d] = tapRanges(win, s)
+	}
+	return k
+}
+
+// tapRanges computes, for spatial dimension s and each output index, the
+// taps j whose input index o·stride − padBegin + j·dilation lies inside
+// the input ([first, last)), and how many lie inside input plus padding.
+// Both are intervals of j, found by division rather than by walking the
+// taps, so huge kernels cost nothing extra.
+func tapRanges(win window, s int) (first, last, padded []int) {
+	n, k, d := win.out[s], win.kernel[s], win.dilations[s]
+	first, last, padded = make([]int, n), make([]int, n), make([]int, n)
+	for o := range n {
+		start := o*win.strides[s] - win.padBegin[s]
+		first[o], last[o] = tapInterval(start, 0, win.in[s], k, d)
+		lo, hi := tapInterval(start, -win.padBegin[s], win.in[s]+win.padEnd[s], k, d)
+		padded[o] = hi - lo
+	}
+	return first, last, padded
+}
+
+// tapInterval returns the taps j in [0, k) with lo ≤ start + j·d < hi, as
+// [first, last); empty intervals have first = last.
+func tapInterval(start, lo, hi, k, d int) (int, int) {
+	first := max(0, ceilDiv(lo-start, d))
+	last := min(k, floorDiv(hi-1-start, d)+1)
+	if last < first {
+		return first, first
+	}
+	return first, last
+}
+
+func floorDiv(a, b int) int {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+func ceilDiv(a, b int) int { return -floorDiv(-a, b) }
+
+func (k *poolKernel) bind(in, out []*Tensor, e *env) func() {
+	inPlane := k.in[0] * k.in[1] * k.in[2]
+	outPlane := k.out[0] * k.out[1] * k.out[2]
+	body := func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			k.plane(out[0].Data[p*outPlane:(p+1)*outPlane], in[0].Data[p*inPlane:(p+1)*inPlane])
+		}
+	}
+	return func() { e.workers.parallelFor(k.planes, 1, body) }
+}
+
+// plane pools one batch×channel plane.
+func (k *poolKernel) plane(dst, src []float32) {
+	i := 0
+	for od := range k.out[0] {
+		for oh := range k.out[1] {
+			for ow := range k.out[2] {
+				dst[i] = k.at([3]int{od, oh, ow}, src)
+				i++
+			}
+		}
+	}
+}
+
+// at pools the window of output position o.
+func (k *poolKernel) at(o [3]int, src []float32) float32 {
+	var base [3]int
+	for d := range 3 {
+		base[d] = o[d]*k.strides[d] - k.padBegin[d]
+	}
+	f0, l0 := k.first[0][o[0]], k.last[0][o[0]]
+	f1, l1 := k.first[1][o[1]], k.last[1][o[1]]
+	f2, l2 := k.first[2][o[2]], k.last[2][o[2]]
+	acc := float32(0)
+	if k.kind == poolMax {
+		acc = float32(math.Inf(-1))
+	}
+	for j0 := f0; j0 < l0; j0++ {
+		row0 := (base[0] + j0*k.dilations[0]) * k.in[1]
+		for j1 := f1; j1 < l1; j1++ {
+			row := (row0 + base[1] + j1*k.dilations[1]) * k.in[2]
+			for j2 := f2; j2 < l2; j2++ {
+				x := src[row+base[2]+j2*k.dilations[2]]
+				if k.kind == poolMax {
+					acc = max(acc, x)
+				} else {
+					acc += x
+				}
+			}
+		}
+	}
+	if k.kind == poolMax {
+		return acc
+	}
+	count := (l0 - f0) * (l1 - f1) * (l2 - f2)
+	if k.includePad {
+		count = k.padded[0][o[0]] * k.padded[1][o[1]] * k.padded[2][o[2]]
+	}
+	return acc / float32(count)
+}
+
+// prepareGlobalPool averages (or takes the maximum of) each batch×channel
+// plane.
+func prepareGlobalPool(kind poolKind) func(c *nodeContext) (prepared, error) {
+	return func(c *nodeContext) (prepared, error) { return prepareGlobal(c, kind) }
+}
+
+func prepareGlobal(c *nodeContext, kind poolKind) (prepared, error) {
+	x := c.shape(0)
+	if len(x) < 3 {
+		return prepared{}, fmt.Errorf("input X %s must have at least one spatial dimension", formatShape(x))
+	}
+	out := slices.Clone(x)
+	for i := 2; i < len(out); i++ {
+		out[i] = 1
+	}
+	k := globalPoolKernel{kind: kind, planes: x[0] * x[1], size: numElements(x[2:])}
+	return prepared{kernel: k, outputs: [][]int{out}}, nil
+}
+
+type globalPoolKernel struct {
+	kind         poolKind
+	planes, size int
+}
+
+func (k globalPoolKernel) bind(in, out []*Tensor, e *env) func() {
+	body := func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			plane := in[0].Data[p*k.size : (p+1)*k.size]
+			if k.kind == poolMax {
+				m := float32(math.Inf(-1))
+				for _, x := range plane {
+					m = max(m, x)
+				}
+				out[0].Data[p] = m
+				continue
+			}
+			out[0].Data[p] = float32(sum64(plane) / float64(k.size))
+		}
+	}
+	return func() { e.workers.parallelFor(k.planes, max(1, elementGrain/max(k.size, 1)), body) }
+}
+
+// sum64 adds in float64: long float32 sums lose digits.
+func sum64(x []float32) float64 {
+	s := 0.0
+	for _, v := range x {
+		s += float64(v)
+	}
+	return s
+}
