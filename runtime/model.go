@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"slices"
+	"strconv"
+	"strings"
 )
 
 // WeightsMode says where initializer data stored in an external file comes
@@ -61,6 +63,32 @@ type NodeInfo struct {
 	// Params is a canonical, deterministic rendering of the attributes
 	// that affect cost, e.g. "group=1 kernel=3x3 pads=1,1,1,1 strides=1,1".
 	Params string
+}
+
+// ShapeKey renders the input and output shapes as cost tables key them:
+// "1x3x224x224,64x3x7x7 -> 1x64x112x112"; an omitted optional input is
+// "-" and a scalar "scalar".
+func (n NodeInfo) ShapeKey() string {
+	return shapeList(n.Inputs) + " -> " + shapeList(n.Outputs)
+}
+
+func shapeList(shapes [][]int) string {
+	parts := make([]string, len(shapes))
+	for i, s := range shapes {
+		switch {
+		case s == nil:
+			parts[i] = "-"
+		case len(s) == 0:
+			parts[i] = "scalar"
+		default:
+			dims := make([]string, len(s))
+			for k, d := range s {
+				dims[k] = strconv.Itoa(d)
+			}
+			parts[i] = strings.Join(dims, "x")
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // Model is a validated, shape-inferred graph in topological order. It is

@@ -271,7 +271,7 @@ func benchOps(cmd *cobra.Command, db *store.Store, m *runtime.Model, s *runtime.
 			bar.finish()
 			return err
 		}
-		costs = append(costs, store.OpCost{Device: device, Operator: n.Op, Shapes: shapeKey(n), Params: n.Params,
+		costs = append(costs, store.OpCost{Device: device, Operator: n.Op, Shapes: n.ShapeKey(), Params: n.Params,
 			Median: d, Repeats: repeat, RunID: runID, MeasuredAt: time.Now()})
 		bar.update(enumProgress("bench-ops", i+1, len(configs)))
 	}
@@ -308,7 +308,7 @@ func distinctConfigs(nodes []runtime.NodeInfo) []runtime.NodeInfo {
 	seen := map[string]bool{}
 	var out []runtime.NodeInfo
 	for _, n := range nodes {
-		key := n.Op + "|" + shapeKey(n) + "|" + n.Params
+		key := n.Op + "|" + n.ShapeKey() + "|" + n.Params
 		if !seen[key] {
 			seen[key] = true
 			out = append(out, n)
@@ -337,7 +337,7 @@ func printCosts(w io.Writer, nodes []runtime.NodeInfo, costs []store.OpCost) {
 			t = &total{op: n.Op}
 			totals[n.Op] = t
 		}
-		d := byKey[n.Op+"|"+shapeKey(n)+"|"+n.Params]
+		d := byKey[n.Op+"|"+n.ShapeKey()+"|"+n.Params]
 		t.nodes++
 		t.sum += d
 		all += d
@@ -354,29 +354,4 @@ func printCosts(w io.Writer, nodes []runtime.NodeInfo, costs []store.OpCost) {
 	}
 	fmt.Fprintf(tw, "total\t%d\t%s\t\t\n", len(nodes), all.Round(time.Microsecond))
 	tw.Flush()
-}
-
-// shapeKey renders a node's input and output shapes as the cost table
-// keys them: "1x3x224x224,64x3x7x7 -> 1x64x112x112" (an omitted optional
-// input is "-", a scalar "scalar").
-func shapeKey(n runtime.NodeInfo) string {
-	render := func(shapes [][]int) string {
-		parts := make([]string, len(shapes))
-		for i, s := range shapes {
-			switch {
-			case s == nil:
-				parts[i] = "-"
-			case len(s) == 0:
-				parts[i] = "scalar"
-			default:
-				dims := make([]string, len(s))
-				for k, d := range s {
-					dims[k] = strconv.Itoa(d)
-				}
-				parts[i] = strings.Join(dims, "x")
-			}
-		}
-		return strings.Join(parts, ",")
-	}
-	return render(n.Inputs) + " -> " + render(n.Outputs)
 }
