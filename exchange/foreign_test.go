@@ -2,7 +2,6 @@ package exchange
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -13,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"rulebook/internal/testfiles"
 	"rulebook/rules"
 )
 
@@ -26,25 +26,10 @@ const (
 	flexFlowFile = "flexflow-graph_subst_3_v2.json"
 )
 
-func sharedDir() string {
-	if d := os.Getenv("RULEBOOK_SHARED"); d != "" {
-		return d
-	}
-	return filepath.Join("..", "..", "shared")
-}
-
-// anchor reads a shared file: missing, it skips the test, except in CI,
-// where shared/ is always beside the clone.
+// anchor reads a shared rule file (see testfiles.Shared).
 func anchor(t testing.TB, name string) []byte {
 	t.Helper()
-	path := filepath.Join(sharedDir(), "anchors", name)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s not present (CI expects ../shared beside the repository)", path)
-		}
-		t.Skipf("%s not present (set RULEBOOK_SHARED to the shared folder)", path)
-	}
+	b, err := os.ReadFile(testfiles.Shared(t, "anchors", name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,45 +10,13 @@ import (
 	"strings"
 	"testing"
 
+	"rulebook/internal/testfiles"
 	"rulebook/onnx"
 	"rulebook/rules"
 )
 
 // The ONNX operators this conformance test maps onto the registry.
 var conformanceOps = []string{"Add", "Mul", "MatMul", "Conv", "Relu", "AveragePool", "MaxPool", "Concat", "Split", "Transpose"}
-
-// onnxTestdataCandidates are the places where ONNX's node tests are looked
-// for; the Debian package libonnx-testdata installs them in the first.
-var onnxTestdataCandidates = []string{
-	"/usr/share/libonnx-testdata/data/node",
-	"/usr/share/onnx/testdata/node",
-	"/usr/share/onnx/backend/test/data/node",
-	"/usr/local/share/libonnx-testdata/data/node",
-}
-
-// findONNXNodeTests returns the directory holding the node/test_* case
-// directories, or "" when none is installed. RULEBOOK_ONNX_TESTDATA may name
-// the node directory itself or its parent.
-func findONNXNodeTests(t *testing.T) string {
-	hasCases := func(dir string) bool {
-		m, _ := filepath.Glob(filepath.Join(dir, "test_*", "model.onnx"))
-		return len(m) > 0
-	}
-	if env := os.Getenv("RULEBOOK_ONNX_TESTDATA"); env != "" {
-		for _, d := range []string{env, filepath.Join(env, "node"), filepath.Join(env, "data", "node")} {
-			if hasCases(d) {
-				return d
-			}
-		}
-		t.Fatalf("RULEBOOK_ONNX_TESTDATA=%s holds no test_*/model.onnx (directly, in node/ or in data/node/)", env)
-	}
-	for _, d := range onnxTestdataCandidates {
-		if hasCases(d) {
-			return d
-		}
-	}
-	return ""
-}
 
 // dataTensor is one tensor of a test data set, converted to float64.
 type dataTensor struct {
@@ -578,11 +546,7 @@ type opTally struct {
 }
 
 func TestONNXNodeConformance(t *testing.T) {
-	root := findONNXNodeTests(t)
-	if root == "" {
-		t.Skipf("ONNX node test data not found in %s; install it with `apt-get install libonnx-testdata` or set RULEBOOK_ONNX_TESTDATA",
-			strings.Join(onnxTestdataCandidates, ", "))
-	}
+	root := testfiles.ONNXNodeTests(t)
 	t.Logf("ONNX node tests: %s", root)
 	dirs, err := filepath.Glob(filepath.Join(root, "test_*"))
 	if err != nil {

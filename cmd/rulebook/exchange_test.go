@@ -3,13 +3,14 @@ package main
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"rulebook/internal/testfiles"
 )
 
 // TestExportImportRoundTrip exports a version, imports it into a fresh
@@ -72,7 +73,7 @@ func TestImportBadFilesWriteNothing(t *testing.T) {
 	// A truncated TASO file, cut inside its last rule: an error, not the
 	// rules before the cut (left out where the shared folder is missing,
 	// except in CI).
-	pb, err := os.ReadFile(sharedPath("taso-generator-3ops.pb"))
+	pb, err := os.ReadFile(filepath.Join(testfiles.SharedDir(), "anchors", "taso-generator-3ops.pb"))
 	switch {
 	case err == nil:
 		cases = append(cases, struct{ name, format, content, want string }{"truncated.pb", "taso-pb", string(pb[:len(pb)-5]), "truncated.pb: byte 143857: rule 619: mappedOutput 0: dstOpId: truncated varint"})
@@ -111,27 +112,11 @@ func TestShowSVG(t *testing.T) {
 	}
 }
 
-// sharedAnchor is the path of a file of TASO's or FlexFlow's in the shared
-// folder (../../shared beside the repository, or $RULEBOOK_SHARED); the test
-// is skipped when it is missing, except in CI.
+// sharedAnchor is the path of a TASO or FlexFlow rule file in the shared
+// folder (see testfiles.Shared).
 func sharedAnchor(t *testing.T, name string) string {
 	t.Helper()
-	path := sharedPath(name)
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s not present (CI expects ../shared beside the repository)", path)
-		}
-		t.Skipf("%s not present (set RULEBOOK_SHARED to the shared folder)", path)
-	}
-	return path
-}
-
-func sharedPath(name string) string {
-	dir := os.Getenv("RULEBOOK_SHARED")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared")
-	}
-	return filepath.Join(dir, "anchors", name)
+	return testfiles.Shared(t, "anchors", name)
 }
 
 // queryInt runs a query returning one integer, behind rulebook's back.

@@ -2,32 +2,21 @@ package main
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
+	"rulebook/internal/testfiles"
 	"rulebook/store"
 )
 
-// sharedModel is the path of a file in the shared models folder; the test
-// is skipped when it is missing, except in CI.
+// sharedModel is the path of a file in the shared models folder (see
+// testfiles.Shared).
 func sharedModel(t *testing.T, name string) string {
 	t.Helper()
-	dir := os.Getenv("RULEBOOK_SHARED")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared")
-	}
-	path := filepath.Join(dir, "models", name)
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s not present (CI expects ../shared beside the repository)", path)
-		}
-		t.Skipf("%s not present (set RULEBOOK_SHARED to the shared folder)", path)
-	}
-	return path
+	return testfiles.Shared(t, "models", name)
 }
 
 func TestRun(t *testing.T) {
