@@ -1,0 +1,75 @@
+// Package optimizer rewrites models with one pinned version of the rules
+// (TASO §2.7). This file loads that version, from the store or from an
+// exported bundle, and refuses one whose rules do not match its hash.
+package optimizer
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"rulebook/exchange"
+	"rulebook/rules"
+	"rulebook/store"
+)
+
+// ErrTampered reports a rule set whose rules no longer hash to the content
+// hash it was released with.
+var ErrTampered = store.ErrTampered
+
+// RuleSet is one released version of the rules, hash-checked.
+type RuleSet struct {
+	Version string // the tag it was released as
+	Hash    string // SHA-256 over the sorted canonical texts (store.ContentHash)
+	Rules   []*rules.Rule
+	Texts   []string // canonical "SRC => DST", parallel to Rules
+}
+
+// LoadVersion loads a released version by tag or hash prefix; the store
+// re-checks its content hash.
+func LoadVersion(ctx context.Context, db *store.Store, ref string) (*RuleSet, error) {
+	v, stored, err := db.VersionRules(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	in := make([]exchange.Rule, len(stored))
+	for i, r := range stored {
+		in[i] = exchange.Rule{Src: r.Src, Dst: r.Dst, Inputs: r.Inputs, Constants: r.Constants}
+	}
+	return newRuleSet(fmt.Sprintf("version %s", v.Tag), v.Tag, v.Hash, in)
+}
+
+// LoadBundle reads a version exported with 'rulebook export --format json'
+// and checks that its rules hash to the hash the file records, so that no
+// database is needed and a bundle edited by hand is refused.
+func LoadBundle(path string) (*RuleSet, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	h, in, err := exchange.ReadJSON(path, data)
+	if err != nil {
+		return nil, err
+	}
+	if h.Hash == "" {
+		return nil, fmt.Errorf("%s: the bundle records no content hash; export a released version with 'rulebook export --version TAG --format json'", path)
+	}
+	return newRuleSet(path, h.Version, h.Hash, in)
+}
+
+func newRuleSet(source, tag, hash string, in []exchange.Rule) (*RuleSet, error) {
+	reg := rules.Default()
+	rs := &RuleSet{Version: tag, Hash: hash}
+	for i, r := range in {
+		parsed, text, err := exchange.Parse(reg, r)
+		if err != nil {
+			return nil, fmt.Errorf("%s: rule %d: %w", source, i+1, err)
+		}
+		rs.Rules = append(rs.Rules, parsed)
+		rs.Texts = append(rs.Texts, text.String())
+	}
+	if got := store.ContentHash(rs.Texts); got != hash {
+		return nil, fmt.Errorf("%s: its %d rules hash to %.12s…, but it records %.12s…: %w", source, len(rs.Texts), got, hash, ErrTampered)
+	}
+	return rs, nil
+}
