@@ -570,95 +570,11 @@ func (p opParams) has(key int) bool { _, ok := p.m[key]; return ok }
 func (im importer) operator(x *xOp) (*rules.Op, []int, []xTensor, string) {
 	ours := ourOpOf[x.typ]
 	op, _ := im.reg.Lookup(ours)
-	p := opParams{name: ours, m: map[int]int{}}
-	for _, q := range x.para {
-		if q.key < 0 {
-			return nil, nil, nil, fmt.Sprintf("%s: unknown parameter %s", ours, paramName(q))
-		}
-		if _, dup := p.m[q.key]; dup {
-			return nil, nil, nil, fmt.Sprintf("%s: parameter %s given twice", ours, paramName(q))
-		}
-		p.m[q.key] = q.value
+	p, reason := readParams(ours, x)
+	if reason != "" {
+		return nil, nil, nil, reason
 	}
-	allowed, required, operands := opSchema(x.typ)
-	for _, q := range x.para {
-		if !slices.Contains(allowed, q.key) {
-			return nil, nil, nil, fmt.Sprintf("%s: unexpected parameter %s", ours, paramName(q))
-		}
-	}
-	for _, k := range required {
-		if !p.has(k) {
-			return nil, nil, nil, fmt.Sprintf("%s: missing parameter %s", ours, paramNames[k])
-		}
-	}
-	if !slices.Contains(operands, len(x.in)) {
-		return nil, nil, nil, fmt.Sprintf("%s: %d operands, expected %d", ours, len(x.in), op.Arity)
-	}
-	in := x.in[:op.Arity]
-	var params []int
-	var reason string
-	switch x.typ {
-	case tConv2D:
-		var stride, pad, act int
-		stride, reason = p.square(pmStrideH, pmStrideW, "stride")
-		if reason == "" {
-			pad, reason = p.padding()
-		}
-		if reason == "" {
-			act, reason = p.activation(true)
-		}
-		groups := rules.GroupsInferred // see guessGroups
-		if g, ok := p.m[pmGroup]; ok {
-			if g < 1 {
-				return nil, nil, nil, fmt.Sprintf("conv2d: PM_GROUP %d", g)
-			}
-			groups = g
-		}
-		params = []int{stride, pad, act, groups}
-	case tPoolMax, tPoolAvg:
-		if t, ok := p.m[pmOpType]; ok && t != x.typ {
-			return nil, nil, nil, fmt.Sprintf("%s: PM_OP_TYPE %d disagrees with the operator type", ours, t)
-		}
-		var kernel, stride, pad int
-		kernel, reason = p.square(pmKernelH, pmKernelW, "kernel")
-		if reason == "" {
-			stride, reason = p.square(pmStrideH, pmStrideW, "stride")
-		}
-		if reason == "" {
-			pad, reason = p.padding()
-		}
-		if reason == "" {
-			_, reason = p.activation(false)
-		}
-		params = []int{kernel, stride, pad}
-	case tConcat:
-		if n, ok := p.m[pmNumInputs]; ok && n != 2 {
-			return nil, nil, nil, fmt.Sprintf("concat of %d inputs", n)
-		}
-		axis := p.m[pmAxis]
-		if d, ok := p.m[pmNumDim]; ok && axis >= d {
-			return nil, nil, nil, fmt.Sprintf("concat: axis %d of a %d-dimensional tensor", axis, d)
-		}
-		params = []int{axis}
-	case tSplit:
-		if n, ok := p.m[pmNumOutputs]; ok && n != 2 {
-			return nil, nil, nil, fmt.Sprintf("split into %d outputs", n)
-		}
-		params = []int{p.m[pmAxis]}
-	case tTranspose:
-		if d, ok := p.m[pmNumDim]; ok && d != 2 {
-			return nil, nil, nil, fmt.Sprintf("transpose of a %d-dimensional tensor", d)
-		}
-		if perm := p.m[pmPerm]; perm != tasoSwap {
-			return nil, nil, nil, fmt.Sprintf("transpose: permutation %d is not the swap of two axes (%d)", perm, tasoSwap)
-		}
-	case tMatmul:
-		_, reason = p.activation(false)
-	case tEnlarge, tCPool, tIConv:
-		var kernel int
-		kernel, reason = p.square(pmKernelH, pmKernelW, "kernel")
-		params = []int{kernel}
-	}
+	params, reason := p.ours(x.typ)
 	if reason != "" {
 		return nil, nil, nil, reason
 	}
@@ -670,7 +586,123 @@ func (im importer) operator(x *xOp) (*rules.Op, []int, []xTensor, string) {
 			return nil, nil, nil, fmt.Sprintf("%s: %s", ours, err)
 		}
 	}
-	return op, params, in, ""
+	_, _, operands := opSchema(x.typ)
+	if !slices.Contains(operands, len(x.in)) {
+		return nil, nil, nil, fmt.Sprintf("%s: %d operands, expected %d", ours, len(x.in), op.Arity)
+	}
+	return op, params, x.in[:op.Arity], ""
+}
+
+// readParams collects an operator's parameters, refusing unknown,
+// repeated, unexpected and missing ones.
+func readParams(ours string, x *xOp) (opParams, string) {
+	p := opParams{name: ours, m: map[int]int{}}
+	allowed, required, _ := opSchema(x.typ)
+	for _, q := range x.para {
+		switch _, dup := p.m[q.key]; {
+		case q.key < 0:
+			return p, fmt.Sprintf("%s: unknown parameter %s", ours, paramName(q))
+		case dup:
+			return p, fmt.Sprintf("%s: parameter %s given twice", ours, paramName(q))
+		case !slices.Contains(allowed, q.key):
+			return p, fmt.Sprintf("%s: unexpected parameter %s", ours, paramName(q))
+		}
+		p.m[q.key] = q.value
+	}
+	for _, k := range required {
+		if !p.has(k) {
+			return p, fmt.Sprintf("%s: missing parameter %s", ours, paramNames[k])
+		}
+	}
+	return p, ""
+}
+
+// ours turns TASO's parameters of an operator type into our parameter
+// list, or says why they cannot be expressed.
+func (p opParams) ours(typ int) ([]int, string) {
+	switch typ {
+	case tConv2D:
+		return p.conv()
+	case tPoolMax, tPoolAvg:
+		return p.pool(typ)
+	case tConcat:
+		if n, ok := p.m[pmNumInputs]; ok && n != 2 {
+			return nil, fmt.Sprintf("concat of %d inputs", n)
+		}
+		axis := p.m[pmAxis]
+		if d, ok := p.m[pmNumDim]; ok && axis >= d {
+			return nil, fmt.Sprintf("concat: axis %d of a %d-dimensional tensor", axis, d)
+		}
+		return []int{axis}, ""
+	case tSplit:
+		if n, ok := p.m[pmNumOutputs]; ok && n != 2 {
+			return nil, fmt.Sprintf("split into %d outputs", n)
+		}
+		return []int{p.m[pmAxis]}, ""
+	case tTranspose:
+		if d, ok := p.m[pmNumDim]; ok && d != 2 {
+			return nil, fmt.Sprintf("transpose of a %d-dimensional tensor", d)
+		}
+		if perm := p.m[pmPerm]; perm != tasoSwap {
+			return nil, fmt.Sprintf("transpose: permutation %d is not the swap of two axes (%d)", perm, tasoSwap)
+		}
+	case tMatmul:
+		_, reason := p.activation(false)
+		return nil, reason
+	case tEnlarge, tCPool, tIConv:
+		kernel, reason := p.square(pmKernelH, pmKernelW, "kernel")
+		return []int{kernel}, reason
+	}
+	return nil, ""
+}
+
+// conv reads conv2d's stride, padding, activation and groups; TASO leaves
+// groups to the shapes (see guessGroups), FlexFlow may give PM_GROUP.
+func (p opParams) conv() ([]int, string) {
+	stride, reason := p.square(pmStrideH, pmStrideW, "stride")
+	if reason != "" {
+		return nil, reason
+	}
+	pad, reason := p.padding()
+	if reason != "" {
+		return nil, reason
+	}
+	act, reason := p.activation(true)
+	if reason != "" {
+		return nil, reason
+	}
+	groups := rules.GroupsInferred
+	if g, ok := p.m[pmGroup]; ok {
+		if g < 1 {
+			return nil, fmt.Sprintf("conv2d: PM_GROUP %d", g)
+		}
+		groups = g
+	}
+	return []int{stride, pad, act, groups}, ""
+}
+
+// pool reads a pooling operator's kernel, stride and padding; TASO's pools
+// carry an activation that must be none.
+func (p opParams) pool(typ int) ([]int, string) {
+	if t, ok := p.m[pmOpType]; ok && t != typ {
+		return nil, fmt.Sprintf("%s: PM_OP_TYPE %d disagrees with the operator type", p.name, t)
+	}
+	kernel, reason := p.square(pmKernelH, pmKernelW, "kernel")
+	if reason != "" {
+		return nil, reason
+	}
+	stride, reason := p.square(pmStrideH, pmStrideW, "stride")
+	if reason != "" {
+		return nil, reason
+	}
+	pad, reason := p.padding()
+	if reason != "" {
+		return nil, reason
+	}
+	if _, reason := p.activation(false); reason != "" {
+		return nil, reason
+	}
+	return []int{kernel, stride, pad}, ""
 }
 
 // opSchema lists the parameter keys an operator type may carry, those it
