@@ -419,6 +419,38 @@ func (im importer) foreignName(op *xOp) string {
 // first; identical operator applications on one side are merged, as the
 // text parser merges them, so that the canonical text reads back the same.
 func (im importer) convert(x *xRule) (*rules.Rule, string, []string) {
+	if unknown := im.unknownOps(x); len(unknown) > 0 {
+		distinct := slices.Clone(unknown)
+		slices.Sort(distinct)
+		return nil, unknownPrefix + strings.Join(slices.Compact(distinct), ", "), unknown
+	}
+	if len(x.out) > maxOutputs {
+		return nil, fmt.Sprintf("more than %d outputs", maxOutputs), nil
+	}
+	in := inputNumbering{}
+	var graphs [2]rules.Graph
+	for side, ops := range [][]xOp{x.src, x.dst} {
+		g, reason := im.side(ops, x.out, side, in)
+		if reason != "" {
+			return nil, reason, nil
+		}
+		graphs[side] = *g
+	}
+	r := &rules.Rule{NumInputs: len(in), Src: graphs[0], Dst: graphs[1]}
+	r.Src.NumInputs, r.Dst.NumInputs = r.NumInputs, r.NumInputs
+	if !r.FindShapes(tasoInputShapes()) {
+		guessGroups(r)
+	}
+	for _, g := range []*rules.Graph{&r.Src, &r.Dst} {
+		if err := g.Validate(); err != nil {
+			return nil, err.Error(), nil
+		}
+	}
+	return r, "", nil
+}
+
+// unknownOps names the operators of a rule we do not have.
+func (im importer) unknownOps(x *xRule) []string {
 	var unknown []string
 	for _, ops := range [][]xOp{x.src, x.dst} {
 		for j := range ops {
@@ -431,83 +463,72 @@ func (im importer) convert(x *xRule) (*rules.Rule, string, []string) {
 			}
 		}
 	}
-	if len(unknown) > 0 {
-		distinct := slices.Clone(unknown)
-		slices.Sort(distinct)
-		return nil, unknownPrefix + strings.Join(slices.Compact(distinct), ", "), unknown
+	return unknown
+}
+
+// inputNumbering numbers a rule's graph inputs, (opId, tsId) with a
+// negative opId, in order of first appearance across both sides.
+type inputNumbering map[[2]int]int
+
+func (in inputNumbering) value(t xTensor) rules.Value {
+	key := [2]int{t.op, t.ts}
+	i, ok := in[key]
+	if !ok {
+		i = len(in)
+		in[key] = i
 	}
-	if len(x.out) > maxOutputs {
-		return nil, fmt.Sprintf("more than %d outputs", maxOutputs), nil
-	}
-	inputs := map[[2]int]int{}
-	input := func(t xTensor) rules.Value {
-		key := [2]int{t.op, t.ts}
-		i, ok := inputs[key]
-		if !ok {
-			i = len(inputs)
-			inputs[key] = i
+	return rules.InputValue(i)
+}
+
+// side builds one side of a rule (0 source, 1 target) with its outputs.
+func (im importer) side(ops []xOp, out []xMap, side int, in inputNumbering) (*rules.Graph, string) {
+	g := &rules.Graph{}
+	seen := map[string]int{}
+	nodeOf := make([]int, len(ops))
+	ref := func(opID, ts int, what string) (rules.Value, string) {
+		if opID < 0 {
+			return in.value(xTensor{op: opID, ts: ts}), ""
 		}
-		return rules.InputValue(i)
+		v := rules.Value{Node: nodeOf[opID], Out: ts}
+		if from := g.Nodes[v.Node].Op; ts >= from.Outputs {
+			return v, fmt.Sprintf("%s has %d outputs, %s uses output %d", from.Name, from.Outputs, what, ts)
+		}
+		return v, ""
 	}
-	var graphs [2]rules.Graph
-	var nodeOf [2][]int
-	for s, ops := range [][]xOp{x.src, x.dst} {
-		g := &graphs[s]
-		seen := map[string]int{}
-		nodeOf[s] = make([]int, len(ops))
-		for j := range ops {
-			op, params, operands, reason := im.operator(&ops[j])
+	for j := range ops {
+		op, params, operands, reason := im.operator(&ops[j])
+		if reason != "" {
+			return nil, reason
+		}
+		n := rules.Node{Op: op, Params: params}
+		for _, t := range operands {
+			v, reason := ref(t.op, t.ts, "an operand")
 			if reason != "" {
-				return nil, reason, nil
+				return nil, reason
 			}
-			n := rules.Node{Op: op, Params: params}
-			for _, t := range operands {
-				if t.op < 0 {
-					n.Args = append(n.Args, input(t))
-					continue
-				}
-				v := rules.Value{Node: nodeOf[s][t.op], Out: t.ts}
-				if from := g.Nodes[v.Node].Op; t.ts >= from.Outputs {
-					return nil, fmt.Sprintf("%s has %d outputs, an operand uses output %d", from.Name, from.Outputs, t.ts), nil
-				}
-				n.Args = append(n.Args, v)
-			}
-			key := fmt.Sprint(op.Name, n.Params, n.Args)
-			if idx, ok := seen[key]; ok {
-				nodeOf[s][j] = idx
-				continue
-			}
-			seen[key] = len(g.Nodes)
-			nodeOf[s][j] = len(g.Nodes)
-			g.Nodes = append(g.Nodes, n)
+			n.Args = append(n.Args, v)
 		}
-		for _, m := range x.out {
-			opID, ts := m.srcOp, m.srcTs
-			if s == 1 {
-				opID, ts = m.dstOp, m.dstTs
-			}
-			if opID < 0 {
-				g.Outputs = append(g.Outputs, input(xTensor{op: opID, ts: ts}))
-				continue
-			}
-			v := rules.Value{Node: nodeOf[s][opID], Out: ts}
-			if from := g.Nodes[v.Node].Op; ts >= from.Outputs {
-				return nil, fmt.Sprintf("%s has %d outputs, mappedOutput uses output %d", from.Name, from.Outputs, ts), nil
-			}
-			g.Outputs = append(g.Outputs, v)
+		key := fmt.Sprint(op.Name, n.Params, n.Args)
+		if idx, ok := seen[key]; ok {
+			nodeOf[j] = idx
+			continue
 		}
+		seen[key] = len(g.Nodes)
+		nodeOf[j] = len(g.Nodes)
+		g.Nodes = append(g.Nodes, n)
 	}
-	r := &rules.Rule{NumInputs: len(inputs), Src: graphs[0], Dst: graphs[1]}
-	r.Src.NumInputs, r.Dst.NumInputs = r.NumInputs, r.NumInputs
-	if !r.FindShapes(tasoInputShapes()) {
-		guessGroups(r)
-	}
-	for _, g := range []*rules.Graph{&r.Src, &r.Dst} {
-		if err := g.Validate(); err != nil {
-			return nil, err.Error(), nil
+	for _, m := range out {
+		opID, ts := m.srcOp, m.srcTs
+		if side == 1 {
+			opID, ts = m.dstOp, m.dstTs
 		}
+		v, reason := ref(opID, ts, "mappedOutput")
+		if reason != "" {
+			return nil, reason
+		}
+		g.Outputs = append(g.Outputs, v)
 	}
-	return r, "", nil
+	return g, ""
 }
 
 // tasoInputShapes are the shapes of TASO's input pool, which its rules
