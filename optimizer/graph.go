@@ -1,0 +1,233 @@
+package optimizer
+
+import (
+	"fmt"
+	"slices"
+
+	"rulebook/onnx"
+	"rulebook/rules"
+	"rulebook/runtime"
+)
+
+// Graph is a model in the registry's terms, ready for rewriting. Nodes
+// whose ONNX operator has exactly the semantics of a registry operator
+// become that operator; every other node is opaque: an operator of its own
+// ("onnx.Softmax") that no rule pattern names, so rules never cross it.
+type Graph struct {
+	G rules.Graph
+	// Inputs describes each graph input of G: a model input or a weight.
+	Inputs []Value
+	// Outputs are the model's output names, parallel to G.Outputs.
+	Outputs []string
+	// Shapes are the concrete shapes of every node output, by node.
+	Shapes [][][]int
+	// opaque holds the ONNX node of each opaque node, indexed by the
+	// node's only parameter.
+	opaque []*onnx.Node
+	// names remembers the ONNX name of node outputs that came from the
+	// model, so that lowering keeps them.
+	names map[rules.Value]string
+	model *onnx.Model
+}
+
+// Value is a graph input: a model input (no data) or a weight.
+type Value struct {
+	Name  string
+	Shape []int
+	Data  *runtime.Tensor
+	// Bias, when set, makes this weight a convolution bias of Bias's
+	// channels broadcast to Shape: Data is materialised only on demand,
+	// and lowering folds it back into the Conv.
+	Bias *runtime.Tensor
+}
+
+// IsWeight reports whether the value is known ahead of time.
+func (v Value) IsWeight() bool { return v.Data != nil || v.Bias != nil }
+
+// FromONNX maps a model onto the registry. rt is the same model loaded by
+// the runtime, which supplies every value's shape and the weights' data.
+func FromONNX(m *onnx.Model, rt *runtime.Model) (*Graph, error) {
+	if m.Graph == nil {
+		return nil, fmt.Errorf("optimizer: the model has no graph")
+	}
+	b := &builder{g: &Graph{model: m, names: map[rules.Value]string{}}, rt: rt, byName: map[string]rules.Value{}, reg: rules.Default()}
+	if err := b.inputs(); err != nil {
+		return nil, err
+	}
+	for _, n := range m.Graph.Nodes {
+		if err := b.node(n); err != nil {
+			return nil, fmt.Errorf("optimizer: node %q (%s): %w", n.Name, n.OpType, err)
+		}
+	}
+	for _, o := range m.Graph.Outputs {
+		v, ok := b.byName[o.Name]
+		if !ok {
+			return nil, fmt.Errorf("optimizer: output %q is computed by no node", o.Name)
+		}
+		b.g.G.Outputs = append(b.g.G.Outputs, v)
+		b.g.Outputs = append(b.g.Outputs, o.Name)
+	}
+	b.g.G.NumInputs = len(b.g.Inputs)
+	if err := b.g.G.Validate(); err != nil {
+		return nil, fmt.Errorf("optimizer: %w", err)
+	}
+	return b.g, nil
+}
+
+type builder struct {
+	g      *Graph
+	rt     *runtime.Model
+	reg    *rules.Registry
+	byName map[string]rules.Value
+}
+
+// inputs makes the model's inputs and its initializers graph inputs.
+func (b *builder) inputs() error {
+	for _, in := range b.g.model.Graph.Inputs {
+		if b.g.model.Graph.Initializer(in.Name) != nil {
+			continue // an initializer listed as an input too (old exporters)
+		}
+		shape, ok := b.rt.Shape(in.Name)
+		if !ok {
+			return fmt.Errorf("optimizer: input %q has no known shape", in.Name)
+		}
+		b.addInput(Value{Name: in.Name, Shape: shape})
+	}
+	for _, t := range b.g.model.Graph.Initializers {
+		if err := b.weight(t.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *builder) addInput(v Value) rules.Value {
+	id := rules.InputValue(len(b.g.Inputs))
+	b.g.Inputs = append(b.g.Inputs, v)
+	b.byName[v.Name] = id
+	return id
+}
+
+// weight makes a constant value a graph input, with the runtime's data.
+func (b *builder) weight(name string) error {
+	data, ok := b.rt.Constant(name)
+	if !ok {
+		return fmt.Errorf("optimizer: constant %q has no data", name)
+	}
+	b.addInput(Value{Name: name, Shape: slices.Clone(data.Shape), Data: data})
+	return nil
+}
+
+// node maps one ONNX node: onto registry operators where the semantics
+// agree exactly, else as an opaque node.
+func (b *builder) node(n *onnx.Node) error {
+	switch {
+	case n.OpType == "Identity" && len(n.Inputs) == 1:
+		b.byName[n.Outputs[0]] = b.byName[n.Inputs[0]]
+		return nil
+	case b.folded(n):
+		return b.weight(n.Outputs[0])
+	}
+	var args []rules.Value // the inputs present; omitted optional ones are ""
+	for _, name := range n.Inputs {
+		if name == "" {
+			continue
+		}
+		v, ok := b.byName[name]
+		if !ok {
+			return fmt.Errorf("input %q is not computed before it is used", name)
+		}
+		args = append(args, v)
+	}
+	if len(args) == len(n.Inputs) {
+		if ok, err := b.mapped(n, args); ok || err != nil {
+			return err
+		}
+	}
+	return b.opaqueNode(n, args)
+}
+
+// folded reports whether the runtime folded the node into a constant.
+func (b *builder) folded(n *onnx.Node) bool {
+	if len(n.Outputs) != 1 {
+		return false
+	}
+	_, ok := b.rt.Constant(n.Outputs[0])
+	return ok
+}
+
+// add appends a registry node, checks its shapes against the runtime's and
+// returns its outputs.
+func (b *builder) add(name string, params []int, args ...rules.Value) ([]rules.Value, error) {
+	op, ok := b.reg.Lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("the registry has no %s", name)
+	}
+	in := make([]rules.Shape, len(args))
+	for i, a := range args {
+		in[i] = rules.NewShape(b.g.shape(a)...)
+	}
+	out, err := op.InferShapes(params, in)
+	if err != nil {
+		return nil, err
+	}
+	b.g.G.Nodes = append(b.g.G.Nodes, rules.Node{Op: op, Params: params, Args: args})
+	shapes := make([][]int, len(out))
+	vals := make([]rules.Value, len(out))
+	for i, s := range out {
+		shapes[i] = s.DimList()
+		vals[i] = rules.Value{Node: len(b.g.G.Nodes) - 1, Out: i}
+	}
+	b.g.Shapes = append(b.g.Shapes, shapes)
+	return vals, nil
+}
+
+// bind names the ONNX outputs of a mapped node after checking that the
+// registry computes the shapes the runtime inferred.
+func (b *builder) bind(n *onnx.Node, vals []rules.Value) error {
+	for i, name := range n.Outputs {
+		want, ok := b.rt.Shape(name)
+		if got := b.g.shape(vals[i]); ok && !slices.Equal(got, want) {
+			return fmt.Errorf("output %q: the registry infers shape %v, the runtime %v", name, got, want)
+		}
+		b.byName[name] = vals[i]
+		b.g.names[vals[i]] = name
+	}
+	return nil
+}
+
+// opaqueNode keeps an ONNX node as it is; args are its present inputs.
+func (b *builder) opaqueNode(n *onnx.Node, args []rules.Value) error {
+	op := &rules.Op{Name: "onnx." + n.OpType, Arity: len(args), Outputs: len(n.Outputs),
+		Params: []rules.ParamSpec{{Name: "node"}}}
+	b.g.G.Nodes = append(b.g.G.Nodes, rules.Node{Op: op, Params: []int{len(b.g.opaque)}, Args: args})
+	b.g.opaque = append(b.g.opaque, n)
+	shapes := make([][]int, len(n.Outputs))
+	vals := make([]rules.Value, len(n.Outputs))
+	for i, name := range n.Outputs {
+		shape, _ := b.rt.Shape(name)
+		shapes[i] = shape
+		vals[i] = rules.Value{Node: len(b.g.G.Nodes) - 1, Out: i}
+		b.byName[name] = vals[i]
+		b.g.names[vals[i]] = name
+	}
+	b.g.Shapes = append(b.g.Shapes, shapes)
+	return nil
+}
+
+// shape is a value's concrete shape.
+func (g *Graph) shape(v rules.Value) []int {
+	if v.IsInput() {
+		return g.Inputs[v.Input()].Shape
+	}
+	return g.Shapes[v.Node][v.Out]
+}
+
+// Opaque reports the ONNX operators kept as opaque nodes, with counts.
+func (g *Graph) Opaque() map[string]int {
+	out := map[string]int{}
+	for _, n := range g.opaque {
+		out[n.OpType]++
+	}
+	return out
+}

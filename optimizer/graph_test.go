@@ -1,0 +1,136 @@
+package optimizer
+
+import (
+	"context"
+	"maps"
+	"math"
+	"slices"
+	"testing"
+
+	"rulebook/internal/testfiles"
+	"rulebook/onnx"
+	"rulebook/rules"
+	"rulebook/runtime"
+)
+
+// load reads a shared model and loads it with the runtime (random weights
+// where the weights file is absent).
+func load(t *testing.T, name string) (*onnx.Model, *runtime.Model) {
+	t.Helper()
+	path := testfiles.Shared(t, "models", name)
+	m, err := onnx.ReadModel(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, _, err := runtime.Load(path, runtime.LoadOptions{Weights: runtime.WeightsAuto, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, rt
+}
+
+// TestFromONNX checks which nodes of each model map onto registry
+// operators and which stay opaque, and why.
+func TestFromONNX(t *testing.T) {
+	cases := []struct {
+		model  string
+		mapped map[string]int // registry operator -> nodes
+		opaque map[string]int // ONNX operator -> nodes kept as they are
+	}{
+		// MaxPool with ceil_mode=1 has no registry form.
+		{"squeezenet1_1.onnx", map[string]int{"conv2d": 26, "ewadd": 26, "relu": 26, "concat": 8},
+			map[string]int{"MaxPool": 3, "GlobalAveragePool": 1, "Flatten": 1}},
+		// The 4 stride-2 convolutions pad symmetrically, not SAME_UPPER.
+		{"resnet50.onnx", map[string]int{"conv2d": 49, "ewadd": 65, "relu": 49},
+			map[string]int{"Conv": 4, "MaxPool": 1, "GlobalAveragePool": 1, "Flatten": 1, "Gemm": 1}},
+		// 1×7 and 7×1 kernels and stride-2 symmetric padding stay opaque.
+		{"inception_v3.onnx", map[string]int{"conv2d": 60, "ewadd": 60, "relu": 94, "concat": 35, "pool_avg": 9, "pool_max": 4},
+			map[string]int{"Conv": 34, "Pad": 9, "GlobalAveragePool": 1, "Flatten": 1, "Gemm": 1}},
+		// Rank-3 by rank-2 MatMuls and broadcasting Adds have no registry form.
+		{"bert_base.onnx", map[string]int{"ewadd": 24, "ewmul": 12, "smul": 12},
+			map[string]int{"Add": 132, "Div": 48, "Erf": 12, "MatMul": 96, "Mul": 24, "Pow": 24, "ReduceMean": 48,
+				"Reshape": 48, "Softmax": 12, "Sqrt": 24, "Sub": 24, "Transpose": 48}},
+	}
+	for _, c := range cases {
+		m, rt := load(t, c.model)
+		g, err := FromONNX(m, rt)
+		if err != nil {
+			t.Fatalf("%s: %v", c.model, err)
+		}
+		mapped := map[string]int{}
+		for _, n := range g.G.Nodes {
+			if _, ok := rules.Default().Lookup(n.Op.Name); ok {
+				mapped[n.Op.Name]++
+			}
+		}
+		if !maps.Equal(mapped, c.mapped) {
+			t.Errorf("%s: mapped %v, want %v", c.model, mapped, c.mapped)
+		}
+		if opaque := g.Opaque(); !maps.Equal(opaque, c.opaque) {
+			t.Errorf("%s: opaque %v, want %v", c.model, opaque, c.opaque)
+		}
+	}
+}
+
+// TestRoundTrip maps each model onto the registry and writes it back
+// unchanged: the CPU runtime must compute the same outputs from the
+// written model, whose weights are now inline.
+func TestRoundTrip(t *testing.T) {
+	for _, name := range []string{"squeezenet1_1.onnx", "resnet50.onnx", "inception_v3.onnx", "bert_base.onnx"} {
+		t.Run(name, func(t *testing.T) {
+			m, rt := load(t, name)
+			g, err := FromONNX(m, rt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := g.ToONNX()
+			if err != nil {
+				t.Fatal(err)
+			}
+			decoded, err := onnx.DecodeModel(onnx.EncodeModel(back))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rt2, _, err := runtime.FromONNX(decoded, t.TempDir(), runtime.LoadOptions{Weights: runtime.WeightsFile})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(decoded.Graph.Nodes) > len(m.Graph.Nodes) {
+				t.Errorf("%d nodes written back from %d", len(decoded.Graph.Nodes), len(m.Graph.Nodes))
+			}
+			assertSameOutputs(t, rt, rt2)
+		})
+	}
+}
+
+// assertSameOutputs runs two models on the same random inputs and
+// compares every output within 1e-4 relative to its largest magnitude.
+func assertSameOutputs(t *testing.T, a, b *runtime.Model) {
+	t.Helper()
+	ctx := context.Background()
+	in := a.RandomInputs(7)
+	outs := make([]map[string]*runtime.Tensor, 2)
+	for i, m := range []*runtime.Model{a, b} {
+		s, err := m.NewSession(runtime.SessionOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if outs[i], err = s.Run(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, want := range outs[0] {
+		got, ok := outs[1][name]
+		if !ok || !slices.Equal(got.Shape, want.Shape) {
+			t.Fatalf("output %q missing or reshaped", name)
+		}
+		scale, worst := 0.0, 0.0
+		for i := range want.Data {
+			scale = math.Max(scale, math.Abs(float64(want.Data[i])))
+			worst = math.Max(worst, math.Abs(float64(got.Data[i]-want.Data[i])))
+		}
+		if worst > 1e-4*math.Max(scale, 1e-30) {
+			t.Errorf("output %q differs by %g (largest magnitude %g)", name, worst, scale)
+		}
+	}
+}

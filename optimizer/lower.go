@@ -1,0 +1,322 @@
+package optimizer
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strconv"
+
+	"rulebook/onnx"
+	"rulebook/rules"
+	"rulebook/runtime"
+)
+
+// ToONNX writes the graph back as an ONNX model with the original's
+// inputs, outputs and opset. Registry operators become the ONNX operators
+// they were mapped from (a convolution with its broadcast bias becomes one
+// Conv again, a chain of concats one Concat), opaque nodes come back as
+// they were, and nodes nothing uses are dropped. Weights become
+// initializers with their data inline.
+func (g *Graph) ToONNX() (*onnx.Model, error) {
+	l := &lowering{g: g, live: g.liveNodes(), uses: g.uses(), weights: map[int]bool{}, biases: map[int]bool{}}
+	l.planFusions()
+	out := &onnx.Graph{Name: g.model.Graph.Name}
+	for i := range g.G.Nodes {
+		if !l.live[i] || l.absorbed[i] {
+			continue
+		}
+		nodes, err := l.node(i)
+		if err != nil {
+			return nil, fmt.Errorf("optimizer: lower node %d (%s): %w", i, g.G.Nodes[i].Op.Name, err)
+		}
+		out.Nodes = append(out.Nodes, nodes...)
+	}
+	for k, v := range g.G.Outputs {
+		if name := l.name(v); name != g.Outputs[k] {
+			out.Nodes = append(out.Nodes, &onnx.Node{Name: "rb.output." + strconv.Itoa(k), OpType: "Identity", Inputs: []string{name}, Outputs: []string{g.Outputs[k]}})
+		}
+	}
+	if err := l.inputsAndWeights(out); err != nil {
+		return nil, err
+	}
+	m := *g.model
+	m.Graph = out
+	return &m, nil
+}
+
+type lowering struct {
+	g    *Graph
+	live []bool
+	uses map[rules.Value]int
+	// fusedBias maps an ewadd node that adds a broadcast bias to the conv2d
+	// node it completes; absorbed nodes are emitted as part of another.
+	fusedBias map[int]int
+	absorbed  map[int]bool
+	weights   map[int]bool // graph inputs that became initializers
+	// biases marks the broadcast-bias graph inputs of fused convolutions:
+	// they become initializers of the compact bias.
+	biases map[int]bool
+}
+
+// liveNodes marks the nodes the outputs depend on.
+func (g *Graph) liveNodes() []bool {
+	live := make([]bool, len(g.G.Nodes))
+	var mark func(v rules.Value)
+	mark = func(v rules.Value) {
+		if v.IsInput() || live[v.Node] {
+			return
+		}
+		live[v.Node] = true
+		for _, a := range g.G.Nodes[v.Node].Args {
+			mark(a)
+		}
+	}
+	for _, o := range g.G.Outputs {
+		mark(o)
+	}
+	return live
+}
+
+// uses counts the consumers of each value, graph outputs included.
+func (g *Graph) uses() map[rules.Value]int {
+	uses := map[rules.Value]int{}
+	for _, n := range g.G.Nodes {
+		for _, a := range n.Args {
+			uses[a]++
+		}
+	}
+	for _, o := range g.G.Outputs {
+		uses[o]++
+	}
+	return uses
+}
+
+// planFusions finds convolutions whose only use adds their broadcast bias,
+// and concats that only feed a concat along the same axis.
+func (l *lowering) planFusions() {
+	l.fusedBias, l.absorbed = map[int]int{}, map[int]bool{}
+	for i, n := range l.g.G.Nodes {
+		if !l.live[i] {
+			continue
+		}
+		switch n.Op.Name {
+		case "ewadd":
+			conv, bias := n.Args[0], n.Args[1]
+			if !conv.IsInput() && bias.IsInput() && l.g.Inputs[bias.Input()].Bias != nil &&
+				l.g.G.Nodes[conv.Node].Op.Name == "conv2d" && l.g.G.Nodes[conv.Node].Params[2] == rules.ActNone && l.uses[conv] == 1 {
+				l.fusedBias[i] = conv.Node
+				l.absorbed[conv.Node] = true
+			}
+		case "concat":
+			if inner := n.Args[0]; !inner.IsInput() && l.g.G.Nodes[inner.Node].Op.Name == "concat" &&
+				l.g.G.Nodes[inner.Node].Params[0] == n.Params[0] && l.uses[inner] == 1 {
+				l.absorbed[inner.Node] = true
+			}
+		}
+	}
+}
+
+// name is the ONNX name of a value: the model's where it came from the
+// model, else a fresh one.
+func (l *lowering) name(v rules.Value) string {
+	if v.IsInput() {
+		return l.g.Inputs[v.Input()].Name
+	}
+	if name, ok := l.g.names[v]; ok {
+		return name
+	}
+	return "rb." + strconv.Itoa(v.Node) + "." + strconv.Itoa(v.Out)
+}
+
+func (l *lowering) names(vs []rules.Value) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = l.name(v)
+	}
+	return out
+}
+
+// node lowers one node to ONNX nodes.
+func (l *lowering) node(i int) ([]*onnx.Node, error) {
+	n := &l.g.G.Nodes[i]
+	out := l.name(rules.Value{Node: i})
+	one := func(op string, attrs ...*onnx.Attribute) []*onnx.Node {
+		return []*onnx.Node{{Name: out, OpType: op, Inputs: l.names(n.Args), Outputs: []string{out}, Attributes: attrs}}
+	}
+	switch n.Op.Name {
+	case "relu":
+		return one("Relu"), nil
+	case "ewadd":
+		if conv, ok := l.fusedBias[i]; ok {
+			l.biases[n.Args[1].Input()] = true
+			return l.conv(conv, out, l.g.Inputs[n.Args[1].Input()].Name), nil
+		}
+		return one("Add"), nil
+	case "ewmul", "smul":
+		return one("Mul"), nil
+	case "matmul":
+		return one("MatMul"), nil
+	case "transpose":
+		return one("Transpose", intsAttr("perm", 1, 0)), nil
+	case "conv2d":
+		return l.conv(i, out, ""), nil
+	case "pool_avg", "pool_max":
+		return l.pool(i, out), nil
+	case "concat":
+		return []*onnx.Node{{Name: out, OpType: "Concat", Inputs: l.concatInputs(i), Outputs: []string{out},
+			Attributes: []*onnx.Attribute{intAttr("axis", n.Params[0])}}}, nil
+	}
+	if len(n.Params) == 1 && n.Params[0] < len(l.g.opaque) && n.Op.Name == "onnx."+l.g.opaque[n.Params[0]].OpType {
+		return []*onnx.Node{l.opaque(i)}, nil
+	}
+	return nil, fmt.Errorf("no ONNX lowering for %s yet", n.Op.Name)
+}
+
+// conv lowers a conv2d node, with the bias initializer of that name when
+// one was fused into it, and a Relu when its activation says so.
+func (l *lowering) conv(i int, out, bias string) []*onnx.Node {
+	n := &l.g.G.Nodes[i]
+	x, w := l.g.shape(n.Args[0]), l.g.shape(n.Args[1])
+	stride, padding, act, groups := n.Params[0], n.Params[1], n.Params[2], n.Params[3]
+	if groups == rules.GroupsDepthwise {
+		groups = x[1]
+	}
+	inputs := l.names(n.Args)
+	if bias != "" {
+		inputs = append(inputs, bias)
+	}
+	convOut := out
+	if act == rules.ActRelu {
+		convOut = out + ".conv"
+	}
+	nodes := []*onnx.Node{{Name: out, OpType: "Conv", Inputs: inputs, Outputs: []string{convOut}, Attributes: []*onnx.Attribute{
+		intsAttr("kernel_shape", w[2], w[3]), intsAttr("strides", stride, stride),
+		intsAttr("pads", windowPads(x[2:], w[2], stride, padding)...), intAttr("group", groups)}}}
+	if act == rules.ActRelu {
+		nodes = append(nodes, &onnx.Node{Name: out + ".relu", OpType: "Relu", Inputs: []string{convOut}, Outputs: []string{out}})
+	}
+	return nodes
+}
+
+// pool lowers pool_avg and pool_max; average pooling counts padded cells.
+func (l *lowering) pool(i int, out string) []*onnx.Node {
+	n := &l.g.G.Nodes[i]
+	x := l.g.shape(n.Args[0])
+	k, stride, padding := n.Params[0], n.Params[1], n.Params[2]
+	op, attrs := "MaxPool", []*onnx.Attribute{intsAttr("kernel_shape", k, k), intsAttr("strides", stride, stride),
+		intsAttr("pads", windowPads(x[2:], k, stride, padding)...)}
+	if n.Op.Name == "pool_avg" {
+		op, attrs = "AveragePool", append(attrs, intAttr("count_include_pad", 1))
+	}
+	return []*onnx.Node{{Name: out, OpType: op, Inputs: l.names(n.Args), Outputs: []string{out}, Attributes: attrs}}
+}
+
+// windowPads are ONNX's pads for the registry's padding.
+func windowPads(in []int, k, stride, padding int) []int {
+	if padding == rules.PadValid {
+		return []int{0, 0, 0, 0}
+	}
+	return samePads(in, k, stride)
+}
+
+// concatInputs flattens a chain of absorbed concats into one input list.
+func (l *lowering) concatInputs(i int) []string {
+	n := &l.g.G.Nodes[i]
+	var names []string
+	if a := n.Args[0]; !a.IsInput() && l.absorbed[a.Node] {
+		names = l.concatInputs(a.Node)
+	} else {
+		names = []string{l.name(a)}
+	}
+	return append(names, l.name(n.Args[1]))
+}
+
+// opaque restores an opaque node with its present inputs renamed.
+func (l *lowering) opaque(i int) *onnx.Node {
+	n := &l.g.G.Nodes[i]
+	orig := *l.g.opaque[n.Params[0]]
+	args := l.names(n.Args)
+	orig.Inputs = make([]string, len(l.g.opaque[n.Params[0]].Inputs))
+	for k, name := range l.g.opaque[n.Params[0]].Inputs {
+		if name != "" {
+			orig.Inputs[k], args = args[0], args[1:]
+		}
+	}
+	orig.Outputs = make([]string, n.Op.Outputs)
+	for k := range orig.Outputs {
+		orig.Outputs[k] = l.name(rules.Value{Node: i, Out: k})
+	}
+	return &orig
+}
+
+// inputsAndWeights keeps the model's inputs and outputs and turns the
+// weights the nodes read into initializers.
+func (l *lowering) inputsAndWeights(out *onnx.Graph) error {
+	read := map[string]bool{}
+	for _, n := range out.Nodes {
+		for _, in := range n.Inputs {
+			read[in] = true
+		}
+	}
+	for _, vi := range l.g.model.Graph.Inputs {
+		if l.g.model.Graph.Initializer(vi.Name) == nil {
+			out.Inputs = append(out.Inputs, vi)
+		}
+	}
+	for i, v := range l.g.Inputs {
+		switch {
+		case !read[v.Name] || !v.IsWeight():
+		case l.biases[i]:
+			out.Initializers = append(out.Initializers, floatTensor(v.Name, v.Bias))
+		default:
+			out.Initializers = append(out.Initializers, floatTensor(v.Name, v.Tensor()))
+		}
+	}
+	for _, name := range l.g.Outputs {
+		for _, vi := range l.g.model.Graph.Outputs {
+			if vi.Name == name {
+				out.Outputs = append(out.Outputs, vi)
+			}
+		}
+	}
+	return nil
+}
+
+// Tensor is the weight's data; a broadcast bias is materialised.
+func (v Value) Tensor() *runtime.Tensor {
+	if v.Data != nil || v.Bias == nil {
+		return v.Data
+	}
+	t := runtime.NewTensor(v.Shape...)
+	channels := len(v.Bias.Data)
+	inner := len(t.Data) / max(1, v.Shape[0]*channels)
+	for i := range t.Data {
+		t.Data[i] = v.Bias.Data[(i/inner)%channels]
+	}
+	return t
+}
+
+// floatTensor is a float32 initializer with its data inline.
+func floatTensor(name string, t *runtime.Tensor) *onnx.Tensor {
+	raw := make([]byte, 4*len(t.Data))
+	for i, x := range t.Data {
+		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(x))
+	}
+	dims := make([]int64, len(t.Shape))
+	for i, d := range t.Shape {
+		dims[i] = int64(d)
+	}
+	return &onnx.Tensor{Name: name, Dims: dims, DataType: onnx.Float, RawData: raw, HasRawData: true}
+}
+
+func intAttr(name string, v int) *onnx.Attribute {
+	return &onnx.Attribute{Name: name, Type: onnx.AttrInt, I: int64(v)}
+}
+
+func intsAttr(name string, vs ...int) *onnx.Attribute {
+	a := &onnx.Attribute{Name: name, Type: onnx.AttrInts}
+	for _, v := range vs {
+		a.Ints = append(a.Ints, int64(v))
+	}
+	return a
+}

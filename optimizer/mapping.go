@@ -1,0 +1,234 @@
+package optimizer
+
+import (
+	"fmt"
+	"slices"
+
+	"rulebook/onnx"
+	"rulebook/rules"
+)
+
+// mapped maps a node onto registry operators when their semantics agree
+// exactly with the node's attributes and shapes; ok is false to keep the
+// node opaque.
+func (b *builder) mapped(n *onnx.Node, args []rules.Value) (ok bool, err error) {
+	switch n.OpType {
+	case "Relu":
+		return b.emit(n, "relu", nil, args...)
+	case "Add", "Mul":
+		return b.elementwise(n, args)
+	case "MatMul":
+		x, y := b.g.shape(args[0]), b.g.shape(args[1])
+		if len(x) == len(y) && (len(x) == 2 || len(x) == 3 && x[0] == y[0]) {
+			return b.emit(n, "matmul", nil, args...)
+		}
+	case "Transpose":
+		perm := attrInts(n, "perm")
+		if len(b.g.shape(args[0])) == 2 && (perm == nil || slices.Equal(perm, []int{1, 0})) {
+			return b.emit(n, "transpose", nil, args...)
+		}
+	case "Conv":
+		return b.conv(n, args)
+	case "MaxPool", "AveragePool":
+		return b.pool(n, args)
+	case "Concat":
+		return b.concat(n, args)
+	}
+	return false, nil
+}
+
+// emit adds one registry node for an ONNX node. A shape the registry
+// refuses keeps the node opaque; a shape it infers differently from the
+// runtime is a bug, reported.
+func (b *builder) emit(n *onnx.Node, op string, params []int, args ...rules.Value) (bool, error) {
+	vals, err := b.add(op, params, args...)
+	if err != nil {
+		return false, nil
+	}
+	return true, b.bind(n, vals)
+}
+
+// elementwise maps Add and Mul of equal shapes, and Mul by a scalar.
+func (b *builder) elementwise(n *onnx.Node, args []rules.Value) (bool, error) {
+	x, y := b.g.shape(args[0]), b.g.shape(args[1])
+	switch {
+	case slices.Equal(x, y):
+		return b.emit(n, map[string]string{"Add": "ewadd", "Mul": "ewmul"}[n.OpType], nil, args...)
+	case n.OpType == "Mul" && len(y) == 0:
+		return b.emit(n, "smul", nil, args[0], args[1])
+	case n.OpType == "Mul" && len(x) == 0:
+		return b.emit(n, "smul", nil, args[1], args[0])
+	}
+	return false, nil
+}
+
+// window is the geometry of a 2-D convolution or pooling window in the
+// registry's terms.
+type window struct {
+	kernel, stride, padding int
+}
+
+// window2D reads kernel, strides, pads, auto_pad and dilations of a 2-D
+// window over an NCHW input of spatial extent in; ok is false when the
+// registry cannot express them (unequal sides, dilation, padding that is
+// neither SAME_UPPER nor none).
+func window2D(n *onnx.Node, kernel []int, in []int) (window, bool) {
+	if len(kernel) != 2 || kernel[0] != kernel[1] || len(in) != 2 {
+		return window{}, false
+	}
+	strides := attrIntsDefault(n, "strides", []int{1, 1})
+	dilations := attrIntsDefault(n, "dilations", []int{1, 1})
+	if len(strides) != 2 || strides[0] != strides[1] || !slices.Equal(dilations, []int{1, 1}) {
+		return window{}, false
+	}
+	w := window{kernel: kernel[0], stride: strides[0]}
+	same := samePads(in, w.kernel, w.stride)
+	pads := attrIntsDefault(n, "pads", []int{0, 0, 0, 0})
+	switch attrString(n, "auto_pad", "NOTSET") {
+	case "SAME_UPPER":
+		w.padding = rules.PadSame
+	case "VALID":
+		w.padding = rules.PadValid
+	case "NOTSET":
+		switch {
+		case slices.Equal(pads, []int{0, 0, 0, 0}):
+			w.padding = rules.PadValid
+		case slices.Equal(pads, same):
+			w.padding = rules.PadSame
+		default:
+			return window{}, false
+		}
+	default:
+		return window{}, false
+	}
+	return w, true
+}
+
+// samePads are SAME_UPPER's pads [top, left, bottom, right] for a square
+// window: as many cells as the output needs, the odd one at the end.
+func samePads(in []int, k, stride int) []int {
+	pads := make([]int, 4)
+	for d, extent := range in {
+		out := (extent + stride - 1) / stride
+		total := max(0, (out-1)*stride+k-extent)
+		pads[d], pads[d+2] = total/2, total-total/2
+	}
+	return pads
+}
+
+// conv maps a 2-D Conv; a bias becomes an ewadd with the bias broadcast
+// to the output (a weight, folded back into the Conv when lowering).
+func (b *builder) conv(n *onnx.Node, args []rules.Value) (bool, error) {
+	x, w := b.g.shape(args[0]), b.g.shape(args[1])
+	if len(x) != 4 || len(w) != 4 {
+		return false, nil
+	}
+	if ks := attrInts(n, "kernel_shape"); ks != nil && !slices.Equal(ks, w[2:]) {
+		return false, nil
+	}
+	win, ok := window2D(n, w[2:], x[2:])
+	if !ok {
+		return false, nil
+	}
+	groups := attrInt(n, "group", 1)
+	switch {
+	case groups == x[1] && w[1] == 1 && groups > 1:
+		groups = rules.GroupsDepthwise
+	case groups < 1:
+		return false, nil
+	}
+	conv, err := b.add("conv2d", []int{win.stride, win.padding, rules.ActNone, groups}, args[0], args[1])
+	if err != nil {
+		return false, nil
+	}
+	if len(args) == 2 {
+		return true, b.bind(n, conv)
+	}
+	bias := args[2]
+	if !bias.IsInput() || b.g.Inputs[bias.Input()].Data == nil {
+		return false, fmt.Errorf("the bias is not a weight")
+	}
+	out := b.g.shape(conv[0])
+	expanded := b.addInput(Value{Name: b.g.Inputs[bias.Input()].Name + "@" + n.Outputs[0], Shape: out, Bias: b.g.Inputs[bias.Input()].Data})
+	sum, err := b.add("ewadd", nil, conv[0], expanded)
+	if err != nil {
+		return false, err
+	}
+	return true, b.bind(n, sum)
+}
+
+// pool maps 2-D MaxPool and AveragePool; average pooling counts padded
+// cells as zeros, so only count_include_pad=1 or no padding maps.
+func (b *builder) pool(n *onnx.Node, args []rules.Value) (bool, error) {
+	x := b.g.shape(args[0])
+	if len(x) != 4 || len(n.Outputs) != 1 || attrInt(n, "ceil_mode", 0) != 0 || attrInt(n, "storage_order", 0) != 0 {
+		return false, nil
+	}
+	win, ok := window2D(n, attrInts(n, "kernel_shape"), x[2:])
+	if !ok {
+		return false, nil
+	}
+	op := "pool_max"
+	if n.OpType == "AveragePool" {
+		op = "pool_avg"
+		if win.padding == rules.PadSame && attrInt(n, "count_include_pad", 0) != 1 && !slices.Equal(samePads(x[2:], win.kernel, win.stride), []int{0, 0, 0, 0}) {
+			return false, nil
+		}
+	}
+	return b.emit(n, op, []int{win.kernel, win.stride, win.padding}, args...)
+}
+
+// concat maps a Concat of any number of inputs onto a chain of binary
+// concats, left to right.
+func (b *builder) concat(n *onnx.Node, args []rules.Value) (bool, error) {
+	rank := len(b.g.shape(args[0]))
+	axis := attrInt(n, "axis", 0)
+	if axis < 0 {
+		axis += rank
+	}
+	if len(args) < 2 || axis < 0 || axis >= rank {
+		return false, nil
+	}
+	acc := args[0]
+	for _, a := range args[1:] {
+		out, err := b.add("concat", []int{axis}, acc, a)
+		if err != nil {
+			return false, nil
+		}
+		acc = out[0]
+	}
+	return true, b.bind(n, []rules.Value{acc})
+}
+
+func attrInts(n *onnx.Node, name string) []int {
+	a := n.Attr(name)
+	if a == nil {
+		return nil
+	}
+	out := make([]int, len(a.Ints))
+	for i, v := range a.Ints {
+		out[i] = int(v)
+	}
+	return out
+}
+
+func attrIntsDefault(n *onnx.Node, name string, def []int) []int {
+	if v := attrInts(n, name); v != nil {
+		return v
+	}
+	return def
+}
+
+func attrInt(n *onnx.Node, name string, def int) int {
+	if a := n.Attr(name); a != nil {
+		return int(a.I)
+	}
+	return def
+}
+
+func attrString(n *onnx.Node, name, def string) string {
+	if a := n.Attr(name); a != nil {
+		return a.S
+	}
+	return def
+}
