@@ -19,15 +19,19 @@ type Graph struct {
 	Inputs []Value
 	// Outputs are the model's output names, parallel to G.Outputs.
 	Outputs []string
-	// Shapes are the concrete shapes of every node output, by node.
-	Shapes [][][]int
-	// opaque holds the ONNX node of each opaque node, indexed by the
-	// node's only parameter.
-	opaque []*onnx.Node
-	// names remembers the ONNX name of node outputs that came from the
-	// model, so that lowering keeps them.
-	names map[rules.Value]string
-	model *onnx.Model
+	// Shapes are the concrete shapes of every node output, by node, as
+	// the registry infers them (with concat history, which split needs);
+	// Infer recomputes them after a rewrite.
+	Shapes [][]rules.Shape
+	// opaque holds each opaque node's ONNX node and output shapes, indexed
+	// by the node's only parameter.
+	opaque []opaqueNode
+	model  *onnx.Model
+}
+
+type opaqueNode struct {
+	node   *onnx.Node
+	shapes []rules.Shape
 }
 
 // Value is a graph input: a model input (no data) or a weight.
@@ -50,7 +54,7 @@ func FromONNX(m *onnx.Model, rt *runtime.Model) (*Graph, error) {
 	if m.Graph == nil {
 		return nil, fmt.Errorf("optimizer: the model has no graph")
 	}
-	b := &builder{g: &Graph{model: m, names: map[rules.Value]string{}}, rt: rt, byName: map[string]rules.Value{}, reg: rules.Default()}
+	b := &builder{g: &Graph{model: m}, rt: rt, byName: map[string]rules.Value{}, reg: rules.Default()}
 	if err := b.inputs(); err != nil {
 		return nil, err
 	}
@@ -163,22 +167,17 @@ func (b *builder) add(name string, params []int, args ...rules.Value) ([]rules.V
 	if !ok {
 		return nil, fmt.Errorf("the registry has no %s", name)
 	}
-	in := make([]rules.Shape, len(args))
-	for i, a := range args {
-		in[i] = rules.NewShape(b.g.shape(a)...)
-	}
-	out, err := op.InferShapes(params, in)
+	node := rules.Node{Op: op, Params: params, Args: args}
+	out, err := b.g.inferNode(&node)
 	if err != nil {
 		return nil, err
 	}
-	b.g.G.Nodes = append(b.g.G.Nodes, rules.Node{Op: op, Params: params, Args: args})
-	shapes := make([][]int, len(out))
+	b.g.G.Nodes = append(b.g.G.Nodes, node)
+	b.g.Shapes = append(b.g.Shapes, out)
 	vals := make([]rules.Value, len(out))
-	for i, s := range out {
-		shapes[i] = s.DimList()
+	for i := range out {
 		vals[i] = rules.Value{Node: len(b.g.G.Nodes) - 1, Out: i}
 	}
-	b.g.Shapes = append(b.g.Shapes, shapes)
 	return vals, nil
 }
 
@@ -191,7 +190,6 @@ func (b *builder) bind(n *onnx.Node, vals []rules.Value) error {
 			return fmt.Errorf("output %q: the registry infers shape %v, the runtime %v", name, got, want)
 		}
 		b.byName[name] = vals[i]
-		b.g.names[vals[i]] = name
 	}
 	return nil
 }
@@ -201,33 +199,72 @@ func (b *builder) opaqueNode(n *onnx.Node, args []rules.Value) error {
 	op := &rules.Op{Name: "onnx." + n.OpType, Arity: len(args), Outputs: len(n.Outputs),
 		Params: []rules.ParamSpec{{Name: "node"}}}
 	b.g.G.Nodes = append(b.g.G.Nodes, rules.Node{Op: op, Params: []int{len(b.g.opaque)}, Args: args})
-	b.g.opaque = append(b.g.opaque, n)
-	shapes := make([][]int, len(n.Outputs))
-	vals := make([]rules.Value, len(n.Outputs))
+	shapes := make([]rules.Shape, len(n.Outputs))
 	for i, name := range n.Outputs {
-		shape, _ := b.rt.Shape(name)
-		shapes[i] = shape
-		vals[i] = rules.Value{Node: len(b.g.G.Nodes) - 1, Out: i}
-		b.byName[name] = vals[i]
-		b.g.names[vals[i]] = name
+		shape, _ := b.rt.Shape(name) // unknown for outputs nothing reads after folding
+		shapes[i] = rules.NewShape(shape...)
+		b.byName[name] = rules.Value{Node: len(b.g.G.Nodes) - 1, Out: i}
 	}
+	b.g.opaque = append(b.g.opaque, opaqueNode{node: n, shapes: shapes})
 	b.g.Shapes = append(b.g.Shapes, shapes)
 	return nil
 }
 
-// shape is a value's concrete shape.
+// shape is a value's concrete dimensions.
 func (g *Graph) shape(v rules.Value) []int {
+	return g.shapeOf(v).DimList()
+}
+
+func (g *Graph) shapeOf(v rules.Value) rules.Shape {
 	if v.IsInput() {
-		return g.Inputs[v.Input()].Shape
+		return rules.NewShape(g.Inputs[v.Input()].Shape...)
 	}
 	return g.Shapes[v.Node][v.Out]
+}
+
+// inferNode infers a node's output shapes from its operands' shapes,
+// which must be known: the registry's shape rule for a registry operator,
+// the shapes recorded at mapping for an opaque one.
+func (g *Graph) inferNode(n *rules.Node) ([]rules.Shape, error) {
+	if o, ok := g.opaqueOf(n); ok {
+		return o.shapes, nil
+	}
+	in := make([]rules.Shape, len(n.Args))
+	for i, a := range n.Args {
+		in[i] = g.shapeOf(a)
+	}
+	return n.Op.InferShapes(n.Params, in)
+}
+
+// Infer recomputes every node's shapes, as after a rewrite; an error means
+// the rewritten graph does not type-check (rules do not model shapes).
+func (g *Graph) Infer() error {
+	g.Shapes = make([][]rules.Shape, len(g.G.Nodes))
+	for i := range g.G.Nodes {
+		out, err := g.inferNode(&g.G.Nodes[i])
+		if err != nil {
+			return fmt.Errorf("node %d (%s): %w", i, g.G.Nodes[i].Op.Name, err)
+		}
+		g.Shapes[i] = out
+	}
+	return nil
+}
+
+// opaqueOf returns the ONNX node behind an opaque node.
+func (g *Graph) opaqueOf(n *rules.Node) (opaqueNode, bool) {
+	if len(n.Params) != 1 || n.Params[0] >= len(g.opaque) || n.Op.Name != "onnx."+g.opaque[n.Params[0]].node.OpType {
+		return opaqueNode{}, false
+	}
+	return g.opaque[n.Params[0]], true
 }
 
 // Opaque reports the ONNX operators kept as opaque nodes, with counts.
 func (g *Graph) Opaque() map[string]int {
 	out := map[string]int{}
-	for _, n := range g.opaque {
-		out[n.OpType]++
+	for _, n := range g.G.Nodes {
+		if o, ok := g.opaqueOf(&n); ok {
+			out[o.node.OpType]++
+		}
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 
 	"rulebook/onnx"
@@ -116,14 +117,14 @@ func (l *lowering) planFusions() {
 	}
 }
 
-// name is the ONNX name of a value: the model's where it came from the
-// model, else a fresh one.
+// name is the ONNX name of a value: a graph input's own, a model output's
+// own, else one made from the node.
 func (l *lowering) name(v rules.Value) string {
 	if v.IsInput() {
 		return l.g.Inputs[v.Input()].Name
 	}
-	if name, ok := l.g.names[v]; ok {
-		return name
+	if k := slices.Index(l.g.G.Outputs, v); k >= 0 {
+		return l.g.Outputs[k]
 	}
 	return "rb." + strconv.Itoa(v.Node) + "." + strconv.Itoa(v.Out)
 }
@@ -166,8 +167,8 @@ func (l *lowering) node(i int) ([]*onnx.Node, error) {
 		return []*onnx.Node{{Name: out, OpType: "Concat", Inputs: l.concatInputs(i), Outputs: []string{out},
 			Attributes: []*onnx.Attribute{intAttr("axis", n.Params[0])}}}, nil
 	}
-	if len(n.Params) == 1 && n.Params[0] < len(l.g.opaque) && n.Op.Name == "onnx."+l.g.opaque[n.Params[0]].OpType {
-		return []*onnx.Node{l.opaque(i)}, nil
+	if o, ok := l.g.opaqueOf(n); ok {
+		return []*onnx.Node{l.opaque(i, o.node)}, nil
 	}
 	return nil, fmt.Errorf("no ONNX lowering for %s yet", n.Op.Name)
 }
@@ -232,12 +233,12 @@ func (l *lowering) concatInputs(i int) []string {
 }
 
 // opaque restores an opaque node with its present inputs renamed.
-func (l *lowering) opaque(i int) *onnx.Node {
+func (l *lowering) opaque(i int, from *onnx.Node) *onnx.Node {
 	n := &l.g.G.Nodes[i]
-	orig := *l.g.opaque[n.Params[0]]
+	orig := *from
 	args := l.names(n.Args)
-	orig.Inputs = make([]string, len(l.g.opaque[n.Params[0]].Inputs))
-	for k, name := range l.g.opaque[n.Params[0]].Inputs {
+	orig.Inputs = make([]string, len(from.Inputs))
+	for k, name := range from.Inputs {
 		if name != "" {
 			orig.Inputs[k], args = args[0], args[1:]
 		}

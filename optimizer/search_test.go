@@ -1,0 +1,86 @@
+package optimizer
+
+import (
+	"context"
+	"testing"
+
+	"rulebook/onnx"
+	"rulebook/rules"
+	"rulebook/runtime"
+)
+
+// ruleSet parses proved rules of the ≤3-operator rulebook.
+func ruleSet(t *testing.T, texts ...string) *RuleSet {
+	t.Helper()
+	rs := &RuleSet{Version: "test"}
+	for _, text := range texts {
+		r, err := rules.ParseRule(rules.Default(), text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs.Rules, rs.Texts = append(rs.Rules, r), append(rs.Texts, text)
+	}
+	return rs
+}
+
+// TestOptimizeKeepsOutputs optimizes squeezenet with rules that apply to it
+// and checks that the rewritten model computes the same outputs.
+func TestOptimizeKeepsOutputs(t *testing.T) {
+	m, rt := load(t, "squeezenet1_1.onnx")
+	g, err := FromONNX(m, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := ruleSet(t,
+		"(concat 1 (relu ?a) (relu ?b)) => (relu (concat 1 ?a ?b))",
+		"(ewadd ?a ?b) => (ewadd ?b ?a)",
+	)
+	opt := DefaultOptions
+	opt.Budget = 20
+	res, err := Optimize(context.Background(), g, rs, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.After >= res.Before || res.Applied[0] == 0 {
+		t.Fatalf("no improvement: %.4f -> %.4f ms, applied %v", res.Before, res.After, res.Applied)
+	}
+	out, err := res.Graph.ToONNX()
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded, err := onnx.DecodeModel(onnx.EncodeModel(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt2, _, err := runtime.FromONNX(decoded, t.TempDir(), runtime.LoadOptions{Weights: runtime.WeightsFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertSameOutputs(t, rt, rt2)
+	relus := 0
+	for _, n := range decoded.Graph.Nodes {
+		if n.OpType == "Relu" {
+			relus++
+		}
+	}
+	if relus >= 26 {
+		t.Errorf("%d Relu nodes after merging relus across concats, want fewer than 26", relus)
+	}
+}
+
+// TestOptimizeWithoutApplicableRules returns the model unchanged with a
+// cost ratio of exactly 1.
+func TestOptimizeWithoutApplicableRules(t *testing.T) {
+	m, rt := load(t, "squeezenet1_1.onnx")
+	g, err := FromONNX(m, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Optimize(context.Background(), g, ruleSet(t, "(transpose (transpose ?a)) => ?a"), DefaultOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.After != res.Before || res.Graph != g || len(res.Applied) != 0 || res.Stopped != "queue empty" {
+		t.Errorf("cost %.4f -> %.4f, applied %v, stopped %s", res.Before, res.After, res.Applied, res.Stopped)
+	}
+}
