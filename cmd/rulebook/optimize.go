@@ -148,7 +148,9 @@ func appliedRules(rs *optimizer.RuleSet, res *optimizer.Result) []appliedRule {
 	for i, n := range res.Applied {
 		out = append(out, appliedRule{Index: i, Rule: rs.Texts[i], Count: n})
 	}
-	sort.Slice(out, func(a, b int) bool { return out[a].Count > out[b].Count || out[a].Count == out[b].Count && out[a].Index < out[b].Index })
+	sort.Slice(out, func(a, b int) bool {
+		return out[a].Count > out[b].Count || out[a].Count == out[b].Count && out[a].Index < out[b].Index
+	})
 	return out
 }
 
