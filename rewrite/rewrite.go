@@ -5,11 +5,14 @@
 package rewrite
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/zeebo/xxh3"
 
 	"rulebook/rules"
 )
@@ -226,10 +229,10 @@ func assemble(numInputs int, nodes map[int]rules.Node, outputs []rules.Value) (*
 	return g, nil
 }
 
-// Key identifies what a graph computes from its inputs, as terms: two
-// graphs have the same key exactly when their outputs are the same
-// expressions of the same inputs, whatever their node order or sharing.
-func Key(g *rules.Graph) string {
+// Term renders what a graph computes from its inputs as terms, one per
+// output: readable, but as long as the graph unfolded into trees, which for
+// deep graphs with shared values is exponential. Key is the compact form.
+func Term(g *rules.Graph) string {
 	memo := make([]string, len(g.Nodes))
 	var term func(v rules.Value) string
 	term = func(v rules.Value) string {
@@ -259,4 +262,38 @@ func Key(g *rules.Graph) string {
 		parts[i] = term(o)
 	}
 	return strings.Join(parts, " ; ")
+}
+
+// Key identifies what a graph computes from its inputs: two graphs have the
+// same key exactly when their outputs are the same expressions of the same
+// inputs, whatever their node order or sharing (up to 128-bit hash
+// collisions). Each node's hash covers its operator, parameters and
+// operands' hashes, so the key costs one pass over the nodes.
+func Key(g *rules.Graph) string {
+	hashes := make([]xxh3.Uint128, len(g.Nodes))
+	var buf []byte
+	value := func(v rules.Value) xxh3.Uint128 {
+		if v.IsInput() {
+			return xxh3.Hash128(binary.LittleEndian.AppendUint64(nil, uint64(v.Input())))
+		}
+		h := hashes[v.Node]
+		return xxh3.Hash128(binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, h.Hi), h.Lo), uint64(v.Out)+1))
+	}
+	for i, n := range g.Nodes {
+		buf = append(buf[:0], n.Op.Name...)
+		for _, p := range n.Params {
+			buf = binary.LittleEndian.AppendUint64(buf, uint64(p))
+		}
+		for _, a := range n.Args {
+			h := value(a)
+			buf = binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(buf, h.Hi), h.Lo)
+		}
+		hashes[i] = xxh3.Hash128(buf)
+	}
+	out := make([]byte, 0, 16*len(g.Outputs))
+	for _, o := range g.Outputs {
+		h := value(o)
+		out = binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(out, h.Hi), h.Lo)
+	}
+	return string(out)
 }

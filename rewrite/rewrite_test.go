@@ -54,9 +54,9 @@ func TestApply(t *testing.T) {
 					t.Fatal(err)
 				}
 				if err := next.Validate(); err != nil {
-					t.Fatalf("invalid result %s: %v", Key(next), err)
+					t.Fatalf("invalid result %s: %v", Term(next), err)
 				}
-				got = append(got, Key(next))
+				got = append(got, Term(next))
 				return true
 			})
 			if len(got) != len(c.want) {
@@ -72,13 +72,19 @@ func TestApply(t *testing.T) {
 }
 
 func TestKeyIgnoresNodeOrderAndSharing(t *testing.T) {
-	a := parseRule(t, "(let ((%0 (relu ?a))) (ewadd %0 %0)) => (ewadd (relu ?a) (relu ?a))")
-	if Key(&a.Src) != Key(&a.Dst) {
-		t.Errorf("shared and unshared terms differ: %s vs %s", Key(&a.Src), Key(&a.Dst))
-	}
-	b := parseRule(t, "(ewadd ?a ?b) => (ewadd ?b ?a)")
-	if Key(&b.Src) == Key(&b.Dst) {
-		t.Errorf("operand order ignored: %s", Key(&b.Src))
+	for _, key := range []func(*rules.Graph) string{Key, Term} {
+		a := parseRule(t, "(let ((%0 (relu ?a))) (ewadd %0 %0)) => (ewadd (relu ?a) (relu ?a))")
+		if key(&a.Src) != key(&a.Dst) {
+			t.Errorf("shared and unshared terms differ: %s vs %s", Term(&a.Src), Term(&a.Dst))
+		}
+		b := parseRule(t, "(ewadd ?a ?b) => (ewadd ?b ?a)")
+		if key(&b.Src) == key(&b.Dst) {
+			t.Errorf("operand order ignored: %s", Term(&b.Src))
+		}
+		c := parseRule(t, "(let ((%0 (concat 0 ?a ?b))) (outputs (split0 0 %0) (split1 0 %0))) => (let ((%0 (concat 0 ?a ?b))) (outputs (split1 0 %0) (split0 0 %0)))")
+		if key(&c.Src) == key(&c.Dst) {
+			t.Errorf("output order ignored: %s", Term(&c.Src))
+		}
 	}
 }
 
@@ -149,7 +155,7 @@ func TestNeighboursOnSharedNodes(t *testing.T) {
 	host := parseRule(t, "(let ((%0 (concat 1 ?a ?b))) (conv2d 1 same none 1 %0 %0)) => ?a")
 	var got []string
 	Neighbours(&host.Src, Both(r, 0), func(_ *Rewrite, _ *Match, next *rules.Graph) bool {
-		got = append(got, Key(next))
+		got = append(got, Term(next))
 		return true
 	})
 	want := "(ewadd (conv2d 1 0 0 1 ?0 ?0) (conv2d 1 0 0 1 ?1 ?1))"
