@@ -57,6 +57,8 @@ type lowering struct {
 	// biases marks the broadcast-bias graph inputs of fused convolutions:
 	// they become initializers of the compact bias.
 	biases map[int]bool
+	// extra are initializers lowering adds, such as Split's sizes.
+	extra []*onnx.Tensor
 }
 
 // liveNodes marks the nodes the outputs depend on.
@@ -166,6 +168,8 @@ func (l *lowering) node(i int) ([]*onnx.Node, error) {
 	case "concat":
 		return []*onnx.Node{{Name: out, OpType: "Concat", Inputs: l.concatInputs(i), Outputs: []string{out},
 			Attributes: []*onnx.Attribute{intAttr("axis", n.Params[0])}}}, nil
+	case "split":
+		return []*onnx.Node{l.split(i)}, nil
 	}
 	if o, ok := l.g.opaqueOf(n); ok {
 		return []*onnx.Node{l.opaque(i, o.node)}, nil
@@ -210,6 +214,19 @@ func (l *lowering) pool(i int, out string) []*onnx.Node {
 		op, attrs = "AveragePool", append(attrs, intAttr("count_include_pad", 1))
 	}
 	return []*onnx.Node{{Name: out, OpType: op, Inputs: l.names(n.Args), Outputs: []string{out}, Attributes: attrs}}
+}
+
+// split lowers split to an ONNX Split (opset 13: the sizes are an input)
+// at the sizes its outputs have.
+func (l *lowering) split(i int) *onnx.Node {
+	n := &l.g.G.Nodes[i]
+	axis := n.Params[0]
+	sizes := l.name(rules.Value{Node: i}) + ".sizes"
+	left, right := l.g.Shapes[i][0].Dims[axis], l.g.Shapes[i][1].Dims[axis]
+	l.extra = append(l.extra, &onnx.Tensor{Name: sizes, Dims: []int64{2}, DataType: onnx.Int64, Int64Data: []int64{int64(left), int64(right)}})
+	return &onnx.Node{Name: sizes + ".split", OpType: "Split", Inputs: []string{l.name(n.Args[0]), sizes},
+		Outputs: []string{l.name(rules.Value{Node: i, Out: 0}), l.name(rules.Value{Node: i, Out: 1})},
+		Attributes: []*onnx.Attribute{intAttr("axis", axis)}}
 }
 
 // windowPads are ONNX's pads for the registry's padding.
@@ -273,6 +290,7 @@ func (l *lowering) inputsAndWeights(out *onnx.Graph) error {
 			out.Initializers = append(out.Initializers, floatTensor(v.Name, v.Tensor()))
 		}
 	}
+	out.Initializers = append(out.Initializers, l.extra...)
 	for _, name := range l.g.Outputs {
 		for _, vi := range l.g.model.Graph.Outputs {
 			if vi.Name == name {

@@ -86,18 +86,20 @@ func window2D(n *onnx.Node, kernel []int, in []int) (window, bool) {
 	pads := attrIntsDefault(n, "pads", []int{0, 0, 0, 0})
 	switch attrString(n, "auto_pad", "NOTSET") {
 	case "SAME_UPPER":
-		w.padding = rules.PadSame
+		pads = same
 	case "VALID":
-		w.padding = rules.PadValid
+		pads = []int{0, 0, 0, 0}
 	case "NOTSET":
-		switch {
-		case slices.Equal(pads, []int{0, 0, 0, 0}):
-			w.padding = rules.PadValid
-		case slices.Equal(pads, same):
-			w.padding = rules.PadSame
-		default:
-			return window{}, false
-		}
+	default:
+		return window{}, false
+	}
+	// Where same and valid padding coincide (1×1 windows), same is the
+	// canonical choice: it is the padding rules are generated with.
+	switch {
+	case slices.Equal(pads, same):
+		w.padding = rules.PadSame
+	case slices.Equal(pads, []int{0, 0, 0, 0}):
+		w.padding = rules.PadValid
 	default:
 		return window{}, false
 	}

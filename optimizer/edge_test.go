@@ -1,0 +1,127 @@
+package optimizer
+
+import (
+	"testing"
+
+	"rulebook/onnx"
+	"rulebook/rewrite"
+	"rulebook/rules"
+	"rulebook/runtime"
+)
+
+// tinyModel builds an ONNX model from nodes over a float input and
+// float initializers, and loads it with the runtime.
+func tinyModel(t *testing.T, input []int, weights map[string][]int, outputs []string, nodes ...*onnx.Node) (*onnx.Model, *runtime.Model) {
+	t.Helper()
+	dims := func(s []int) []onnx.Dim {
+		out := make([]onnx.Dim, len(s))
+		for i, d := range s {
+			out[i] = onnx.Dim{Value: int64(d), HasValue: true}
+		}
+		return out
+	}
+	g := &onnx.Graph{Name: "tiny", Nodes: nodes,
+		Inputs: []*onnx.ValueInfo{{Name: "x", IsTensor: true, ElemType: onnx.Float, HasShape: true, Shape: dims(input)}}}
+	seed := 1
+	for name, shape := range weights {
+		w := runtime.NewTensor(shape...)
+		for i := range w.Data {
+			seed = seed*1103515245 + 12345
+			w.Data[i] = float32(seed%2000)/1000 - 1
+		}
+		g.Initializers = append(g.Initializers, floatTensor(name, w))
+	}
+	for _, o := range outputs {
+		g.Outputs = append(g.Outputs, &onnx.ValueInfo{Name: o, IsTensor: true, ElemType: onnx.Float})
+	}
+	m := &onnx.Model{IRVersion: 8, OpsetImports: []onnx.OperatorSetID{{Version: 13}}, Graph: g}
+	m, err := onnx.DecodeModel(onnx.EncodeModel(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, _, err := runtime.FromONNX(m, t.TempDir(), runtime.LoadOptions{Weights: runtime.WeightsFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, rt
+}
+
+// rewrites applies every rewrite of one rule once, keeping the results that
+// type-check, as the search does.
+func rewrites(t *testing.T, g *Graph, rule string) []*Graph {
+	t.Helper()
+	r, err := rules.ParseRule(rules.Default(), rule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*Graph
+	rewrite.Neighbours(&g.G, rewrite.Both(r, 0), func(_ *rewrite.Rewrite, _ *rewrite.Match, next *rules.Graph) bool {
+		h := g.with(next)
+		if h.Infer() == nil {
+			out = append(out, h)
+		}
+		return true
+	})
+	return out
+}
+
+// A multi-output rule merges two matrix products that share an operand
+// into one product of concatenated weights and a split; the rewritten
+// model computes the same two outputs.
+func TestMultiOutputRewrite(t *testing.T) {
+	m, rt := tinyModel(t, []int{8, 16}, map[string][]int{"w1": {16, 16}, "w2": {16, 16}}, []string{"y1", "y2"},
+		&onnx.Node{Name: "mm1", OpType: "MatMul", Inputs: []string{"x", "w1"}, Outputs: []string{"y1"}},
+		&onnx.Node{Name: "mm2", OpType: "MatMul", Inputs: []string{"x", "w2"}, Outputs: []string{"y2"}})
+	g, err := FromONNX(m, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := rewrites(t, g, "(let ((%0 (matmul ?a (concat 1 ?b ?c)))) (outputs (split0 1 %0) (split1 1 %0))) => (outputs (matmul ?a ?b) (matmul ?a ?c))")
+	var merged *Graph
+	for _, h := range got {
+		if ops := h.G.OpNames(); len(h.G.Nodes) == 3 && ops[0] == "concat" {
+			merged = h
+		}
+	}
+	if merged == nil {
+		t.Fatalf("no merged product among %d rewrites", len(got))
+	}
+	out, err := merged.ToONNX()
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded, err := onnx.DecodeModel(onnx.EncodeModel(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt2, _, err := runtime.FromONNX(decoded, t.TempDir(), runtime.LoadOptions{Weights: runtime.WeightsFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertSameOutputs(t, rt, rt2)
+}
+
+// A rule applies only where the shapes fit: enlarging a kernel to 3×3
+// type-checks on a 1×1 kernel, not on a 5×5 one.
+func TestRuleShapesMustFit(t *testing.T) {
+	m, rt := tinyModel(t, []int{1, 4, 8, 8}, map[string][]int{"k1": {4, 4, 1, 1}, "k5": {4, 4, 5, 5}}, []string{"y1", "y5"},
+		&onnx.Node{Name: "c1", OpType: "Conv", Inputs: []string{"x", "k1"}, Outputs: []string{"y1"}},
+		&onnx.Node{Name: "c5", OpType: "Conv", Inputs: []string{"x", "k5"}, Outputs: []string{"y5"},
+			Attributes: []*onnx.Attribute{intsAttr("pads", 2, 2, 2, 2)}})
+	g, err := FromONNX(m, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ops := g.G.OpNames(); len(ops) != 1 || ops[0] != "conv2d" {
+		t.Fatalf("mapped to %v, want two conv2d", ops)
+	}
+	got := rewrites(t, g, "(conv2d 1 same none 1 ?a (enlarge 3 ?b)) => (conv2d 1 same none 1 ?a ?b)")
+	if len(got) != 1 {
+		t.Fatalf("%d rewrites type-check, want 1 (the 1×1 kernel only)", len(got))
+	}
+	for _, n := range got[0].G.Nodes {
+		if n.Op.Name == "enlarge" && got[0].shape(n.Args[0])[2] != 1 {
+			t.Errorf("enlarged a %v kernel", got[0].shape(n.Args[0]))
+		}
+	}
+}
