@@ -225,7 +225,7 @@ func (l *lowering) split(i int) *onnx.Node {
 	left, right := l.g.Shapes[i][0].Dims[axis], l.g.Shapes[i][1].Dims[axis]
 	l.extra = append(l.extra, &onnx.Tensor{Name: sizes, Dims: []int64{2}, DataType: onnx.Int64, Int64Data: []int64{int64(left), int64(right)}})
 	return &onnx.Node{Name: sizes + ".split", OpType: "Split", Inputs: []string{l.name(n.Args[0]), sizes},
-		Outputs: []string{l.name(rules.Value{Node: i, Out: 0}), l.name(rules.Value{Node: i, Out: 1})},
+		Outputs:    []string{l.name(rules.Value{Node: i, Out: 0}), l.name(rules.Value{Node: i, Out: 1})},
 		Attributes: []*onnx.Attribute{intAttr("axis", axis)}}
 }
 
