@@ -1,4 +1,5 @@
-// Package runtime executes ONNX models on the CPU in float32.
+// Package runtime executes ONNX models in float32, on the CPU (Session) or
+// on an NVIDIA GPU (CUDASession, through package cuda).
 //
 // Load (or FromONNX) turns an ONNX model into a Model: the graph is checked
 // (opset, operator set, every value defined), integer-typed constants that
@@ -12,7 +13,12 @@
 // it held has had its last use) and binds every node to its tensors, so a
 // Run allocates nothing but the output tensors it returns. Work inside a
 // node is split over SessionOptions.Threads goroutines; matrix products go
-// through gonum's Sgemm on cache-sized tiles that those goroutines share.
+// through package gemm's AVX-512 kernels on as many goroutines.
+//
+// A CUDASession runs the same plan on a GPU: device buffers planned once,
+// our CUDA C kernels compiled with NVRTC at first use, cuBLAS for matrix
+// products, and the CPU kernel for any node a GPU kernel cannot take
+// (listed by Fallbacks). Without CUDA it fails with cuda.ErrUnavailable.
 //
 // Weights kept in an external file that is absent can be generated from a
 // seed (LoadOptions.Weights), which makes the runtime usable for timing

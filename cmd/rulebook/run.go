@@ -39,45 +39,61 @@ func (o *modelOptions) register(cmd *cobra.Command) {
 	f.StringSliceVar(&o.dims, "dim", nil, "value of a symbolic input dimension, NAME=N (repeatable)")
 }
 
+// executor runs a loaded model: a CPU Session or a CUDASession.
+type executor interface {
+	Run(ctx context.Context, inputs map[string]*runtime.Tensor) (map[string]*runtime.Tensor, error)
+	TimeNode(ctx context.Context, i int, repeat int) (time.Duration, error)
+}
+
 // load reads a model and opens a session on the chosen backend; warnings
-// (generated weights) go to w.
-func (o *modelOptions) load(w io.Writer, path string) (*runtime.Model, *runtime.Session, error) {
+// (generated weights) go to w. The caller closes the session.
+func (o *modelOptions) load(w io.Writer, path string) (*runtime.Model, executor, func(), error) {
 	if err := checkBackend(o.backend); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	mode := runtime.WeightsMode(o.weights)
 	if mode != "auto" && mode != "file" && mode != "random" {
-		return nil, nil, fmt.Errorf("--weights must be auto, file or random, got %q", o.weights)
+		return nil, nil, nil, fmt.Errorf("--weights must be auto, file or random, got %q", o.weights)
 	}
 	dims, err := parseDims(o.dims)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	m, report, err := runtime.Load(path, runtime.LoadOptions{Weights: mode, Seed: o.seed, Dims: dims})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if n := len(report.RandomWeights); n > 0 {
 		fmt.Fprintf(w, "note: %d initializers have no data here (weights file absent); using random weights, seed %d\n", n, o.seed)
 	}
+	if o.backend == "cuda" {
+		s, err := m.NewCUDASession()
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("--backend cuda: %w", err)
+		}
+		if fb := s.Fallbacks(); len(fb) > 0 {
+			fmt.Fprintf(w, "note: %d nodes run on the CPU: %s\n", len(fb), strings.Join(fb, "; "))
+		}
+		return m, s, func() { s.Close() }, nil
+	}
 	s, err := m.NewSession(runtime.SessionOptions{Threads: o.threads})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return m, s, nil
+	return m, s, func() {}, nil
 }
 
-// checkBackend refuses the CUDA backend with the reason it cannot run.
+// checkBackend refuses an unknown backend, and the CUDA backend where
+// there is no GPU, before the model is read.
 func checkBackend(name string) error {
 	switch name {
 	case "cpu":
 		return nil
 	case "cuda":
-		dev, err := cuda.Probe()
-		if err != nil {
+		if _, err := cuda.Probe(); err != nil {
 			return fmt.Errorf("--backend cuda: %w", err)
 		}
-		return fmt.Errorf("--backend cuda: found %s, but this build's CUDA executor does not run models yet; use --backend cpu", dev)
+		return nil
 	}
 	return fmt.Errorf("--backend must be cpu or cuda, got %q", name)
 }
@@ -121,10 +137,11 @@ Operators: ` + strings.Join(runtime.Ops(), ", ") + `.`,
 			if repeat < 1 {
 				return fmt.Errorf("--repeat must be at least 1, got %d", repeat)
 			}
-			m, s, err := o.load(cmd.ErrOrStderr(), args[0])
+			m, s, done, err := o.load(cmd.ErrOrStderr(), args[0])
 			if err != nil {
 				return err
 			}
+			defer done()
 			feeds, err := readInputs(m, inputs, o.seed)
 			if err != nil {
 				return err
@@ -180,7 +197,7 @@ func readInputs(m *runtime.Model, paths []string, seed uint64) (map[string]*runt
 
 // timeRuns runs once to warm up, then repeat times, and returns the last
 // outputs with the median time.
-func timeRuns(ctx context.Context, s *runtime.Session, feeds map[string]*runtime.Tensor, repeat int) (map[string]*runtime.Tensor, time.Duration, error) {
+func timeRuns(ctx context.Context, s executor, feeds map[string]*runtime.Tensor, repeat int) (map[string]*runtime.Tensor, time.Duration, error) {
 	outs, err := s.Run(ctx, feeds)
 	if err != nil {
 		return nil, 0, err
@@ -235,10 +252,11 @@ reads the table back by (device, operator, shapes, parameters).`,
 			if repeat < 1 {
 				return fmt.Errorf("--repeat must be at least 1, got %d", repeat)
 			}
-			m, s, err := o.load(cmd.ErrOrStderr(), args[0])
+			m, s, done, err := o.load(cmd.ErrOrStderr(), args[0])
 			if err != nil {
 				return err
 			}
+			defer done()
 			db, err := store.Open(cmd.Context(), dbPath(cmd))
 			if err != nil {
 				return err
@@ -252,9 +270,9 @@ reads the table back by (device, operator, shapes, parameters).`,
 	return cmd
 }
 
-func benchOps(cmd *cobra.Command, db *store.Store, m *runtime.Model, s *runtime.Session, path string, o modelOptions, repeat int) error {
+func benchOps(cmd *cobra.Command, db *store.Store, m *runtime.Model, s executor, path string, o modelOptions, repeat int) error {
 	ctx := cmd.Context()
-	device := deviceName(o)
+	device := deviceName(o, s)
 	configs := distinctConfigs(m.Nodes())
 	config, _ := json.Marshal(map[string]any{"model": path, "device": device, "repeat": repeat, "configurations": len(configs)})
 	runID, err := db.BeginRun(ctx, "bench-ops", string(config), o.seed, version)
@@ -292,14 +310,17 @@ func benchOps(cmd *cobra.Command, db *store.Store, m *runtime.Model, s *runtime.
 	return nil
 }
 
-// deviceName keys the cost table: the backend and, for the CPU, the
-// thread count, since timings differ with either.
-func deviceName(o modelOptions) string {
+// deviceName keys the cost table: the CPU backend with its thread count,
+// or the GPU by name, since timings differ with either.
+func deviceName(o modelOptions, s executor) string {
+	if gpu, ok := s.(*runtime.CUDASession); ok {
+		return "cuda/" + gpu.Device().Name
+	}
 	threads := o.threads
 	if threads < 1 {
 		threads = goruntime.GOMAXPROCS(0)
 	}
-	return fmt.Sprintf("%s/%d", o.backend, threads)
+	return fmt.Sprintf("cpu/%d", threads)
 }
 
 // distinctConfigs keeps the first node of each (operator, shapes,

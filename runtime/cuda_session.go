@@ -1,0 +1,522 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	goruntime "runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"rulebook/runtime/cuda"
+)
+
+// CUDASession executes a Model on an NVIDIA GPU. Like Session it plans
+// device buffers once (an intermediate's buffer is reused after its last
+// reader; graph outputs keep theirs), uploads the constants once and
+// binds every node to its buffers and kernel arguments, so that a Run
+// uploads the inputs, queues the kernels and cuBLAS products on one
+// stream, and downloads the outputs, allocating nothing on the device.
+//
+// Reshape, Flatten, Squeeze, Unsqueeze, Identity and Dropout are views:
+// their output shares the input's device buffer. Operators without a GPU
+// kernel (see CUDAOps) run their CPU kernel between a download of their
+// inputs and an upload of their outputs; Fallbacks lists them.
+//
+// Methods may be called from several goroutines; they run one at a time.
+// Close releases the device memory and the CUDA context.
+type CUDASession struct {
+	model *Model
+	mu    sync.Mutex
+	dev   cuda.Backend
+	res   *cudaResources
+	opt   cudaOptions
+	// root maps each value to the value whose buffer it uses: itself, or
+	// for the output of a view, the root of the view's input.
+	root []int
+	// ptr holds, per root value, its device address (0 when it has none:
+	// empty, or a constant only CPU fallbacks read).
+	ptr       []cuda.Ptr
+	plans     []*cudaNodePlan
+	steps     []func() error // per node; nil for a view
+	fallbacks []string
+	scratch   cuda.Ptr // im2col workspace shared by all Conv nodes
+	env       *env     // for CPU fallbacks
+	closed    bool
+}
+
+// cudaOptions steer a CUDA session; NewCUDASession takes them from the
+// environment (RULEBOOK_CUDA_SYNC=1 synchronises after every node, so that
+// a failing kernel is named), tests set them directly.
+type cudaOptions struct {
+	// cpuOps are op types to run on the CPU even if they have a kernel.
+	cpuOps map[string]bool
+	// syncEachNode waits for the GPU after every node.
+	syncEachNode bool
+	// threads for CPU fallbacks; 0 means GOMAXPROCS.
+	threads int
+}
+
+// cudaResources is what a session holds on the device and must give back.
+type cudaResources struct {
+	mu      sync.Mutex
+	dev     cuda.Backend
+	owned   bool // Close closes dev
+	allocs  []cuda.Ptr
+	workers *workers
+	done    bool
+}
+
+func (r *cudaResources) alloc(bytes int) (cuda.Ptr, error) {
+	if bytes == 0 {
+		return 0, nil
+	}
+	p, err := r.dev.Alloc(bytes)
+	if err != nil {
+		return 0, err
+	}
+	r.mu.Lock()
+	r.allocs = append(r.allocs, p)
+	r.mu.Unlock()
+	return p, nil
+}
+
+// allocFloats allocates and uploads data (nothing for no data).
+func (r *cudaResources) upload(data []float32) (cuda.Ptr, error) {
+	p, err := r.alloc(4 * len(data))
+	if err != nil || p == 0 {
+		return p, err
+	}
+	return p, cuda.UploadFloats(r.dev, p, data)
+}
+
+func (r *cudaResources) uploadInt64s(data []int64) (cuda.Ptr, error) {
+	p, err := r.alloc(8 * len(data))
+	if err != nil || p == 0 {
+		return p, err
+	}
+	return p, cuda.UploadInt64s(r.dev, p, data)
+}
+
+// free releases some allocations early (TimeNode's temporaries).
+func (r *cudaResources) free(ps []cuda.Ptr) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var errs []error
+	for _, p := range ps {
+		if p == 0 {
+			continue
+		}
+		if i := slices.Index(r.allocs, p); i >= 0 {
+			r.allocs = slices.Delete(r.allocs, i, i+1)
+			errs = append(errs, r.dev.Free(p))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r *cudaResources) release() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done {
+		return nil
+	}
+	r.done = true
+	var errs []error
+	for _, p := range r.allocs {
+		errs = append(errs, r.dev.Free(p))
+	}
+	r.allocs = nil
+	if r.workers != nil {
+		r.workers.stop()
+	}
+	if r.owned {
+		errs = append(errs, r.dev.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// cudaNodePlan is one node prepared for the GPU: bind returns the node's
+// computation over the given input and output buffers (by input and
+// output index, 0 for an omitted or empty one).
+type cudaNodePlan struct {
+	// fallback is why the node runs on the CPU; "" when it runs on the GPU.
+	fallback string
+	// scratch is the im2col workspace it needs, in floats.
+	scratch int
+	bind    func(in, out []cuda.Ptr) (func() error, error)
+}
+
+// NewCUDASession opens the GPU and prepares the model for it. Without a
+// usable GPU, driver, NVRTC or cuBLAS the error wraps cuda.ErrUnavailable
+// and names the libraries tried.
+func (m *Model) NewCUDASession() (*CUDASession, error) {
+	dev, err := cuda.Open()
+	if err != nil {
+		return nil, fmt.Errorf("runtime: NewCUDASession: %w", err)
+	}
+	opt := cudaOptions{syncEachNode: os.Getenv("RULEBOOK_CUDA_SYNC") == "1"}
+	s, err := m.newCUDASession(dev, true, opt)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: NewCUDASession on %s: %w", dev.Device(), err)
+	}
+	return s, nil
+}
+
+// newCUDASession prepares the model on a backend; owned says whether the
+// session closes it.
+func (m *Model) newCUDASession(dev cuda.Backend, owned bool, opt cudaOptions) (*CUDASession, error) {
+	s := &CUDASession{model: m, dev: dev, opt: opt, res: &cudaResources{dev: dev, owned: owned}}
+	if err := s.prepare(); err != nil {
+		s.res.release()
+		return nil, err
+	}
+	// A session dropped without Close still gives the device back.
+	goruntime.AddCleanup(s, func(r *cudaResources) { r.release() }, s.res)
+	return s, nil
+}
+
+func (s *CUDASession) prepare() error {
+	m := s.model
+	s.root = make([]int, len(m.values))
+	for id := range s.root {
+		s.root[id] = id
+	}
+	for _, n := range m.nodes {
+		if _, ok := n.kernel.(viewKernel); ok && n.in[0] >= 0 {
+			s.root[n.out[0]] = s.root[n.in[0]]
+		}
+	}
+	// Plan the nodes: kernels chosen, tables uploaded, fallbacks decided.
+	s.plans = make([]*cudaNodePlan, len(m.nodes))
+	fallbackScratch, scratch := 0, 0
+	for i, n := range m.nodes {
+		if _, ok := n.kernel.(viewKernel); ok {
+			continue
+		}
+		p, err := s.planNode(n)
+		if err != nil {
+			return fmt.Errorf("node %d (%s %q): %w", i, n.op, n.name, err)
+		}
+		if p.fallback != "" {
+			s.fallbacks = append(s.fallbacks, fmt.Sprintf("node %d (%s %q): %s", i, n.op, n.name, p.fallback))
+			if su, ok := n.kernel.(scratchUser); ok {
+				fallbackScratch = max(fallbackScratch, su.scratchSize())
+			}
+		}
+		scratch = max(scratch, p.scratch)
+		s.plans[i] = p
+	}
+	if len(s.fallbacks) > 0 {
+		threads := s.opt.threads
+		if threads <= 0 {
+			threads = goruntime.GOMAXPROCS(0)
+		}
+		s.res.workers = newWorkers(threads)
+		s.env = &env{workers: s.res.workers, scratch: make([]float32, fallbackScratch)}
+	}
+	var err error
+	if s.scratch, err = s.res.alloc(4 * scratch); err != nil {
+		return err
+	}
+	if err := s.placeValues(); err != nil {
+		return err
+	}
+	s.steps = make([]func() error, len(m.nodes))
+	for i, n := range m.nodes {
+		if s.plans[i] == nil {
+			continue // a view: its output is its input's buffer
+		}
+		step, err := s.plans[i].bind(s.ptrsOf(n.in), s.ptrsOf(n.out))
+		if err != nil {
+			return fmt.Errorf("node %d (%s %q): %w", i, n.op, n.name, err)
+		}
+		s.steps[i] = step
+	}
+	return nil
+}
+
+// placeValues gives every root value its device buffer: constants that a
+// GPU node reads are uploaded, graph inputs get their own buffers, and
+// node outputs share buffers planned like Session's, except that graph
+// outputs are never reused (Run reads them at the end).
+func (s *CUDASession) placeValues() error {
+	m := s.model
+	s.ptr = make([]cuda.Ptr, len(m.values))
+	onDevice := make([]bool, len(m.values))
+	for i, n := range m.nodes {
+		if s.plans[i] == nil || s.plans[i].fallback != "" {
+			continue
+		}
+		for _, id := range n.in {
+			if id >= 0 {
+				onDevice[s.root[id]] = true
+			}
+		}
+	}
+	planned := make([]bool, len(m.values))
+	for id, v := range m.values {
+		if s.root[id] != id {
+			continue
+		}
+		switch {
+		case v.isConst():
+			if onDevice[id] {
+				p, err := s.res.upload(v.konst.Data)
+				if err != nil {
+					return fmt.Errorf("uploading constant %q: %w", v.name, err)
+				}
+				s.ptr[id] = p
+			}
+		case slices.Contains(m.inputs, id):
+			p, err := s.res.alloc(4 * numElements(v.shape))
+			if err != nil {
+				return fmt.Errorf("input %q: %w", v.name, err)
+			}
+			s.ptr[id] = p
+		default:
+			planned[id] = true
+		}
+	}
+	// Last use of each planned root; graph outputs live to the end.
+	lastUse := make([]int, len(m.values))
+	for i, n := range m.nodes {
+		for _, id := range slices.Concat(n.in, n.out) {
+			if id >= 0 && planned[s.root[id]] {
+				lastUse[s.root[id]] = i
+			}
+		}
+	}
+	for _, id := range m.outputs {
+		lastUse[s.root[id]] = len(m.nodes)
+	}
+	plan := bufferPlan{slotOf: make([]int, len(m.values))}
+	for id := range plan.slotOf {
+		plan.slotOf[id] = -1
+	}
+	var free []int
+	for i, n := range m.nodes {
+		for _, id := range n.out {
+			if id >= 0 && planned[id] && s.root[id] == id {
+				plan.slotOf[id], free = plan.take(free, numElements(m.values[id].shape))
+			}
+		}
+		released := map[int]bool{}
+		for _, id := range slices.Concat(n.in, n.out) {
+			if id < 0 || !planned[s.root[id]] {
+				continue
+			}
+			if r := s.root[id]; lastUse[r] == i && !released[r] && plan.slotOf[r] >= 0 {
+				released[r] = true
+				free = append(free, plan.slotOf[r])
+			}
+		}
+	}
+	slots := make([]cuda.Ptr, len(plan.sizes))
+	for i, size := range plan.sizes {
+		p, err := s.res.alloc(4 * size)
+		if err != nil {
+			return fmt.Errorf("buffer %d of %d floats: %w", i, size, err)
+		}
+		slots[i] = p
+	}
+	for id := range m.values {
+		if planned[id] && plan.slotOf[id] >= 0 {
+			s.ptr[id] = slots[plan.slotOf[id]]
+		}
+	}
+	return nil
+}
+
+// ptrsOf returns the device buffers of values (0 for omitted ones).
+func (s *CUDASession) ptrsOf(ids []int) []cuda.Ptr {
+	out := make([]cuda.Ptr, len(ids))
+	for i, id := range ids {
+		if id >= 0 {
+			out[i] = s.ptr[s.root[id]]
+		}
+	}
+	return out
+}
+
+// Device describes the GPU the session runs on.
+func (s *CUDASession) Device() cuda.Device { return s.dev.Device() }
+
+// Fallbacks lists the nodes that run on the CPU, with the reason: an
+// operator without a GPU kernel or a shape the kernels do not take.
+func (s *CUDASession) Fallbacks() []string { return slices.Clone(s.fallbacks) }
+
+// Run computes the graph outputs for the given inputs, which must match
+// the model's input names and shapes. It allocates the returned tensors
+// and nothing on the device.
+func (s *CUDASession) Run(ctx context.Context, inputs map[string]*Tensor) (map[string]*Tensor, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errors.New("runtime: Run: the CUDA session is closed")
+	}
+	m := s.model
+	if err := cudaCheckInputs(m, inputs); err != nil {
+		return nil, fmt.Errorf("runtime: Run: %w", err)
+	}
+	for _, id := range m.inputs {
+		if err := cuda.UploadFloats(s.dev, s.ptr[s.root[id]], inputs[m.values[id].name].Data); err != nil {
+			return nil, fmt.Errorf("runtime: Run: uploading input %q: %w", m.values[id].name, err)
+		}
+	}
+	for i, step := range s.steps {
+		if err := ctx.Err(); err != nil {
+			s.dev.Synchronize()
+			return nil, fmt.Errorf("runtime: Run: stopped before node %d (%s %q): %w", i, m.nodes[i].op, m.nodes[i].name, err)
+		}
+		if step == nil {
+			continue
+		}
+		err := step()
+		if err == nil && s.opt.syncEachNode {
+			err = s.dev.Synchronize()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("runtime: Run: node %d (%s %q): %w", i, m.nodes[i].op, m.nodes[i].name, err)
+		}
+	}
+	results := make(map[string]*Tensor, len(m.outputs))
+	for i, id := range m.outputs {
+		v, r := m.values[id], m.values[s.root[id]]
+		t := NewTensor(v.shape...)
+		if r.isConst() {
+			copy(t.Data, r.konst.Data)
+		} else if err := cuda.DownloadFloats(s.dev, t.Data, s.ptr[s.root[id]]); err != nil {
+			return nil, fmt.Errorf("runtime: Run: downloading output %q: %w", m.outputNames[i], err)
+		}
+		results[m.outputNames[i]] = t
+	}
+	if err := s.dev.Synchronize(); err != nil {
+		return nil, fmt.Errorf("runtime: Run: %w", err)
+	}
+	return results, nil
+}
+
+// cudaCheckInputs checks a Run's inputs against the model's.
+func cudaCheckInputs(m *Model, inputs map[string]*Tensor) error {
+	for _, id := range m.inputs {
+		v := m.values[id]
+		t, ok := inputs[v.name]
+		switch {
+		case !ok || t == nil:
+			return fmt.Errorf("input %q (shape %s) is missing", v.name, formatShape(v.shape))
+		case !slices.Equal(t.Shape, v.shape):
+			return fmt.Errorf("input %q has shape %s, the model expects %s", v.name, formatShape(t.Shape), formatShape(v.shape))
+		case len(t.Data) != numElements(v.shape):
+			return fmt.Errorf("input %q: shape %s needs %d elements, Data has %d", v.name, formatShape(t.Shape), numElements(v.shape), len(t.Data))
+		}
+	}
+	if len(inputs) != len(m.inputs) {
+		known := map[string]bool{}
+		for _, id := range m.inputs {
+			known[m.values[id].name] = true
+		}
+		var unknown []string
+		for name := range inputs {
+			if !known[name] {
+				unknown = append(unknown, fmt.Sprintf("%q", name))
+			}
+		}
+		slices.Sort(unknown)
+		return fmt.Errorf("unknown inputs %s; the model's inputs are %s", strings.Join(unknown, ", "), m.inputNames())
+	}
+	return nil
+}
+
+// TimeNode runs node i (an index of Model.Nodes) alone repeat times on
+// random inputs of its shapes (constant inputs keep their values) and
+// returns the median device time of one run, measured with CUDA events.
+// One untimed run warms up first. A view costs nothing; a CPU fallback
+// costs its transfers and its CPU kernel.
+func (s *CUDASession) TimeNode(ctx context.Context, i int, repeat int) (time.Duration, error) {
+	m := s.model
+	if i < 0 || i >= len(m.nodes) {
+		return 0, fmt.Errorf("runtime: TimeNode: node %d does not exist (the model has %d)", i, len(m.nodes))
+	}
+	repeat = max(repeat, 1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, errors.New("runtime: TimeNode: the CUDA session is closed")
+	}
+	n := m.nodes[i]
+	var temps []cuda.Ptr
+	defer func() { s.res.free(temps) }()
+	in := make([]cuda.Ptr, len(n.in))
+	for j, id := range n.in {
+		switch {
+		case id < 0:
+		case m.values[s.root[id]].isConst() && s.ptr[s.root[id]] != 0:
+			in[j] = s.ptr[s.root[id]]
+		case m.values[s.root[id]].isConst():
+			// Only a CPU fallback reads it, from the host.
+		default:
+			data := make([]float32, numElements(m.values[id].shape))
+			fillUniform(data, streamSeed(uint64(i), m.values[id].name), 1)
+			p, err := s.res.upload(data)
+			if err != nil {
+				return 0, fmt.Errorf("runtime: TimeNode: %w", err)
+			}
+			temps, in[j] = append(temps, p), p
+		}
+	}
+	out := make([]cuda.Ptr, len(n.out))
+	for j, id := range n.out {
+		if id >= 0 {
+			p, err := s.res.alloc(4 * numElements(m.values[id].shape))
+			if err != nil {
+				return 0, fmt.Errorf("runtime: TimeNode: %w", err)
+			}
+			temps, out[j] = append(temps, p), p
+		}
+	}
+	step := func() error { return nil }
+	if p := s.plans[i]; p != nil {
+		st, err := p.bind(in, out)
+		if err != nil {
+			return 0, fmt.Errorf("runtime: TimeNode: %w", err)
+		}
+		if st != nil {
+			step = st
+		}
+	}
+	if err := step(); err != nil {
+		return 0, fmt.Errorf("runtime: TimeNode: node %d (%s %q): %w", i, n.op, n.name, err)
+	}
+	if err := s.dev.Synchronize(); err != nil {
+		return 0, fmt.Errorf("runtime: TimeNode: node %d (%s %q): %w", i, n.op, n.name, err)
+	}
+	times := make([]time.Duration, repeat)
+	for r := range times {
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("runtime: TimeNode: %w", err)
+		}
+		d, err := s.dev.Time(step)
+		if err != nil {
+			return 0, fmt.Errorf("runtime: TimeNode: node %d (%s %q): %w", i, n.op, n.name, err)
+		}
+		times[r] = d
+	}
+	slices.Sort(times)
+	return times[len(times)/2], nil
+}
+
+// Close releases the session's device memory and, for a session from
+// NewCUDASession, the CUDA context. The session cannot run afterwards.
+func (s *CUDASession) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.res.release()
+}
