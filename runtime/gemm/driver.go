@@ -42,8 +42,8 @@ type problem struct {
 	ldc         int
 }
 
-// workspace holds one goroutine's packing buffer. Workspaces live in a
-// sync.Pool so that steady-state calls allocate nothing.
+// workspace holds one goroutine's packing buffer. Workspaces live on a
+// free list so that steady-state calls allocate nothing.
 type workspace struct {
 	b []float32 // B panels: up to ⌈nc/32⌉ panels of kc×32
 	// edge is the last, partial panel of B, zero padded, for kernels that
@@ -53,7 +53,32 @@ type workspace struct {
 	tr [256]float32
 }
 
-var workspaces = sync.Pool{New: func() any { return new(workspace) }}
+var workspaces freeList[workspace]
+
+// freeList keeps values for reuse. Unlike sync.Pool it never drops them at
+// a garbage collection, so a steady state allocates nothing even across
+// collections; it holds at most as many values as were ever in use at once.
+type freeList[T any] struct {
+	mu   sync.Mutex
+	free []*T
+}
+
+func (l *freeList[T]) get() *T {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := len(l.free); n > 0 {
+		x := l.free[n-1]
+		l.free = l.free[:n-1]
+		return x
+	}
+	return new(T)
+}
+
+func (l *freeList[T]) put(x *T) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.free = append(l.free, x)
+}
 
 func grow(buf *[]float32, n int) []float32 {
 	if cap(*buf) < n {

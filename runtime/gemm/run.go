@@ -23,7 +23,7 @@ func run(threads int, p *problem) {
 		return
 	}
 	ks := defaultKernels
-	j := jobs.Get().(*job)
+	j := jobs.get()
 	j.ks = ks
 	j.out = *p
 	j.p = *p
@@ -54,7 +54,7 @@ func run(threads int, p *problem) {
 		j.wg.Wait()
 	}
 	j.out, j.p = problem{}, problem{}
-	jobs.Put(j)
+	jobs.put(j)
 }
 
 // job is one call's shared state; jobs are pooled so that a call allocates
@@ -72,7 +72,7 @@ type job struct {
 	wg     sync.WaitGroup
 }
 
-var jobs = sync.Pool{New: func() any { return new(job) }}
+var jobs freeList[job]
 
 // split cuts p.c into t parts of near-equal work. Columns split at panel
 // boundaries and leave each part its own B panels; rows split finely but
@@ -118,7 +118,7 @@ func (j *job) split(t int) {
 // runPart computes part i and, for a transposed product, moves it into
 // the caller's C.
 func (j *job) runPart(i int) {
-	w := workspaces.Get().(*workspace)
+	w := workspaces.get()
 	q := &j.p
 	i0, i1, j0, j1 := 0, q.m, 0, q.n
 	if j.byCols {
@@ -132,7 +132,7 @@ func (j *job) runPart(i int) {
 		o := &j.out
 		j.ks.transposeInto(w, o.c, o.ldc, q.c, q.ldc, o.beta, j0, j1, i0, i1)
 	}
-	workspaces.Put(w)
+	workspaces.put(w)
 }
 
 // forceSwap overrides swapPays in tests and benchmarks: 1 never swaps, 2
