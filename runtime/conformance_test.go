@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"rulebook/internal/testfiles"
 	"rulebook/onnx"
 )
 
@@ -117,34 +118,6 @@ var conformanceRaised = map[string]string{
 	"test_globalmaxpool":                 "GlobalMaxPool: opset 1, unchanged until 22",
 	"test_globalmaxpool_precomputed":     "GlobalMaxPool: opset 1, unchanged until 22",
 	"test_reduce_log_sum":                "ReduceLogSum: opset 6, unchanged until 11 (which only allowed negative axes)",
-}
-
-// findONNXNodeTests returns the directory holding ONNX's node/test_*
-// directories, or "" when none is installed. RULEBOOK_ONNX_TESTDATA may
-// name the node directory itself or a parent of it.
-func findONNXNodeTests(t *testing.T) string {
-	hasCases := func(dir string) bool {
-		m, _ := filepath.Glob(filepath.Join(dir, "test_*", "model.onnx"))
-		return len(m) > 0
-	}
-	if env := os.Getenv("RULEBOOK_ONNX_TESTDATA"); env != "" {
-		for _, d := range []string{env, filepath.Join(env, "node"), filepath.Join(env, "data", "node")} {
-			if hasCases(d) {
-				return d
-			}
-		}
-		t.Fatalf("RULEBOOK_ONNX_TESTDATA=%s holds no test_*/model.onnx (directly, in node/ or in data/node/)", env)
-	}
-	for _, d := range []string{
-		"/usr/share/libonnx-testdata/data/node",
-		"/usr/share/onnx/testdata/node",
-		"/usr/local/share/libonnx-testdata/data/node",
-	} {
-		if hasCases(d) {
-			return d
-		}
-	}
-	return ""
 }
 
 // conformanceCase is one node test whose operators are all supported.
@@ -331,10 +304,7 @@ func mergeKeys(maps ...map[string]string) map[string]bool {
 // testdata/conformance.txt (go test -run TestONNXNodeConformance -update
 // rewrites it).
 func TestONNXNodeConformance(t *testing.T) {
-	root := findONNXNodeTests(t)
-	if root == "" {
-		t.Skip("ONNX node tests not found; install them with `apt-get install libonnx-testdata` or set RULEBOOK_ONNX_TESTDATA")
-	}
+	root := testfiles.ONNXNodeTests(t)
 	cases := conformanceCases(t, root)
 	tally := map[string]*conformanceTally{}
 	for _, op := range Ops() {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"rulebook/internal/testfiles"
 	"rulebook/onnx"
 	"rulebook/runtime/cuda"
 )
@@ -272,10 +273,7 @@ func runConformanceCUDA(c *conformanceCase, open func(*Model) (*CUDASession, err
 // runs on the CPU, with the same tolerances, skips and raised opsets, and
 // checks that nodes of CUDAOps ran on the GPU.
 func testCUDAConformance(t *testing.T, open func(*Model) (*CUDASession, error)) {
-	root := findONNXNodeTests(t)
-	if root == "" {
-		t.Skip("ONNX node tests not found; install them with `apt-get install libonnx-testdata` or set RULEBOOK_ONNX_TESTDATA")
-	}
+	root := testfiles.ONNXNodeTests(t)
 	gpuOps := map[string]bool{}
 	for _, op := range CUDAOps() {
 		gpuOps[op] = true

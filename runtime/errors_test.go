@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"rulebook/internal/testfiles"
 	"rulebook/onnx"
 )
 
@@ -117,10 +118,7 @@ func TestLoadErrors(t *testing.T) {
 // TestUnsupportedOperatorFromTestData loads ONNX's LRN node test, an
 // operator the runtime lacks.
 func TestUnsupportedOperatorFromTestData(t *testing.T) {
-	root := findONNXNodeTests(t)
-	if root == "" {
-		t.Skip("ONNX node tests not found")
-	}
+	root := testfiles.ONNXNodeTests(t)
 	path := filepath.Join(root, "test_lrn", "model.onnx")
 	_, _, err := Load(path, LoadOptions{})
 	wantErr(t, err, path, "LRN ×1")

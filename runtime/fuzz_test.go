@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"rulebook/internal/testfiles"
 	"rulebook/onnx"
 )
 
@@ -28,11 +29,11 @@ func FuzzFromONNXBytes(f *testing.F) {
 	// Only constants: every node is folded at load, so kernels run too.
 	f.Add(pipelineModel(true, nil))
 	for _, seed := range []string{"squeezenet1_1.onnx"} {
-		if b, err := os.ReadFile(filepath.Join(sharedModels(), seed)); err == nil {
+		if b, err := os.ReadFile(filepath.Join(testfiles.SharedDir(), "models", seed)); err == nil {
 			f.Add(b)
 		}
 	}
-	if root := findONNXNodeTests(&testing.T{}); root != "" {
+	if root, _ := testfiles.FindONNXNodeTests(); root != "" {
 		for _, c := range []string{"test_constant_pad", "test_conv_with_strides_padding", "test_gemm_all_attributes", "test_mvn_expanded", "test_reshape_negative_dim", "test_split_variable_parts_2d"} {
 			if b, err := os.ReadFile(filepath.Join(root, c, "model.onnx")); err == nil {
 				f.Add(b)

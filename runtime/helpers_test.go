@@ -1,46 +1,17 @@
 package runtime
 
 import (
-	"errors"
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 
+	"rulebook/internal/testfiles"
 	"rulebook/onnx"
 )
 
-// sharedModels holds the real torchvision / PyTorch exports: ../shared
-// beside the repository (this package is one level down), or
-// $RULEBOOK_SHARED.
-func sharedModels() string {
-	if d := os.Getenv("RULEBOOK_SHARED"); d != "" {
-		return filepath.Join(d, "models")
-	}
-	return filepath.Join("..", "..", "shared", "models")
-}
-
-// missing skips outside CI; in CI, where shared/ is always beside the
-// clone, a missing file is a failure.
-func missing(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf(format+" (CI expects ../shared beside the repository)", args...)
-	}
-	t.Skipf(format+" (set RULEBOOK_SHARED to the shared folder)", args...)
-}
-
-// sharedModel returns the path of a shared model, skipping (or failing in
-// CI) when it is absent.
+// sharedModel returns the path of a shared model (see testfiles.Shared).
 func sharedModel(t testing.TB, file string) string {
 	t.Helper()
-	path := filepath.Join(sharedModels(), file)
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		missing(t, "%s not present", path)
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return testfiles.Shared(t, "models", file)
 }
 
 // readTensorFile reads a serialized TensorProto (a test data file) as a

@@ -5,6 +5,7 @@ package testfiles
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,10 +65,28 @@ var nodeTestDirs = []string{
 
 // ONNXNodeTests returns the directory holding ONNX's node/test_* cases.
 // When none is installed the test is skipped, or failed in CI, which
-// installs libonnx-testdata. RULEBOOK_ONNX_TESTDATA may name that directory
-// or a parent of it; naming one without cases fails the test.
+// installs libonnx-testdata.
 func ONNXNodeTests(t testing.TB) string {
 	t.Helper()
+	dir, err := FindONNXNodeTests()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir == "" {
+		msg := "ONNX node test data not found in " + strings.Join(nodeTestDirs, ", ") +
+			"; install it with `apt-get install libonnx-testdata` or set RULEBOOK_ONNX_TESTDATA"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return dir
+}
+
+// FindONNXNodeTests returns the directory holding ONNX's node/test_*
+// cases, or "" when none is installed. RULEBOOK_ONNX_TESTDATA may name that
+// directory or a parent of it; naming one without cases is an error.
+func FindONNXNodeTests() (string, error) {
 	hasCases := func(dir string) bool {
 		m, _ := filepath.Glob(filepath.Join(dir, "test_*", "model.onnx"))
 		return len(m) > 0
@@ -75,21 +94,15 @@ func ONNXNodeTests(t testing.TB) string {
 	if env := os.Getenv("RULEBOOK_ONNX_TESTDATA"); env != "" {
 		for _, d := range []string{env, filepath.Join(env, "node"), filepath.Join(env, "data", "node")} {
 			if hasCases(d) {
-				return d
+				return d, nil
 			}
 		}
-		t.Fatalf("RULEBOOK_ONNX_TESTDATA=%s holds no test_*/model.onnx (directly, in node/ or in data/node/)", env)
+		return "", fmt.Errorf("RULEBOOK_ONNX_TESTDATA=%s holds no test_*/model.onnx (directly, in node/ or in data/node/)", env)
 	}
 	for _, d := range nodeTestDirs {
 		if hasCases(d) {
-			return d
+			return d, nil
 		}
 	}
-	msg := "ONNX node test data not found in " + strings.Join(nodeTestDirs, ", ") +
-		"; install it with `apt-get install libonnx-testdata` or set RULEBOOK_ONNX_TESTDATA"
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
+	return "", nil
 }
