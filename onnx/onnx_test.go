@@ -12,33 +12,27 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"rulebook/internal/testfiles"
 )
 
-// sharedModels holds real torchvision / PyTorch ONNX exports: ../shared
-// beside the repository (this package is one level down), or
-// $RULEBOOK_SHARED.
-var sharedModels = filepath.Join(sharedDir(), "models")
+// sharedModels holds real torchvision / PyTorch ONNX exports (see
+// testfiles.SharedDir).
+var sharedModels = filepath.Join(testfiles.SharedDir(), "models")
 
-func sharedDir() string {
-	if d := os.Getenv("RULEBOOK_SHARED"); d != "" {
-		return d
-	}
-	return filepath.Join("..", "..", "shared")
-}
-
-// missing skips outside CI; in CI, where shared/ is always beside the
-// clone, a missing file is a failure.
+// missing skips outside CI; in CI a missing shared file is a failure.
 func missing(t *testing.T, format string, args ...any) {
 	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf(format+" (CI expects ../shared beside the repository)", args...)
-	}
-	t.Skipf(format+" (set RULEBOOK_SHARED to the shared folder)", args...)
+	testfiles.Missing(t, format, args...)
 }
 
-// nodeTestDirs are where libonnx-testdata may have installed ONNX's node
-// tests; used for extra seeds only.
-var nodeTestDirs = []string{"/usr/share/libonnx-testdata/data/node"}
+// nodeTestDirs lists where ONNX's node tests are, if installed.
+func nodeTestDirs() []string {
+	if d, _ := testfiles.FindONNXNodeTests(); d != "" {
+		return []string{d}
+	}
+	return nil
+}
 
 func readOrSkip(t *testing.T, path string) []byte {
 	t.Helper()
@@ -612,7 +606,7 @@ func eachRecord(b []byte, fn func(num protowire.Number, rec, value []byte)) {
 
 func nodeTestPatterns(suffix string) []string {
 	var ps []string
-	for _, d := range nodeTestDirs {
+	for _, d := range nodeTestDirs() {
 		for _, c := range []string{"test_conv_with_strides_padding", "test_maxpool_2d_pads", "test_split_variable_parts_2d", "test_transpose_default"} {
 			ps = append(ps, filepath.Join(d, c, suffix))
 		}
