@@ -143,9 +143,24 @@ func Apply(host, pattern, replacement *rules.Graph, m *Match) (*rules.Graph, err
 		}
 		return v
 	}
-	nodes := map[int]rules.Node{}
+	nodes := make([]rules.Node, base+len(replacement.Nodes))
+	// One backing array for every node's operands: Apply runs for every
+	// neighbour of every graph a search visits.
+	total := 0
+	for _, n := range host.Nodes {
+		total += len(n.Args)
+	}
+	for _, n := range replacement.Nodes {
+		total += len(n.Args)
+	}
+	buf := make([]rules.Value, total)
+	take := func(k int) []rules.Value {
+		args := buf[:k:k]
+		buf = buf[k:]
+		return args
+	}
 	for i, n := range host.Nodes {
-		args := make([]rules.Value, len(n.Args))
+		args := take(len(n.Args))
 		for j, a := range n.Args {
 			args[j] = follow(a)
 		}
@@ -153,7 +168,7 @@ func Apply(host, pattern, replacement *rules.Graph, m *Match) (*rules.Graph, err
 		nodes[i] = n
 	}
 	for j, n := range replacement.Nodes {
-		args := make([]rules.Value, len(n.Args))
+		args := take(len(n.Args))
 		for k, a := range n.Args {
 			v, err := newValue(a)
 			if err != nil {
@@ -171,17 +186,17 @@ func Apply(host, pattern, replacement *rules.Graph, m *Match) (*rules.Graph, err
 	return assemble(host.NumInputs, nodes, outputs)
 }
 
-// assemble builds a graph from temporarily numbered nodes: it keeps the
-// nodes the outputs depend on, in a topological order that follows the
-// temporary numbering where it can.
-func assemble(numInputs int, nodes map[int]rules.Node, outputs []rules.Value) (*rules.Graph, error) {
+// assemble builds a graph from temporarily numbered nodes, whose operand
+// slices it may change: it keeps the nodes the outputs depend on, in a
+// topological order that follows the temporary numbering where it can.
+func assemble(numInputs int, nodes []rules.Node, outputs []rules.Value) (*rules.Graph, error) {
 	const (
 		unvisited = iota
 		visiting
 		done
 	)
-	state := map[int]int{}
-	index := map[int]int{}
+	state := make([]uint8, len(nodes))
+	index := make([]int, len(nodes))
 	g := &rules.Graph{NumInputs: numInputs}
 	var visit func(id int) error
 	visit = func(id int) error {
@@ -201,14 +216,12 @@ func assemble(numInputs int, nodes map[int]rules.Node, outputs []rules.Value) (*
 			}
 		}
 		state[id] = done
-		args := make([]rules.Value, len(n.Args))
+		// The operand slices are Apply's own copies: renumber in place.
 		for j, a := range n.Args {
-			args[j] = a
 			if !a.IsInput() {
-				args[j].Node = index[a.Node]
+				n.Args[j].Node = index[a.Node]
 			}
 		}
-		n.Args = args
 		index[id] = len(g.Nodes)
 		g.Nodes = append(g.Nodes, n)
 		return nil
