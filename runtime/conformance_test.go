@@ -245,6 +245,11 @@ func runDataSet(c *conformanceCase, set string) error {
 	if err != nil {
 		return err
 	}
+	return compareOutputs(c, set, got)
+}
+
+// compareOutputs checks a run's outputs against a data set's output_N.pb.
+func compareOutputs(c *conformanceCase, set string, got map[string]*Tensor) error {
 	for i, vi := range c.model.Graph.Outputs {
 		pt, err := onnx.ReadTensor(filepath.Join(set, fmt.Sprintf("output_%d.pb", i)))
 		if err != nil {

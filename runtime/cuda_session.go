@@ -7,7 +7,6 @@ import (
 	"os"
 	goruntime "runtime"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -359,7 +358,7 @@ func (s *CUDASession) Run(ctx context.Context, inputs map[string]*Tensor) (map[s
 		return nil, errors.New("runtime: Run: the CUDA session is closed")
 	}
 	m := s.model
-	if err := cudaCheckInputs(m, inputs); err != nil {
+	if err := m.checkInputs(inputs); err != nil {
 		return nil, fmt.Errorf("runtime: Run: %w", err)
 	}
 	for _, id := range m.inputs {
@@ -398,37 +397,6 @@ func (s *CUDASession) Run(ctx context.Context, inputs map[string]*Tensor) (map[s
 		return nil, fmt.Errorf("runtime: Run: %w", err)
 	}
 	return results, nil
-}
-
-// cudaCheckInputs checks a Run's inputs against the model's.
-func cudaCheckInputs(m *Model, inputs map[string]*Tensor) error {
-	for _, id := range m.inputs {
-		v := m.values[id]
-		t, ok := inputs[v.name]
-		switch {
-		case !ok || t == nil:
-			return fmt.Errorf("input %q (shape %s) is missing", v.name, formatShape(v.shape))
-		case !slices.Equal(t.Shape, v.shape):
-			return fmt.Errorf("input %q has shape %s, the model expects %s", v.name, formatShape(t.Shape), formatShape(v.shape))
-		case len(t.Data) != numElements(v.shape):
-			return fmt.Errorf("input %q: shape %s needs %d elements, Data has %d", v.name, formatShape(t.Shape), numElements(v.shape), len(t.Data))
-		}
-	}
-	if len(inputs) != len(m.inputs) {
-		known := map[string]bool{}
-		for _, id := range m.inputs {
-			known[m.values[id].name] = true
-		}
-		var unknown []string
-		for name := range inputs {
-			if !known[name] {
-				unknown = append(unknown, fmt.Sprintf("%q", name))
-			}
-		}
-		slices.Sort(unknown)
-		return fmt.Errorf("unknown inputs %s; the model's inputs are %s", strings.Join(unknown, ", "), m.inputNames())
-	}
-	return nil
 }
 
 // TimeNode runs node i (an index of Model.Nodes) alone repeat times on

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"rulebook/internal/testfiles"
-	"rulebook/onnx"
 	"rulebook/runtime/cuda"
 )
 
@@ -247,20 +246,7 @@ func runConformanceCUDA(c *conformanceCase, open func(*Model) (*CUDASession, err
 			if err != nil {
 				return err
 			}
-			for i, vi := range c.model.Graph.Outputs {
-				pt, err := onnx.ReadTensor(filepath.Join(set, fmt.Sprintf("output_%d.pb", i)))
-				if err != nil {
-					return err
-				}
-				want, err := tensorFloats(pt)
-				if err != nil {
-					return err
-				}
-				if err := compareTensor(got[vi.Name], pt.Shape(), want); err != nil {
-					return fmt.Errorf("output %q: %w", vi.Name, err)
-				}
-			}
-			return nil
+			return compareOutputs(c, set, got)
 		}()
 		if err != nil {
 			return fallbacks, fmt.Errorf("%s: %w", filepath.Base(set), err)

@@ -296,6 +296,18 @@ func (s *Session) Run(ctx context.Context, inputs map[string]*Tensor) (map[strin
 // attachInputs checks the inputs and points the input tensors at them.
 func (s *Session) attachInputs(inputs map[string]*Tensor) error {
 	m := s.model
+	if err := m.checkInputs(inputs); err != nil {
+		return err
+	}
+	for _, id := range m.inputs {
+		s.tensors[id].Data = inputs[m.values[id].name].Data
+	}
+	return nil
+}
+
+// checkInputs checks a Run's inputs against the model's, for every
+// backend: each present, of its shape and size, and no others.
+func (m *Model) checkInputs(inputs map[string]*Tensor) error {
 	for _, id := range m.inputs {
 		v := m.values[id]
 		t, ok := inputs[v.name]
@@ -309,18 +321,15 @@ func (s *Session) attachInputs(inputs map[string]*Tensor) error {
 		}
 	}
 	if len(inputs) != len(m.inputs) {
-		return fmt.Errorf("unknown inputs %s; the model's inputs are %s", s.unknownInputs(inputs), m.inputNames())
-	}
-	for _, id := range m.inputs {
-		s.tensors[id].Data = inputs[m.values[id].name].Data
+		return fmt.Errorf("unknown inputs %s; the model's inputs are %s", m.unknownInputs(inputs), m.inputNames())
 	}
 	return nil
 }
 
-func (s *Session) unknownInputs(inputs map[string]*Tensor) string {
+func (m *Model) unknownInputs(inputs map[string]*Tensor) string {
 	known := map[string]bool{}
-	for _, id := range s.model.inputs {
-		known[s.model.values[id].name] = true
+	for _, id := range m.inputs {
+		known[m.values[id].name] = true
 	}
 	var unknown []string
 	for name := range inputs {
