@@ -219,13 +219,7 @@ func runImport(ctx context.Context, cmd *cobra.Command, format, path string) err
 	}
 	n, err := db.InsertRules(ctx, parsed)
 	run := store.Run{ID: runID, Status: "done", Candidates: int64(len(parsed)), Stored: n}
-	if err != nil {
-		run.Status = endStatus(err)
-	}
-	if ferr := db.FinishRun(context.WithoutCancel(ctx), run); ferr != nil && err == nil {
-		err = ferr
-	}
-	if err != nil {
+	if err := finishRun(ctx, db, run, err); err != nil {
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "imported %d rules from %s: %d new (run %d)\n", len(parsed), path, n, runID)

@@ -138,6 +138,18 @@ func generateAndStore(ctx context.Context, db *store.Store, cfg enumerate.Config
 }
 
 // endStatus is how a run that stopped with err is recorded.
+// finishRun records how a run ended, even after Ctrl-C, and returns err,
+// or the error of recording it when err is nil.
+func finishRun(ctx context.Context, db *store.Store, run store.Run, err error) error {
+	if err != nil {
+		run.Status = endStatus(err)
+	}
+	if ferr := db.FinishRun(context.WithoutCancel(ctx), run); ferr != nil && err == nil {
+		err = ferr
+	}
+	return err
+}
+
 func endStatus(err error) string {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return "interrupted"

@@ -284,25 +284,16 @@ func benchOps(cmd *cobra.Command, db *store.Store, m *runtime.Model, s executor,
 	for i, n := range configs {
 		d, err := s.TimeNode(ctx, n.Index, repeat)
 		if err != nil {
-			err = fmt.Errorf("bench-ops: node %d (%s %s): %w", n.Index, n.Op, n.Name, err)
-			_ = db.FinishRun(context.WithoutCancel(ctx), store.Run{ID: runID, Status: endStatus(err)})
 			bar.finish()
-			return err
+			return finishRun(ctx, db, store.Run{ID: runID}, fmt.Errorf("bench-ops: node %d (%s %s): %w", n.Index, n.Op, n.Name, err))
 		}
 		costs = append(costs, store.OpCost{Device: device, Operator: n.Op, Shapes: n.ShapeKey(), Params: n.Params,
 			Median: d, Repeats: repeat, RunID: runID, MeasuredAt: time.Now()})
 		bar.update(enumProgress("bench-ops", i+1, len(configs)))
 	}
 	bar.finish()
-	err = db.RecordCosts(ctx, costs)
 	run := store.Run{ID: runID, Status: "done", Candidates: int64(len(configs)), Stored: int64(len(costs))}
-	if err != nil {
-		run.Status = endStatus(err)
-	}
-	if ferr := db.FinishRun(context.WithoutCancel(ctx), run); ferr != nil && err == nil {
-		err = ferr
-	}
-	if err != nil {
+	if err := finishRun(ctx, db, run, db.RecordCosts(ctx, costs)); err != nil {
 		return err
 	}
 	printCosts(cmd.OutOrStdout(), m.Nodes(), costs)

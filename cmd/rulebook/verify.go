@@ -116,16 +116,8 @@ func runVerify(ctx context.Context, cmd *cobra.Command, dir string, o verifyOpti
 	if err == nil {
 		err = flushErr
 	}
-	if err != nil {
-		run.Status = endStatus(err)
-	}
-	now := time.Now().UTC()
-	run.FinishedAt = &now
-	if ferr := db.FinishRun(context.WithoutCancel(ctx), run); ferr != nil && err == nil {
-		err = ferr
-	}
-	if err != nil {
-		if run.Status == "interrupted" {
+	if err = finishRun(ctx, db, run, err); err != nil {
+		if endStatus(err) == "interrupted" {
 			return fmt.Errorf("interrupted: run %d recorded as interrupted; %d results written, a re-run resumes: %w", runID, w.written, err)
 		}
 		return err
