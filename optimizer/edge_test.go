@@ -86,18 +86,7 @@ func TestMultiOutputRewrite(t *testing.T) {
 	if merged == nil {
 		t.Fatalf("no merged product among %d rewrites", len(got))
 	}
-	out, err := merged.ToONNX()
-	if err != nil {
-		t.Fatal(err)
-	}
-	decoded, err := onnx.DecodeModel(onnx.EncodeModel(out))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt2, _, err := runtime.FromONNX(decoded, t.TempDir(), runtime.LoadOptions{Weights: runtime.WeightsFile})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, rt2 := written(t, merged)
 	assertSameOutputs(t, rt, rt2)
 }
 

@@ -83,24 +83,32 @@ func TestRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			back, err := g.ToONNX()
-			if err != nil {
-				t.Fatal(err)
-			}
-			decoded, err := onnx.DecodeModel(onnx.EncodeModel(back))
-			if err != nil {
-				t.Fatal(err)
-			}
-			rt2, _, err := runtime.FromONNX(decoded, t.TempDir(), runtime.LoadOptions{Weights: runtime.WeightsFile})
-			if err != nil {
-				t.Fatal(err)
-			}
+			decoded, rt2 := written(t, g)
 			if len(decoded.Graph.Nodes) > len(m.Graph.Nodes) {
 				t.Errorf("%d nodes written back from %d", len(decoded.Graph.Nodes), len(m.Graph.Nodes))
 			}
 			assertSameOutputs(t, rt, rt2)
 		})
 	}
+}
+
+// written lowers a graph to ONNX, encodes and decodes it, and loads it with
+// the runtime: its weights must all be inline.
+func written(t *testing.T, g *Graph) (*onnx.Model, *runtime.Model) {
+	t.Helper()
+	out, err := g.ToONNX()
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded, err := onnx.DecodeModel(onnx.EncodeModel(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, _, err := runtime.FromONNX(decoded, t.TempDir(), runtime.LoadOptions{Weights: runtime.WeightsFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decoded, rt
 }
 
 // assertSameOutputs runs two models on the same random inputs and

@@ -4,9 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"rulebook/onnx"
 	"rulebook/rules"
-	"rulebook/runtime"
 )
 
 // ruleSet parses proved rules of the ≤3-operator rulebook.
@@ -44,18 +42,7 @@ func TestOptimizeKeepsOutputs(t *testing.T) {
 	if res.After >= res.Before || res.Applied[0] == 0 {
 		t.Fatalf("no improvement: %.4f -> %.4f ms, applied %v", res.Before, res.After, res.Applied)
 	}
-	out, err := res.Graph.ToONNX()
-	if err != nil {
-		t.Fatal(err)
-	}
-	decoded, err := onnx.DecodeModel(onnx.EncodeModel(out))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt2, _, err := runtime.FromONNX(decoded, t.TempDir(), runtime.LoadOptions{Weights: runtime.WeightsFile})
-	if err != nil {
-		t.Fatal(err)
-	}
+	decoded, rt2 := written(t, res.Graph)
 	assertSameOutputs(t, rt, rt2)
 	relus := 0
 	for _, n := range decoded.Graph.Nodes {
