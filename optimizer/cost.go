@@ -4,8 +4,10 @@ import "rulebook/rules"
 
 // Analytic is a cost model from first principles: each node costs its
 // arithmetic at the machine's throughput, the bytes it reads and writes at
-// its memory bandwidth, and a fixed launch overhead. Nodes computed from
-// weights alone cost nothing: they are folded before inference.
+// its memory bandwidth, and a fixed launch overhead. It prices the graph
+// as lowering writes it: nodes computed from weights alone cost nothing
+// (they are folded), a channel bias added to a convolution is part of the
+// Conv, and a broadcast weight is read at its stored size.
 type Analytic struct {
 	FLOPS     float64 // multiply-adds count as 2
 	Bandwidth float64 // bytes per second
@@ -20,11 +22,18 @@ var DefaultCPU = Analytic{FLOPS: 300e9, Bandwidth: 20e9, Launch: 3e-6}
 func (a Analytic) Cost(g *Graph) float64 {
 	live := g.liveNodes()
 	weight := g.weightNodes()
+	uses := g.uses()
 	total := 0.0
 	for i := range g.G.Nodes {
-		if live[i] && !weight[i] {
-			total += a.node(g, i)
+		if !live[i] || weight[i] {
+			continue
 		}
+		if n := &g.G.Nodes[i]; n.Op.Name == "ewadd" {
+			if _, fused := g.biasedConv(n, weight, uses); fused {
+				continue
+			}
+		}
+		total += a.node(g, i)
 	}
 	return total * 1e3
 }
@@ -34,7 +43,11 @@ func (a Analytic) node(g *Graph, i int) float64 {
 	n := &g.G.Nodes[i]
 	bytes := 0
 	for _, arg := range n.Args {
-		bytes += 4 * elements(g.shape(arg))
+		if arg.IsInput() && g.Inputs[arg.Input()].Compact != nil {
+			bytes += 4 * len(g.Inputs[arg.Input()].Compact.Data)
+		} else {
+			bytes += 4 * elements(g.shape(arg))
+		}
 	}
 	out := 0
 	for _, s := range g.Shapes[i] {
@@ -69,19 +82,61 @@ func elements(shape []int) int {
 	return n
 }
 
-// weightNodes marks the nodes computed from weights alone.
-func (g *Graph) weightNodes() []bool {
-	weight := make([]bool, len(g.G.Nodes))
+// Memory estimates the graph's peak memory during inference, in bytes:
+// the weights it reads as stored (folded ones at full size) and the most
+// activations alive at once when nodes run in order, each freed after its
+// last reader.
+func (g *Graph) Memory() int64 {
+	live, weight := g.liveNodes(), g.weightNodes()
+	last := make([]int, len(g.G.Nodes)) // last reader of each node's outputs
+	var weights int64
+	read := map[rules.Value]bool{}
 	for i, n := range g.G.Nodes {
-		if _, opaque := g.opaqueOf(&n); opaque {
+		if !live[i] || weight[i] {
 			continue
 		}
-		weight[i] = true
 		for _, a := range n.Args {
-			if a.IsInput() && !g.Inputs[a.Input()].IsWeight() || !a.IsInput() && !weight[a.Node] {
-				weight[i] = false
+			switch {
+			case a.IsInput() && g.Inputs[a.Input()].IsWeight() || !a.IsInput() && weight[a.Node]:
+				if !read[a] {
+					read[a] = true
+					weights += g.storedBytes(a)
+				}
+			case !a.IsInput():
+				last[a.Node] = i
 			}
 		}
 	}
-	return weight
+	for _, o := range g.G.Outputs {
+		if !o.IsInput() {
+			last[o.Node] = len(g.G.Nodes)
+		}
+	}
+	var now, peak int64
+	for i := range g.G.Nodes {
+		if !live[i] || weight[i] {
+			continue
+		}
+		for _, s := range g.Shapes[i] {
+			now += 4 * int64(s.Size())
+		}
+		peak = max(peak, now)
+		for _, a := range g.G.Nodes[i].Args {
+			if !a.IsInput() && !weight[a.Node] && last[a.Node] == i {
+				last[a.Node] = -1 // freed once
+				for _, s := range g.Shapes[a.Node] {
+					now -= 4 * int64(s.Size())
+				}
+			}
+		}
+	}
+	return weights + peak
+}
+
+// storedBytes is a weight's size as lowering stores it.
+func (g *Graph) storedBytes(v rules.Value) int64 {
+	if v.IsInput() {
+		return 4 * int64(len(g.Inputs[v.Input()].Stored().Data))
+	}
+	return 4 * int64(elements(g.shape(v)))
 }

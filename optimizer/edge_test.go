@@ -1,6 +1,8 @@
 package optimizer
 
 import (
+	"context"
+	"errors"
 	"testing"
 
 	"rulebook/onnx"
@@ -113,4 +115,51 @@ func TestRuleShapesMustFit(t *testing.T) {
 			t.Errorf("enlarged a %v kernel", got[0].shape(n.Args[0]))
 		}
 	}
+}
+
+// Merging two products that share an operand would create a cycle when
+// one product's result feeds the other (TASO Fig. 2.6): the merged node
+// would read its own output. The rewrite is refused, and only that one.
+func TestRewriteWouldCycle(t *testing.T) {
+	m, rt := tinyModel(t, []int{16, 16}, map[string][]int{"w": {16, 16}}, []string{"u"},
+		&onnx.Node{Name: "mm1", OpType: "MatMul", Inputs: []string{"x", "w"}, Outputs: []string{"z"}},
+		&onnx.Node{Name: "relu", OpType: "Relu", Inputs: []string{"z"}, Outputs: []string{"r"}},
+		&onnx.Node{Name: "mm2", OpType: "MatMul", Inputs: []string{"x", "r"}, Outputs: []string{"u"}})
+	g, err := FromONNX(m, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const merge = "(let ((%0 (matmul ?a (concat 1 ?b ?c)))) (outputs (split0 1 %0) (split1 1 %0))) => (outputs (matmul ?a ?b) (matmul ?a ?c))"
+	r, err := rules.ParseRule(rules.Default(), merge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	matches, cycles := 0, 0
+	rewrite.Find(&r.Dst, &g.G, func(match *rewrite.Match) bool {
+		matches++
+		if _, err := rewrite.Apply(&g.G, &r.Dst, &r.Src, match); errors.Is(err, rewrite.ErrCycle) {
+			cycles++
+		} else if err != nil {
+			t.Errorf("apply: %v", err)
+		}
+		return true
+	})
+	if matches == 0 || cycles == 0 {
+		t.Fatalf("%d matches of the two products, %d refused as cyclic; want the cross match refused", matches, cycles)
+	}
+	// A product may still merge with itself (both pattern products on
+	// one node); the two different products never merge.
+	for _, h := range rewrites(t, g, merge) {
+		for _, n := range h.G.Nodes {
+			if n.Op.Name == "concat" && n.Args[0] != n.Args[1] {
+				t.Errorf("the two products merged: %s", rewrite.Term(&h.G))
+			}
+		}
+	}
+	res, err := Optimize(context.Background(), g, ruleSet(t, merge), DefaultOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rt2 := written(t, res.Graph)
+	assertSameOutputs(t, rt, rt2)
 }

@@ -34,20 +34,6 @@ type opaqueNode struct {
 	shapes []rules.Shape
 }
 
-// Value is a graph input: a model input (no data) or a weight.
-type Value struct {
-	Name  string
-	Shape []int
-	Data  *runtime.Tensor
-	// Bias, when set, makes this weight a convolution bias of Bias's
-	// channels broadcast to Shape: Data is materialised only on demand,
-	// and lowering folds it back into the Conv.
-	Bias *runtime.Tensor
-}
-
-// IsWeight reports whether the value is known ahead of time.
-func (v Value) IsWeight() bool { return v.Data != nil || v.Bias != nil }
-
 // FromONNX maps a model onto the registry. rt is the same model loaded by
 // the runtime, which supplies every value's shape and the weights' data.
 func FromONNX(m *onnx.Model, rt *runtime.Model) (*Graph, error) {

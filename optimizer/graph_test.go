@@ -41,14 +41,17 @@ func TestFromONNX(t *testing.T) {
 		{"squeezenet1_1.onnx", map[string]int{"conv2d": 26, "ewadd": 26, "relu": 26, "concat": 8},
 			map[string]int{"MaxPool": 3, "GlobalAveragePool": 1, "Flatten": 1}},
 		// The 4 stride-2 convolutions pad symmetrically, not SAME_UPPER.
-		{"resnet50.onnx", map[string]int{"conv2d": 49, "ewadd": 65, "relu": 49},
-			map[string]int{"Conv": 4, "MaxPool": 1, "GlobalAveragePool": 1, "Flatten": 1, "Gemm": 1}},
+		// Gemm is a product by the transposed weight plus the bias.
+		{"resnet50.onnx", map[string]int{"conv2d": 49, "ewadd": 66, "relu": 49, "matmul": 1, "transpose": 1},
+			map[string]int{"Conv": 4, "MaxPool": 1, "GlobalAveragePool": 1, "Flatten": 1}},
 		// 1×7 and 7×1 kernels and stride-2 symmetric padding stay opaque.
-		{"inception_v3.onnx", map[string]int{"conv2d": 60, "ewadd": 60, "relu": 94, "concat": 35, "pool_avg": 9, "pool_max": 4},
-			map[string]int{"Conv": 34, "Pad": 9, "GlobalAveragePool": 1, "Flatten": 1, "Gemm": 1}},
-		// Rank-3 by rank-2 MatMuls and broadcasting Adds have no registry form.
-		{"bert_base.onnx", map[string]int{"ewadd": 24, "ewmul": 12, "smul": 12},
-			map[string]int{"Add": 132, "Div": 48, "Erf": 12, "MatMul": 96, "Mul": 24, "Pow": 24, "ReduceMean": 48,
+		{"inception_v3.onnx", map[string]int{"conv2d": 60, "ewadd": 61, "relu": 94, "concat": 35, "pool_avg": 9, "pool_max": 4, "matmul": 1, "transpose": 1},
+			map[string]int{"Conv": 34, "Pad": 9, "GlobalAveragePool": 1, "Flatten": 1}},
+		// Products by weight matrices and Adds and Muls of broadcast
+		// weights map; rank-4 products (attention) and broadcasts between
+		// activations do not.
+		{"bert_base.onnx", map[string]int{"ewadd": 156, "ewmul": 36, "smul": 12, "matmul": 72},
+			map[string]int{"Div": 48, "Erf": 12, "MatMul": 24, "Pow": 24, "ReduceMean": 48,
 				"Reshape": 48, "Softmax": 12, "Sqrt": 24, "Sub": 24, "Transpose": 48}},
 	}
 	for _, c := range cases {

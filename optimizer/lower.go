@@ -3,6 +3,7 @@ package optimizer
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -14,16 +15,21 @@ import (
 
 // ToONNX writes the graph back as an ONNX model with the original's
 // inputs, outputs and opset. Registry operators become the ONNX operators
-// they were mapped from (a convolution with its broadcast bias becomes one
-// Conv again, a chain of concats one Concat), opaque nodes come back as
-// they were, and nodes nothing uses are dropped. Weights become
-// initializers with their data inline.
+// they were mapped from (a convolution and the channel bias added to it
+// become one Conv again, a chain of concats one Concat), opaque nodes come
+// back as they were, and nodes nothing uses are dropped. Nodes computed
+// from weights alone are folded: their results become initializers, with
+// their data inline like every weight.
 func (g *Graph) ToONNX() (*onnx.Model, error) {
-	l := &lowering{g: g, live: g.liveNodes(), uses: g.uses(), weights: map[int]bool{}, biases: map[int]bool{}}
+	l := &lowering{g: g, live: g.liveNodes(), weight: g.weightNodes(), uses: g.uses(), inits: map[string]*runtime.Tensor{}}
+	var err error
+	if l.folded, err = g.fold(l.live, l.weight); err != nil {
+		return nil, fmt.Errorf("optimizer: %w", err)
+	}
 	l.planFusions()
 	out := &onnx.Graph{Name: g.model.Graph.Name}
 	for i := range g.G.Nodes {
-		if !l.live[i] || l.absorbed[i] {
+		if !l.live[i] || l.absorbed[i] || l.weight[i] {
 			continue
 		}
 		nodes, err := l.node(i)
@@ -33,31 +39,29 @@ func (g *Graph) ToONNX() (*onnx.Model, error) {
 		out.Nodes = append(out.Nodes, nodes...)
 	}
 	for k, v := range g.G.Outputs {
-		if name := l.name(v); name != g.Outputs[k] {
+		if name := l.name(v, false); name != g.Outputs[k] {
 			out.Nodes = append(out.Nodes, &onnx.Node{Name: "rb.output." + strconv.Itoa(k), OpType: "Identity", Inputs: []string{name}, Outputs: []string{g.Outputs[k]}})
 		}
 	}
-	if err := l.inputsAndWeights(out); err != nil {
-		return nil, err
-	}
+	l.inputsAndWeights(out)
 	m := *g.model
 	m.Graph = out
 	return &m, nil
 }
 
 type lowering struct {
-	g    *Graph
-	live []bool
-	uses map[rules.Value]int
-	// fusedBias maps an ewadd node that adds a broadcast bias to the conv2d
+	g            *Graph
+	live, weight []bool
+	uses         map[rules.Value]int
+	// folded are the weight-only node outputs that inference reads.
+	folded map[rules.Value]Value
+	// fusedBias maps an ewadd node that adds a channel bias to the conv2d
 	// node it completes; absorbed nodes are emitted as part of another.
 	fusedBias map[int]int
 	absorbed  map[int]bool
-	weights   map[int]bool // graph inputs that became initializers
-	// biases marks the broadcast-bias graph inputs of fused convolutions:
-	// they become initializers of the compact bias.
-	biases map[int]bool
-	// extra are initializers lowering adds, such as Split's sizes.
+	// inits are the weights the nodes read, by name; extra are other
+	// initializers lowering adds, such as Split's sizes.
+	inits map[string]*runtime.Tensor
 	extra []*onnx.Tensor
 }
 
@@ -94,34 +98,58 @@ func (g *Graph) uses() map[rules.Value]int {
 	return uses
 }
 
-// planFusions finds convolutions whose only use adds their broadcast bias,
-// and concats that only feed a concat along the same axis.
+// planFusions finds convolutions whose only use adds a channel bias, and
+// concats that only feed a concat along the same axis.
 func (l *lowering) planFusions() {
 	l.fusedBias, l.absorbed = map[int]int{}, map[int]bool{}
 	for i, n := range l.g.G.Nodes {
-		if !l.live[i] {
+		if !l.live[i] || l.weight[i] {
 			continue
 		}
 		switch n.Op.Name {
 		case "ewadd":
-			conv, bias := n.Args[0], n.Args[1]
-			if !conv.IsInput() && bias.IsInput() && l.g.Inputs[bias.Input()].Bias != nil &&
-				l.g.G.Nodes[conv.Node].Op.Name == "conv2d" && l.g.G.Nodes[conv.Node].Params[2] == rules.ActNone && l.uses[conv] == 1 {
-				l.fusedBias[i] = conv.Node
-				l.absorbed[conv.Node] = true
+			if conv, ok := l.g.biasedConv(&n, l.weight, l.uses); ok {
+				l.fusedBias[i] = conv
+				l.absorbed[conv] = true
 			}
 		case "concat":
 			if inner := n.Args[0]; !inner.IsInput() && l.g.G.Nodes[inner.Node].Op.Name == "concat" &&
-				l.g.G.Nodes[inner.Node].Params[0] == n.Params[0] && l.uses[inner] == 1 {
+				l.g.G.Nodes[inner.Node].Params[0] == n.Params[0] && l.uses[inner] == 1 && !l.weight[inner.Node] {
 				l.absorbed[inner.Node] = true
 			}
 		}
 	}
 }
 
+// biasedConv reports whether an ewadd adds a channel bias to a convolution
+// (without activation) that nothing else reads: the two are one Conv.
+func (g *Graph) biasedConv(n *rules.Node, weight []bool, uses map[rules.Value]int) (conv int, ok bool) {
+	for k := range 2 {
+		c, b := n.Args[k], n.Args[1-k]
+		if !c.IsInput() && g.G.Nodes[c.Node].Op.Name == "conv2d" && g.G.Nodes[c.Node].Params[2] == rules.ActNone &&
+			uses[c] == 1 && g.channelBias(b, weight) {
+			return c.Node, true
+		}
+	}
+	return 0, false
+}
+
+// bias is the operand of a fused ewadd that is not the convolution.
+func (l *lowering) bias(i int) rules.Value {
+	n := &l.g.G.Nodes[i]
+	if a := n.Args[0]; !a.IsInput() && a.Node == l.fusedBias[i] {
+		return n.Args[1]
+	}
+	return n.Args[0]
+}
+
 // name is the ONNX name of a value: a graph input's own, a model output's
-// own, else one made from the node.
-func (l *lowering) name(v rules.Value) string {
+// own, else one made from the node. A weight the consumer may broadcast
+// (compact) is named in its compact form.
+func (l *lowering) name(v rules.Value, compact bool) string {
+	if w, ok := l.weightValue(v); ok {
+		return l.initializer(w, compact)
+	}
 	if v.IsInput() {
 		return l.g.Inputs[v.Input()].Name
 	}
@@ -131,10 +159,37 @@ func (l *lowering) name(v rules.Value) string {
 	return "rb." + strconv.Itoa(v.Node) + "." + strconv.Itoa(v.Out)
 }
 
-func (l *lowering) names(vs []rules.Value) []string {
-	out := make([]string, len(vs))
-	for i, v := range vs {
-		out[i] = l.name(v)
+// weightValue is the weight, given or folded, behind a value.
+func (l *lowering) weightValue(v rules.Value) (Value, bool) {
+	if v.IsInput() {
+		w := l.g.Inputs[v.Input()]
+		return w, w.IsWeight()
+	}
+	w, ok := l.folded[v]
+	return w, ok
+}
+
+// initializer records the weight as an initializer and names it: compact
+// for consumers that broadcast (Add, Mul), else at its full shape.
+func (l *lowering) initializer(w Value, compact bool) string {
+	t := w.Stored()
+	if !compact && !slices.Equal(t.Shape, w.Shape) {
+		t = w.Tensor()
+	}
+	name := w.Name
+	if !slices.Equal(t.Shape, w.Shape) {
+		name += ".compact"
+	}
+	l.inits[name] = t
+	return name
+}
+
+// args names a node's operands; element-wise operators broadcast.
+func (l *lowering) args(n *rules.Node) []string {
+	compact := n.Op.Name == "ewadd" || n.Op.Name == "ewmul"
+	out := make([]string, len(n.Args))
+	for i, v := range n.Args {
+		out[i] = l.name(v, compact)
 	}
 	return out
 }
@@ -142,17 +197,16 @@ func (l *lowering) names(vs []rules.Value) []string {
 // node lowers one node to ONNX nodes.
 func (l *lowering) node(i int) ([]*onnx.Node, error) {
 	n := &l.g.G.Nodes[i]
-	out := l.name(rules.Value{Node: i})
+	out := l.name(rules.Value{Node: i}, false)
 	one := func(op string, attrs ...*onnx.Attribute) []*onnx.Node {
-		return []*onnx.Node{{Name: out, OpType: op, Inputs: l.names(n.Args), Outputs: []string{out}, Attributes: attrs}}
+		return []*onnx.Node{{Name: out, OpType: op, Inputs: l.args(n), Outputs: []string{out}, Attributes: attrs}}
 	}
 	switch n.Op.Name {
 	case "relu":
 		return one("Relu"), nil
 	case "ewadd":
 		if conv, ok := l.fusedBias[i]; ok {
-			l.biases[n.Args[1].Input()] = true
-			return l.conv(conv, out, l.g.Inputs[n.Args[1].Input()].Name), nil
+			return l.conv(conv, out, l.convBias(i)), nil
 		}
 		return one("Add"), nil
 	case "ewmul", "smul":
@@ -177,6 +231,16 @@ func (l *lowering) node(i int) ([]*onnx.Node, error) {
 	return nil, fmt.Errorf("no ONNX lowering for %s yet", n.Op.Name)
 }
 
+// convBias records the one-dimensional bias of a fused ewadd's Conv.
+func (l *lowering) convBias(i int) string {
+	b := l.bias(i)
+	w, _ := l.weightValue(b)
+	full := broadcast(w.Stored(), []int{w.Shape[1], 1, 1})
+	name := w.Name + ".bias"
+	l.inits[name] = &runtime.Tensor{Shape: []int{w.Shape[1]}, Data: full.Data}
+	return name
+}
+
 // conv lowers a conv2d node, with the bias initializer of that name when
 // one was fused into it, and a Relu when its activation says so.
 func (l *lowering) conv(i int, out, bias string) []*onnx.Node {
@@ -186,7 +250,7 @@ func (l *lowering) conv(i int, out, bias string) []*onnx.Node {
 	if groups == rules.GroupsDepthwise {
 		groups = x[1]
 	}
-	inputs := l.names(n.Args)
+	inputs := l.args(n)
 	if bias != "" {
 		inputs = append(inputs, bias)
 	}
@@ -213,7 +277,7 @@ func (l *lowering) pool(i int, out string) []*onnx.Node {
 	if n.Op.Name == "pool_avg" {
 		op, attrs = "AveragePool", append(attrs, intAttr("count_include_pad", 1))
 	}
-	return []*onnx.Node{{Name: out, OpType: op, Inputs: l.names(n.Args), Outputs: []string{out}, Attributes: attrs}}
+	return []*onnx.Node{{Name: out, OpType: op, Inputs: l.args(n), Outputs: []string{out}, Attributes: attrs}}
 }
 
 // split lowers split to an ONNX Split (opset 13: the sizes are an input)
@@ -221,11 +285,11 @@ func (l *lowering) pool(i int, out string) []*onnx.Node {
 func (l *lowering) split(i int) *onnx.Node {
 	n := &l.g.G.Nodes[i]
 	axis := n.Params[0]
-	sizes := l.name(rules.Value{Node: i}) + ".sizes"
+	sizes := l.name(rules.Value{Node: i}, false) + ".sizes"
 	left, right := l.g.Shapes[i][0].Dims[axis], l.g.Shapes[i][1].Dims[axis]
 	l.extra = append(l.extra, &onnx.Tensor{Name: sizes, Dims: []int64{2}, DataType: onnx.Int64, Int64Data: []int64{int64(left), int64(right)}})
-	return &onnx.Node{Name: sizes + ".split", OpType: "Split", Inputs: []string{l.name(n.Args[0]), sizes},
-		Outputs:    []string{l.name(rules.Value{Node: i, Out: 0}), l.name(rules.Value{Node: i, Out: 1})},
+	return &onnx.Node{Name: sizes + ".split", OpType: "Split", Inputs: []string{l.name(n.Args[0], false), sizes},
+		Outputs:    []string{l.name(rules.Value{Node: i, Out: 0}, false), l.name(rules.Value{Node: i, Out: 1}, false)},
 		Attributes: []*onnx.Attribute{intAttr("axis", axis)}}
 }
 
@@ -244,16 +308,16 @@ func (l *lowering) concatInputs(i int) []string {
 	if a := n.Args[0]; !a.IsInput() && l.absorbed[a.Node] {
 		names = l.concatInputs(a.Node)
 	} else {
-		names = []string{l.name(a)}
+		names = []string{l.name(a, false)}
 	}
-	return append(names, l.name(n.Args[1]))
+	return append(names, l.name(n.Args[1], false))
 }
 
 // opaque restores an opaque node with its present inputs renamed.
 func (l *lowering) opaque(i int, from *onnx.Node) *onnx.Node {
 	n := &l.g.G.Nodes[i]
 	orig := *from
-	args := l.names(n.Args)
+	args := l.args(n)
 	orig.Inputs = make([]string, len(from.Inputs))
 	for k, name := range from.Inputs {
 		if name != "" {
@@ -262,35 +326,20 @@ func (l *lowering) opaque(i int, from *onnx.Node) *onnx.Node {
 	}
 	orig.Outputs = make([]string, n.Op.Outputs)
 	for k := range orig.Outputs {
-		orig.Outputs[k] = l.name(rules.Value{Node: i, Out: k})
+		orig.Outputs[k] = l.name(rules.Value{Node: i, Out: k}, false)
 	}
 	return &orig
 }
 
-// inputsAndWeights keeps the model's inputs and outputs and turns the
-// weights the nodes read into initializers.
-func (l *lowering) inputsAndWeights(out *onnx.Graph) error {
-	read := map[string]bool{}
-	for _, n := range out.Nodes {
-		for _, in := range n.Inputs {
-			read[in] = true
-		}
-	}
+// inputsAndWeights keeps the model's inputs and outputs and writes the
+// initializers the nodes read, in name order.
+func (l *lowering) inputsAndWeights(out *onnx.Graph) {
 	for _, vi := range l.g.model.Graph.Inputs {
 		if l.g.model.Graph.Initializer(vi.Name) == nil {
 			out.Inputs = append(out.Inputs, vi)
 		}
 	}
-	for i, v := range l.g.Inputs {
-		switch {
-		case !read[v.Name] || !v.IsWeight():
-		case l.biases[i]:
-			out.Initializers = append(out.Initializers, floatTensor(v.Name, v.Bias))
-		default:
-			out.Initializers = append(out.Initializers, floatTensor(v.Name, v.Tensor()))
-		}
-	}
-	out.Initializers = append(out.Initializers, l.extra...)
+	l.initializers(out)
 	for _, name := range l.g.Outputs {
 		for _, vi := range l.g.model.Graph.Outputs {
 			if vi.Name == name {
@@ -298,21 +347,6 @@ func (l *lowering) inputsAndWeights(out *onnx.Graph) error {
 			}
 		}
 	}
-	return nil
-}
-
-// Tensor is the weight's data; a broadcast bias is materialised.
-func (v Value) Tensor() *runtime.Tensor {
-	if v.Data != nil || v.Bias == nil {
-		return v.Data
-	}
-	t := runtime.NewTensor(v.Shape...)
-	channels := len(v.Bias.Data)
-	inner := len(t.Data) / max(1, v.Shape[0]*channels)
-	for i := range t.Data {
-		t.Data[i] = v.Bias.Data[(i/inner)%channels]
-	}
-	return t
 }
 
 // floatTensor is a float32 initializer with its data inline.
@@ -338,4 +372,13 @@ func intsAttr(name string, vs ...int) *onnx.Attribute {
 		a.Ints = append(a.Ints, int64(v))
 	}
 	return a
+}
+
+// initializers writes the weights the nodes read, in name order, and the
+// other initializers lowering made.
+func (l *lowering) initializers(out *onnx.Graph) {
+	for _, name := range slices.Sorted(maps.Keys(l.inits)) {
+		out.Initializers = append(out.Initializers, floatTensor(name, l.inits[name]))
+	}
+	out.Initializers = append(out.Initializers, l.extra...)
 }

@@ -6,6 +6,7 @@ import (
 
 	"rulebook/onnx"
 	"rulebook/rules"
+	"rulebook/runtime"
 )
 
 // mapped maps a node onto registry operators when their semantics agree
@@ -18,10 +19,9 @@ func (b *builder) mapped(n *onnx.Node, args []rules.Value) (ok bool, err error) 
 	case "Add", "Mul":
 		return b.elementwise(n, args)
 	case "MatMul":
-		x, y := b.g.shape(args[0]), b.g.shape(args[1])
-		if len(x) == len(y) && (len(x) == 2 || len(x) == 3 && x[0] == y[0]) {
-			return b.emit(n, "matmul", nil, args...)
-		}
+		return b.matmul(n, args)
+	case "Gemm":
+		return b.gemm(n, args)
 	case "Transpose":
 		perm := attrInts(n, "perm")
 		if len(b.g.shape(args[0])) == 2 && (perm == nil || slices.Equal(perm, []int{1, 0})) {
@@ -48,18 +48,90 @@ func (b *builder) emit(n *onnx.Node, op string, params []int, args ...rules.Valu
 	return true, b.bind(n, vals)
 }
 
-// elementwise maps Add and Mul of equal shapes, and Mul by a scalar.
+// elementwise maps Add and Mul of equal shapes, Mul by a scalar, and Add
+// and Mul of a weight that broadcasts to the other operand's shape.
 func (b *builder) elementwise(n *onnx.Node, args []rules.Value) (bool, error) {
 	x, y := b.g.shape(args[0]), b.g.shape(args[1])
+	op := map[string]string{"Add": "ewadd", "Mul": "ewmul"}[n.OpType]
 	switch {
 	case slices.Equal(x, y):
-		return b.emit(n, map[string]string{"Add": "ewadd", "Mul": "ewmul"}[n.OpType], nil, args...)
+		return b.emit(n, op, nil, args...)
 	case n.OpType == "Mul" && len(y) == 0:
 		return b.emit(n, "smul", nil, args[0], args[1])
 	case n.OpType == "Mul" && len(x) == 0:
 		return b.emit(n, "smul", nil, args[1], args[0])
 	}
+	if w, ok := b.broadcastWeight(args[1], x, n.Outputs[0]); ok {
+		return b.emit(n, op, nil, args[0], w)
+	}
+	if w, ok := b.broadcastWeight(args[0], y, n.Outputs[0]); ok {
+		return b.emit(n, op, nil, w, args[1])
+	}
 	return false, nil
+}
+
+// broadcastWeight is a weight seen at the larger shape it broadcasts to,
+// as a new graph input for the node that writes out: rules see the full
+// shape, lowering and costs the stored one.
+func (b *builder) broadcastWeight(v rules.Value, shape []int, out string) (rules.Value, bool) {
+	if !v.IsInput() || b.g.Inputs[v.Input()].Data == nil {
+		return rules.Value{}, false
+	}
+	w := b.g.Inputs[v.Input()]
+	if len(w.Shape) > len(shape) {
+		return rules.Value{}, false
+	}
+	for i := 1; i <= len(w.Shape); i++ {
+		if d := w.Shape[len(w.Shape)-i]; d != 1 && d != shape[len(shape)-i] {
+			return rules.Value{}, false
+		}
+	}
+	return b.addInput(Value{Name: w.Name + "@" + out, Shape: slices.Clone(shape), Compact: w.Data}), true
+}
+
+// matmul maps MatMul of equal ranks 2 or 3, and of a rank-3 operand by a
+// weight matrix, which is seen with the batch axis it broadcasts along.
+func (b *builder) matmul(n *onnx.Node, args []rules.Value) (bool, error) {
+	x, y := b.g.shape(args[0]), b.g.shape(args[1])
+	switch {
+	case len(x) == len(y) && (len(x) == 2 || len(x) == 3 && x[0] == y[0]):
+		return b.emit(n, "matmul", nil, args...)
+	case len(x) == 3 && len(y) == 2:
+		if w, ok := b.broadcastWeight(args[1], []int{x[0], y[0], y[1]}, n.Outputs[0]); ok {
+			return b.emit(n, "matmul", nil, args[0], w)
+		}
+	}
+	return false, nil
+}
+
+// gemm maps Gemm without scaling or a transposed first operand: a matrix
+// product (of the transposed weight when transB is set) and the bias added
+// as a broadcast weight.
+func (b *builder) gemm(n *onnx.Node, args []rules.Value) (bool, error) {
+	alpha, beta := attrFloat(n, "alpha", 1), attrFloat(n, "beta", 1)
+	if alpha != 1 || beta != 1 || attrInt(n, "transA", 0) != 0 || len(args) < 2 {
+		return false, nil
+	}
+	w := args[1]
+	if attrInt(n, "transB", 0) != 0 {
+		t, err := b.add("transpose", nil, w)
+		if err != nil {
+			return false, nil
+		}
+		w = t[0]
+	}
+	prod, err := b.add("matmul", nil, args[0], w)
+	if err != nil {
+		return false, nil
+	}
+	if len(args) == 2 {
+		return true, b.bind(n, prod)
+	}
+	bias, ok := b.broadcastWeight(args[2], b.g.shape(prod[0]), n.Outputs[0])
+	if !ok {
+		return false, fmt.Errorf("the bias %q does not broadcast to the product", n.Inputs[2])
+	}
+	return b.emit(n, "ewadd", nil, prod[0], bias)
 }
 
 // window is the geometry of a 2-D convolution or pooling window in the
@@ -150,8 +222,9 @@ func (b *builder) conv(n *onnx.Node, args []rules.Value) (bool, error) {
 	if !bias.IsInput() || b.g.Inputs[bias.Input()].Data == nil {
 		return false, fmt.Errorf("the bias is not a weight")
 	}
-	out := b.g.shape(conv[0])
-	expanded := b.addInput(Value{Name: b.g.Inputs[bias.Input()].Name + "@" + n.Outputs[0], Shape: out, Bias: b.g.Inputs[bias.Input()].Data})
+	data := b.g.Inputs[bias.Input()].Data
+	channels := &runtime.Tensor{Shape: []int{len(data.Data), 1, 1}, Data: data.Data}
+	expanded := b.addInput(Value{Name: b.g.Inputs[bias.Input()].Name + "@" + n.Outputs[0], Shape: b.g.shape(conv[0]), Compact: channels})
 	sum, err := b.add("ewadd", nil, conv[0], expanded)
 	if err != nil {
 		return false, err
@@ -224,6 +297,13 @@ func attrIntsDefault(n *onnx.Node, name string, def []int) []int {
 func attrInt(n *onnx.Node, name string, def int) int {
 	if a := n.Attr(name); a != nil {
 		return int(a.I)
+	}
+	return def
+}
+
+func attrFloat(n *onnx.Node, name string, def float32) float32 {
+	if a := n.Attr(name); a != nil {
+		return a.F
 	}
 	return def
 }

@@ -3,6 +3,7 @@ package optimizer
 import (
 	"container/heap"
 	"context"
+	"fmt"
 	"time"
 
 	"rulebook/rewrite"
@@ -18,7 +19,10 @@ type Options struct {
 	Budget int
 	// Timeout bounds the search's wall-clock time.
 	Timeout time.Duration
-	Cost    Analytic
+	Cost    CostModel
+	// MemoryLimit, when positive, drops graphs whose estimated peak
+	// memory (Graph.Memory) exceeds it, in bytes.
+	MemoryLimit int64
 	// Progress, if set, hears of every improvement.
 	Progress func(Progress)
 }
@@ -45,6 +49,10 @@ type Result struct {
 	Seen     int // distinct graphs generated
 	Elapsed  time.Duration
 	Stopped  string // "queue empty", "budget", "timeout"
+	// Trace is the best cost over time: the start and every improvement.
+	Trace []Progress
+	// OverMemory counts the graphs dropped for the memory limit.
+	OverMemory int
 }
 
 // candidate is a graph in the search with the rules that led to it.
@@ -64,8 +72,11 @@ func Optimize(ctx context.Context, g *Graph, rs *RuleSet, opt Options) (*Result,
 	for i, r := range rs.Rules {
 		rws = append(rws, rewrite.Both(r, i)...)
 	}
+	if opt.MemoryLimit > 0 && g.Memory() > opt.MemoryLimit {
+		return nil, fmt.Errorf("optimizer: the model needs %d MiB, above the memory limit of %d MiB", g.Memory()>>20, opt.MemoryLimit>>20)
+	}
 	first := &candidate{g: g, cost: opt.Cost.Cost(g)}
-	res := &Result{Before: first.cost}
+	res := &Result{Before: first.cost, Trace: []Progress{{Best: first.cost}}}
 	best := first
 	seen := map[string]bool{rewrite.Key(&g.G): true}
 	queue := &candidates{first}
@@ -85,11 +96,17 @@ func Optimize(ctx context.Context, g *Graph, rs *RuleSet, opt Options) (*Result,
 		cur := heap.Pop(queue).(*candidate)
 		res.Explored++
 		for _, next := range expand(cur, rws, seen) {
+			if opt.MemoryLimit > 0 && next.g.Memory() > opt.MemoryLimit {
+				res.OverMemory++
+				continue
+			}
 			next.cost = opt.Cost.Cost(next.g)
 			if next.cost < best.cost {
 				best = next
+				p := Progress{Elapsed: time.Since(start), Explored: res.Explored, Best: best.cost}
+				res.Trace = append(res.Trace, p)
 				if opt.Progress != nil {
-					opt.Progress(Progress{Elapsed: time.Since(start), Explored: res.Explored, Best: best.cost})
+					opt.Progress(p)
 				}
 			}
 			if next.cost < opt.Alpha*best.cost {

@@ -1,0 +1,83 @@
+package optimizer
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"rulebook/onnx"
+)
+
+// Measured costs come from the runtime's timings of the lowered nodes:
+// each configuration is timed once, known ones are not timed again, and a
+// search with measured costs keeps the model's outputs.
+func TestMeasuredCost(t *testing.T) {
+	m, rt := load(t, "squeezenet1_1.onnx")
+	g, err := FromONNX(m, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[OpKey]float64{}
+	recorded := 0
+	cost := &Measured{Repeat: 1,
+		Known:  func(k OpKey) (float64, bool) { ms, ok := known[k]; return ms, ok },
+		Record: func(k OpKey, ms float64) { known[k] = ms; recorded++ }}
+	total := cost.Cost(g)
+	if err := cost.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if total <= 0 || recorded == 0 || cost.Measurements() != recorded {
+		t.Fatalf("cost %.3f ms after %d measurements, %d recorded", total, cost.Measurements(), recorded)
+	}
+	convs := 0
+	for k := range known {
+		if k.Operator == "Conv" && strings.Contains(k.Shapes, ",") {
+			convs++
+		}
+	}
+	if convs == 0 {
+		t.Errorf("no Conv configuration among %d measured", len(known))
+	}
+	if again := cost.Cost(g); again != total || cost.Measurements() != recorded {
+		t.Errorf("second pricing: %.3f ms (was %.3f), %d measurements (was %d)", again, total, cost.Measurements(), recorded)
+	}
+	fresh := &Measured{Known: cost.Known, Record: cost.Record}
+	if fresh.Cost(g); fresh.Measurements() != 0 {
+		t.Errorf("%d configurations timed again though all were known", fresh.Measurements())
+	}
+
+	opt := DefaultOptions
+	opt.Budget, opt.Cost = 10, cost
+	res, err := Optimize(context.Background(), g, ruleSet(t, "(concat 1 (relu ?a) (relu ?b)) => (relu (concat 1 ?a ?b))"), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.After > res.Before || cost.Err() != nil {
+		t.Errorf("measured cost %.3f -> %.3f ms (%v)", res.Before, res.After, cost.Err())
+	}
+	_, rt2 := written(t, res.Graph)
+	assertSameOutputs(t, rt, rt2)
+}
+
+// Memory counts weights as stored and the activations alive at once; the
+// search refuses a model above its memory limit.
+func TestMemory(t *testing.T) {
+	m, rt := tinyModel(t, []int{1, 4, 8, 8}, map[string][]int{"b": {4, 1, 1}}, []string{"y"},
+		&onnx.Node{Name: "r1", OpType: "Relu", Inputs: []string{"x"}, Outputs: []string{"h"}},
+		&onnx.Node{Name: "add", OpType: "Add", Inputs: []string{"h", "b"}, Outputs: []string{"a"}},
+		&onnx.Node{Name: "r2", OpType: "Relu", Inputs: []string{"a"}, Outputs: []string{"y"}})
+	g, err := FromONNX(m, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The bias is stored as 4 floats; two 1×4×8×8 activations are alive
+	// at once (each node's input until it has written its output).
+	if got, want := g.Memory(), int64(4*4+2*4*256); got != want {
+		t.Errorf("memory %d bytes, want %d", got, want)
+	}
+	opt := DefaultOptions
+	opt.MemoryLimit = g.Memory() - 1
+	if _, err := Optimize(context.Background(), g, ruleSet(t, "(ewadd ?a ?b) => (ewadd ?b ?a)"), opt); err == nil || !strings.Contains(err.Error(), "memory limit") {
+		t.Errorf("a model above the memory limit: %v", err)
+	}
+}

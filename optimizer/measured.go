@@ -1,0 +1,240 @@
+package optimizer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"rulebook/onnx"
+	"rulebook/rules"
+	"rulebook/runtime"
+)
+
+// CostModel prices a graph in milliseconds.
+type CostModel interface {
+	Cost(g *Graph) float64
+}
+
+// OpKey names one operator configuration as the runtime and the store's
+// op_costs table do: the ONNX operator, its shapes and its cost-relevant
+// attributes.
+type OpKey struct {
+	Operator, Shapes, Params string
+}
+
+// Measured prices each node by the CPU runtime's measured time of the ONNX
+// nodes it lowers to. Known supplies stored measurements; a configuration
+// it lacks is timed on demand and handed to Record, so that the next
+// search finds it. Graph costs are sums of per-node times: the runtime
+// runs nodes one after another.
+type Measured struct {
+	Known  func(OpKey) (ms float64, ok bool)
+	Record func(OpKey, float64)
+	// Repeat is the number of timed runs per configuration (median).
+	Repeat  int
+	Threads int
+	Ctx     context.Context
+
+	cache    map[string]float64 // by node signature
+	measured int
+	err      error
+}
+
+// Measurements is the number of configurations timed on demand so far.
+func (m *Measured) Measurements() int { return m.measured }
+
+// Err is the first failure to measure a node; such nodes cost what the
+// analytic model says, so the search goes on, but the result is suspect.
+func (m *Measured) Err() error { return m.err }
+
+// Cost is the graph's measured time in milliseconds.
+func (m *Measured) Cost(g *Graph) float64 {
+	if m.cache == nil {
+		m.cache = map[string]float64{}
+	}
+	live, weight, uses := g.liveNodes(), g.weightNodes(), g.uses()
+	total := 0.0
+	for i := range g.G.Nodes {
+		if !live[i] || weight[i] {
+			continue
+		}
+		if n := &g.G.Nodes[i]; n.Op.Name == "ewadd" {
+			if _, fused := g.biasedConv(n, weight, uses); fused {
+				continue // timed with its convolution
+			}
+		}
+		total += m.node(g, i, weight, uses)
+	}
+	return total
+}
+
+// node is one node's time, with the channel bias fused into it if any.
+func (m *Measured) node(g *Graph, i int, weight []bool, uses map[rules.Value]int) float64 {
+	bias := -1
+	if n := &g.G.Nodes[i]; n.Op.Name == "conv2d" {
+		bias = g.fusedInto(i, weight, uses)
+	}
+	sig := g.signature(i, bias)
+	if ms, ok := m.cache[sig]; ok {
+		return ms
+	}
+	ms, err := m.time(g, i, bias, weight)
+	if err != nil {
+		if m.err == nil {
+			m.err = fmt.Errorf("measure %s: %w", sig, err)
+		}
+		ms = DefaultCPU.node(g, i) * 1e3
+	}
+	m.cache[sig] = ms
+	return ms
+}
+
+// fusedInto is the ewadd node that adds a channel bias to convolution i,
+// or -1.
+func (g *Graph) fusedInto(i int, weight []bool, uses map[rules.Value]int) int {
+	if uses[rules.Value{Node: i}] != 1 {
+		return -1
+	}
+	for j := i + 1; j < len(g.G.Nodes); j++ {
+		n := &g.G.Nodes[j]
+		if n.Op.Name != "ewadd" || !slices.Contains(n.Args, rules.Value{Node: i}) {
+			continue
+		}
+		if conv, ok := g.biasedConv(n, weight, uses); ok && conv == i {
+			return j
+		}
+		return -1
+	}
+	return -1
+}
+
+// signature identifies what a node costs: its operator, parameters and
+// operand shapes (opaque nodes by their ONNX node), and a fused bias.
+func (g *Graph) signature(i, bias int) string {
+	n := &g.G.Nodes[i]
+	var b strings.Builder
+	b.WriteString(n.Op.Name)
+	if o, ok := g.opaqueOf(n); ok {
+		b.WriteString(" " + o.node.Name)
+	}
+	for _, p := range n.Params {
+		b.WriteString(" " + strconv.Itoa(p))
+	}
+	for _, a := range n.Args {
+		b.WriteString(" ")
+		for _, d := range g.shape(a) {
+			b.WriteString(strconv.Itoa(d) + "x")
+		}
+		if a.IsInput() && g.Inputs[a.Input()].Compact != nil {
+			b.WriteString("c")
+		}
+	}
+	if bias >= 0 {
+		b.WriteString(" +bias")
+	}
+	return b.String()
+}
+
+// time lowers node i (and its fused bias) to a model of its own, loads it
+// with the runtime and sums the known or measured times of its nodes.
+func (m *Measured) time(g *Graph, i, bias int, weight []bool) (float64, error) {
+	model, err := g.nodeModel(i, bias, weight)
+	if err != nil {
+		return 0, err
+	}
+	rt, _, err := runtime.FromONNX(model, "", runtime.LoadOptions{Weights: runtime.WeightsFile})
+	if err != nil {
+		return 0, err
+	}
+	s, err := rt.NewSession(runtime.SessionOptions{Threads: m.Threads})
+	if err != nil {
+		return 0, err
+	}
+	ctx := m.Ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	total := 0.0
+	for _, n := range rt.Nodes() {
+		key := OpKey{Operator: n.Op, Shapes: n.ShapeKey(), Params: n.Params}
+		if ms, ok := m.Known(key); ok {
+			total += ms
+			continue
+		}
+		d, err := s.TimeNode(ctx, n.Index, max(m.Repeat, 1))
+		if err != nil {
+			return 0, err
+		}
+		ms := float64(d) / float64(time.Millisecond)
+		m.measured++
+		if m.Record != nil {
+			m.Record(key, ms)
+		}
+		total += ms
+	}
+	return total, nil
+}
+
+// nodeModel is an ONNX model of node i alone, as lowering writes it:
+// activations become model inputs, weights (folded ones as zeros of their
+// shape) initializers.
+func (g *Graph) nodeModel(i, bias int, weight []bool) (*onnx.Model, error) {
+	l := &lowering{g: g, weight: weight, folded: map[rules.Value]Value{}, inits: map[string]*runtime.Tensor{},
+		fusedBias: map[int]int{}, absorbed: map[int]bool{}}
+	shapes := map[string][]int{}
+	args := g.G.Nodes[i].Args
+	if bias >= 0 {
+		args = append(append([]rules.Value(nil), args...), g.G.Nodes[bias].Args...)
+	}
+	for _, a := range args {
+		if !a.IsInput() && weight[a.Node] {
+			l.folded[a] = g.placeholder(a, weight)
+		}
+		shapes[l.name(a, false)] = g.shape(a)
+	}
+	at := i
+	if bias >= 0 {
+		l.fusedBias[bias], at = i, bias
+	}
+	nodes, err := l.node(at)
+	if err != nil {
+		return nil, err
+	}
+	out := &onnx.Graph{Name: "node", Nodes: nodes}
+	for _, n := range nodes {
+		for _, in := range n.Inputs {
+			if _, ok := l.inits[in]; ok || shapes[in] == nil {
+				continue
+			}
+			out.Inputs = append(out.Inputs, valueInfo(in, shapes[in]))
+			shapes[in] = nil // once
+		}
+	}
+	for k, s := range g.Shapes[at] {
+		out.Outputs = append(out.Outputs, valueInfo(l.name(rules.Value{Node: at, Out: k}, false), s.DimList()))
+	}
+	l.initializers(out)
+	return &onnx.Model{IRVersion: g.model.IRVersion, OpsetImports: g.model.OpsetImports, Graph: out}, nil
+}
+
+// placeholder stands for a weight-only value that is not folded yet: zeros
+// of its shape, compact when it is a channel bias.
+func (g *Graph) placeholder(v rules.Value, weight []bool) Value {
+	shape := g.shape(v)
+	name := fmt.Sprintf("rb.fold.%d.%d", v.Node, v.Out)
+	if g.channelBias(v, weight) {
+		return Value{Name: name, Shape: shape, Compact: runtime.NewTensor(shape[1], 1, 1)}
+	}
+	return Value{Name: name, Shape: shape, Data: runtime.NewTensor(shape...)}
+}
+
+func valueInfo(name string, shape []int) *onnx.ValueInfo {
+	dims := make([]onnx.Dim, len(shape))
+	for i, d := range shape {
+		dims[i] = onnx.Dim{Value: int64(d), HasValue: true}
+	}
+	return &onnx.ValueInfo{Name: name, IsTensor: true, ElemType: onnx.Float, HasShape: true, Shape: dims}
+}

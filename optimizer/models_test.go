@@ -1,0 +1,54 @@
+package optimizer
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// The released ≤3-operator rulebook (version v3), exported as a bundle with
+// 'rulebook export --version v3 --format json'. Regenerate it with
+// generate --max-ops 3, verify, prune, release and export when the
+// rulebook changes.
+const bundleV3 = "testdata/rules-v3.json"
+
+// TestOptimizeModels optimizes every shared model with the released
+// rulebook under a small budget: the rewritten model must compute the same
+// outputs as the original within 1e-4, and cost no more.
+func TestOptimizeModels(t *testing.T) {
+	rs, err := LoadBundle(bundleV3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		model  string
+		budget int
+		// applies says whether the budget reaches a cheaper graph.
+		applies bool
+	}{
+		{"squeezenet1_1.onnx", 20, true},
+		{"resnet50.onnx", 5, false},
+		{"inception_v3.onnx", 5, true},
+		{"bert_base.onnx", 10, true},
+	}
+	for _, c := range cases {
+		t.Run(c.model, func(t *testing.T) {
+			m, rt := load(t, c.model)
+			g, err := FromONNX(m, rt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opt := DefaultOptions
+			opt.Budget, opt.Timeout = c.budget, time.Minute
+			res, err := Optimize(context.Background(), g, rs, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.After > res.Before || c.applies && (res.After == res.Before || len(res.Applied) == 0) {
+				t.Errorf("cost %.3f -> %.3f ms with %d rules applied", res.Before, res.After, len(res.Applied))
+			}
+			_, rt2 := written(t, res.Graph)
+			assertSameOutputs(t, rt, rt2)
+		})
+	}
+}

@@ -1,0 +1,260 @@
+package optimizer
+
+import (
+	"fmt"
+
+	"rulebook/rules"
+	"rulebook/runtime"
+)
+
+// Value is a graph input: a model input (no data) or a weight.
+type Value struct {
+	Name  string
+	Shape []int
+	// Data is a weight's data of shape Shape. A broadcast weight has
+	// Compact instead: data of a shape that broadcasts to Shape (numpy's
+	// rule, aligned on the right), such as a convolution's bias seen as
+	// (C,1,1) or a matrix product's weight seen with a batch axis. Rules
+	// see the full shape; lowering and costs use the compact one.
+	Data, Compact *runtime.Tensor
+}
+
+// IsWeight reports whether the value is known ahead of time.
+func (v Value) IsWeight() bool { return v.Data != nil || v.Compact != nil }
+
+// Tensor is the weight's data at its full shape; a broadcast weight is
+// materialised.
+func (v Value) Tensor() *runtime.Tensor {
+	if v.Data != nil || v.Compact == nil {
+		return v.Data
+	}
+	return broadcast(v.Compact, v.Shape)
+}
+
+// Stored is the data as lowering writes it: compact when broadcast.
+func (v Value) Stored() *runtime.Tensor {
+	if v.Compact != nil {
+		return v.Compact
+	}
+	return v.Data
+}
+
+// broadcast expands t to shape by numpy's rule.
+func broadcast(t *runtime.Tensor, shape []int) *runtime.Tensor {
+	out := runtime.NewTensor(shape...)
+	src := make([]int, len(shape)) // t's stride along each axis of shape, 0 where broadcast
+	stride := 1
+	for i := 1; i <= len(t.Shape); i++ {
+		if d := t.Shape[len(t.Shape)-i]; d != 1 {
+			src[len(shape)-i] = stride
+		}
+		stride *= t.Shape[len(t.Shape)-i]
+	}
+	index := make([]int, len(shape))
+	at := 0
+	for i := range out.Data {
+		out.Data[i] = t.Data[at]
+		for ax := len(shape) - 1; ax >= 0; ax-- {
+			index[ax]++
+			at += src[ax]
+			if index[ax] < shape[ax] {
+				break
+			}
+			at -= src[ax] * index[ax]
+			index[ax] = 0
+		}
+	}
+	return out
+}
+
+// compact finds the smallest shape t broadcasts from: every axis along
+// which t is constant shrinks to 1, and leading ones are dropped.
+func compact(t *runtime.Tensor) *runtime.Tensor {
+	shape := append([]int(nil), t.Shape...)
+	data := t.Data
+	for ax := range shape {
+		if shape[ax] > 1 && constantAlong(data, shape, ax) {
+			data = firstAlong(data, shape, ax)
+			shape[ax] = 1
+		}
+	}
+	for len(shape) > 1 && shape[0] == 1 {
+		shape = shape[1:]
+	}
+	return &runtime.Tensor{Shape: shape, Data: data}
+}
+
+func axisBlocks(shape []int, ax int) (outer, n, inner int) {
+	outer, inner = 1, 1
+	for i, d := range shape {
+		switch {
+		case i < ax:
+			outer *= d
+		case i > ax:
+			inner *= d
+		}
+	}
+	return outer, shape[ax], inner
+}
+
+func constantAlong(data []float32, shape []int, ax int) bool {
+	outer, n, inner := axisBlocks(shape, ax)
+	for o := 0; o < outer; o++ {
+		base := o * n * inner
+		for k := 1; k < n; k++ {
+			for i := 0; i < inner; i++ {
+				if data[base+k*inner+i] != data[base+i] {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+func firstAlong(data []float32, shape []int, ax int) []float32 {
+	outer, n, inner := axisBlocks(shape, ax)
+	out := make([]float32, 0, outer*inner)
+	for o := 0; o < outer; o++ {
+		out = append(out, data[o*n*inner:o*n*inner+inner]...)
+	}
+	return out
+}
+
+// weightNodes marks the nodes computed from weights alone: inference
+// never runs them, lowering folds them into initializers.
+func (g *Graph) weightNodes() []bool {
+	weight := make([]bool, len(g.G.Nodes))
+	for i, n := range g.G.Nodes {
+		if _, opaque := g.opaqueOf(&n); opaque {
+			continue
+		}
+		weight[i] = true
+		for _, a := range n.Args {
+			if a.IsInput() && !g.Inputs[a.Input()].IsWeight() || !a.IsInput() && !weight[a.Node] {
+				weight[i] = false
+			}
+		}
+	}
+	return weight
+}
+
+// channelBias reports whether a weight-only value is constant over every
+// axis but the channels (axis 1) of a rank-4 tensor, so that a Conv can
+// add it as its bias. It follows the value's computation symbolically, so
+// that costs can tell before folding.
+func (g *Graph) channelBias(v rules.Value, weight []bool) bool {
+	if len(g.shape(v)) != 4 {
+		return false
+	}
+	if v.IsInput() {
+		in := g.Inputs[v.Input()]
+		c := in.Compact
+		return c != nil && (len(c.Shape) == 3 && c.Shape[1] == 1 && c.Shape[2] == 1 || len(c.Shape) == 1 && c.Shape[0] == 1)
+	}
+	if !weight[v.Node] {
+		return false
+	}
+	n := &g.G.Nodes[v.Node]
+	switch n.Op.Name {
+	case "concat", "split":
+		if n.Params[0] != 1 {
+			return false
+		}
+	case "ewadd", "ewmul", "relu":
+	case "smul":
+		return g.channelBias(n.Args[0], weight)
+	default:
+		return false
+	}
+	for _, a := range n.Args {
+		if !g.channelBias(a, weight) {
+			return false
+		}
+	}
+	return true
+}
+
+// fold computes the weight-only values that other nodes or the outputs
+// read, with the registry's own kernels (in float64), so that inference
+// starts from their results.
+func (g *Graph) fold(live, weight []bool) (map[rules.Value]Value, error) {
+	results := map[rules.Value]*rules.FloatTensor{}
+	var eval func(v rules.Value) (*rules.FloatTensor, error)
+	eval = func(v rules.Value) (*rules.FloatTensor, error) {
+		if t, ok := results[v]; ok {
+			return t, nil
+		}
+		if v.IsInput() {
+			t := toFloat64(g.Inputs[v.Input()].Tensor(), g.shapeOf(v))
+			results[v] = t
+			return t, nil
+		}
+		n := &g.G.Nodes[v.Node]
+		in := make([]*rules.FloatTensor, len(n.Args))
+		for k, a := range n.Args {
+			t, err := eval(a)
+			if err != nil {
+				return nil, err
+			}
+			in[k] = t
+		}
+		out := make([]*rules.FloatTensor, len(g.Shapes[v.Node]))
+		for k, s := range g.Shapes[v.Node] {
+			out[k] = rules.NewTensor[float64](s)
+		}
+		if n.Op.FloatKernel == nil {
+			return nil, fmt.Errorf("fold node %d: %s has no kernel", v.Node, n.Op.Name)
+		}
+		n.Op.FloatKernel(n.Params, in, out)
+		for k, t := range out {
+			results[rules.Value{Node: v.Node, Out: k}] = t
+		}
+		return results[v], nil
+	}
+	folded := map[rules.Value]Value{}
+	keep := func(v rules.Value) error {
+		if v.IsInput() || !weight[v.Node] || folded[v].Name != "" {
+			return nil
+		}
+		t, err := eval(v)
+		if err != nil {
+			return err
+		}
+		full := toFloat32(t)
+		folded[v] = Value{Name: fmt.Sprintf("rb.fold.%d.%d", v.Node, v.Out), Shape: full.Shape, Compact: compact(full)}
+		return nil
+	}
+	for i, n := range g.G.Nodes {
+		if !live[i] || weight[i] {
+			continue
+		}
+		for _, a := range n.Args {
+			if err := keep(a); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, o := range g.G.Outputs {
+		if err := keep(o); err != nil {
+			return nil, err
+		}
+	}
+	return folded, nil
+}
+
+func toFloat64(t *runtime.Tensor, shape rules.Shape) *rules.FloatTensor {
+	out := rules.NewTensor[float64](shape)
+	for i, x := range t.Data {
+		out.Data[i] = float64(x)
+	}
+	return out
+}
+
+func toFloat32(t *rules.FloatTensor) *runtime.Tensor {
+	out := runtime.NewTensor(t.Shape.DimList()...)
+	for i, x := range t.Data {
+		out.Data[i] = float32(x)
+	}
+	return out
+}
