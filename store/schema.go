@@ -2,7 +2,7 @@ package store
 
 // SchemaVersion is the newest schema this build knows. It is stored in
 // PRAGMA user_version; a file with a larger value is refused.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // ApplicationID marks a file as a rulebook database ("RULB"). It is stored in
 // PRAGMA application_id.
@@ -19,7 +19,38 @@ var migrations = []string{
 	3: schemaV3,
 	4: schemaV4,
 	5: schemaV5,
+	6: schemaV6,
 }
+
+// schemaV6 records optimizations: one row per 'rulebook optimize' result and
+// how often it applied each rule. Rules are keyed by canonical text, not
+// rules.id, because the rule set may have come from an exported bundle that
+// this database never held.
+const schemaV6 = `
+CREATE TABLE optimizations (
+	id             INTEGER PRIMARY KEY,
+	run_id         INTEGER NOT NULL REFERENCES runs(id),
+	model          TEXT    NOT NULL,
+	version_tag    TEXT    NOT NULL,
+	version_hash   TEXT    NOT NULL,
+	cost_model     TEXT    NOT NULL CHECK (cost_model IN ('analytic', 'measured')),
+	cost_before_ms REAL    NOT NULL,
+	cost_after_ms  REAL    NOT NULL,
+	explored       INTEGER NOT NULL,
+	seen           INTEGER NOT NULL,
+	seconds        REAL    NOT NULL,
+	stopped        TEXT    NOT NULL,
+	optimized_at   TEXT    NOT NULL
+) STRICT;
+CREATE INDEX optimizations_version_hash ON optimizations(version_hash);
+
+CREATE TABLE rule_uses (
+	optimization_id INTEGER NOT NULL REFERENCES optimizations(id) ON DELETE CASCADE,
+	rule            TEXT    NOT NULL,
+	count           INTEGER NOT NULL CHECK (count > 0),
+	PRIMARY KEY (optimization_id, rule)
+) STRICT, WITHOUT ROWID;
+`
 
 // schemaV5 adds measured operator costs: one row per device and operator
 // configuration, the latest measurement winning.

@@ -829,6 +829,7 @@ func TestSchemaDocQueries(t *testing.T) {
 	populatePruningAndOrigins(t, s)
 	mustNil(t, s.RecordCosts(ctx, []OpCost{{Device: "cpu/2", Operator: "Conv", Shapes: "1x3x8x8,4x3x3x3 -> 1x4x8x8", Params: "group=1",
 		Median: time.Millisecond, Repeats: 5, RunID: run, MeasuredAt: time.Now()}}))
+	populateOptimizations(t, s, run)
 	for i, b := range blocks {
 		q := strings.TrimSpace(b[1])
 		t.Run(fmt.Sprint(i), func(t *testing.T) {

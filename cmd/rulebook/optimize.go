@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -23,6 +22,9 @@ type optimizeOptions struct {
 	opt                   optimizer.Options
 	weights               string
 	seed                  uint64
+	cost                  string
+	memoryMiB             int64
+	threads, compare      int
 }
 
 func newOptimizeCmd() *cobra.Command {
@@ -34,11 +36,27 @@ func newOptimizeCmd() *cobra.Command {
 the database or from a bundle exported with 'rulebook export --format json'
 (no database needed), and refuses a version whose rules do not match its
 content hash. It maps the model's operators onto the registry's (the rest
-stay opaque: rules never cross them), runs TASO's cost-based backtracking
-search with the analytic cost model, and writes the rewritten model and a
-JSON report of the rules applied and the cost before and after.`,
-		Example: "  rulebook optimize ../shared/models/resnet50.onnx --rules v1 -o resnet50.opt.onnx",
-		Args:    cobra.ExactArgs(1),
+stay opaque: rules never cross them, and the report lists them), runs TASO's
+cost-based backtracking search, and writes the rewritten model, with
+weight-only subgraphs folded into initializers, and a JSON report: the rules
+applied, the cost before and after, the best cost over time, and the search's
+statistics.
+
+Costs are analytic (FLOPs, bytes moved and a launch overhead per node, priced
+for this machine's CPU runtime) or measured: the CPU runtime's time of each
+operator configuration from the database's op_costs table (filled by
+'rulebook bench-ops'), a missing one timed on demand and stored.
+--memory-limit drops rewrites whose estimated peak memory (weights plus the
+activations alive at once) exceeds it.
+
+With a database (the rules come from it, or --db names an existing file),
+the optimization is recorded for 'rulebook usage'. --compare N runs the
+original and the rewritten model N times each, interleaved, on the same
+random input with the CPU runtime, and reports both median latencies and the
+largest output difference.`,
+		Example: `  rulebook optimize ../shared/models/resnet50.onnx --rules v1 -o resnet50.opt.onnx
+  rulebook optimize bert_base.onnx --rules v1.json --cost measured --compare 10`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runOptimize(cmd, args[0], o)
 		},
@@ -50,15 +68,34 @@ JSON report of the rules applied and the cost before and after.`,
 	f.Float64Var(&o.opt.Alpha, "alpha", o.opt.Alpha, "keep graphs up to alpha times the best cost")
 	f.IntVar(&o.opt.Budget, "budget", o.opt.Budget, "most graphs to expand")
 	f.DurationVar(&o.opt.Timeout, "timeout", o.opt.Timeout, "wall-clock limit of the search")
+	f.StringVar(&o.cost, "cost", "analytic", "cost model: analytic or measured")
+	f.Int64Var(&o.memoryMiB, "memory-limit", 0, "most estimated peak memory of a rewritten model, in MiB (0: no limit)")
+	f.IntVar(&o.compare, "compare", 0, "time the original and the rewritten model this many runs each (0: do not)")
+	f.IntVar(&o.threads, "threads", 0, "CPU threads for measured costs and --compare (default: all cores)")
 	f.StringVar(&o.weights, "weights", "auto", "auto, file or random (see rulebook run)")
-	f.Uint64Var(&o.seed, "seed", 1, "seed of generated weights")
+	f.Uint64Var(&o.seed, "seed", 1, "seed of generated weights and of --compare's input")
 	return cmd
 }
 
-func runOptimize(cmd *cobra.Command, path string, o optimizeOptions) error {
-	if o.rules == "" {
+func (o *optimizeOptions) check() error {
+	switch {
+	case o.rules == "":
 		return fmt.Errorf("--rules is required: a released version (see 'rulebook versions') or an exported bundle")
+	case o.cost != "analytic" && o.cost != "measured":
+		return fmt.Errorf("--cost must be analytic or measured, got %q", o.cost)
+	case o.memoryMiB < 0 || o.compare < 0 || o.threads < 0:
+		return fmt.Errorf("--memory-limit, --compare and --threads must not be negative")
+	case o.weights != "auto" && o.weights != "file" && o.weights != "random":
+		return fmt.Errorf("--weights must be auto, file or random, got %q", o.weights)
 	}
+	return nil
+}
+
+func runOptimize(cmd *cobra.Command, path string, o optimizeOptions) error {
+	if err := o.check(); err != nil {
+		return err
+	}
+	ctx := cmd.Context()
 	rs, err := loadRuleSet(cmd, o.rules)
 	if err != nil {
 		return err
@@ -78,17 +115,24 @@ func runOptimize(cmd *cobra.Command, path string, o optimizeOptions) error {
 	if err != nil {
 		return err
 	}
-	o.opt.Progress = func(p optimizer.Progress) {
-		fmt.Fprintf(cmd.ErrOrStderr(), "\r%6.1fs  %5d graphs  best %.3f ms", p.Elapsed.Seconds(), p.Explored, p.Best)
-	}
-	res, err := optimizer.Optimize(cmd.Context(), g, rs, o.opt)
-	fmt.Fprintln(cmd.ErrOrStderr())
+	rec, err := openRecorder(cmd, path, o)
 	if err != nil {
 		return err
+	}
+	defer rec.close()
+	res, err := search(cmd, g, rs, o, rec)
+	if err != nil {
+		return rec.finish(ctx, err)
 	}
 	out, err := res.Graph.ToONNX()
 	if err != nil {
-		return err
+		return rec.finish(ctx, err)
+	}
+	var measured *sideBySide
+	if o.compare > 0 {
+		if measured, err = measureSideBySide(ctx, rt, out, o.compare, o.threads, o.seed); err != nil {
+			return rec.finish(ctx, fmt.Errorf("--compare: %w", err))
+		}
 	}
 	if o.output == "" {
 		o.output = strings.TrimSuffix(path, filepath.Ext(path)) + ".opt.onnx"
@@ -97,22 +141,46 @@ func runOptimize(cmd *cobra.Command, path string, o optimizeOptions) error {
 		o.report = strings.TrimSuffix(o.output, filepath.Ext(o.output)) + ".json"
 	}
 	if err := onnx.WriteModel(o.output, out); err != nil {
+		return rec.finish(ctx, err)
+	}
+	rep := newReport(path, o, rs, g, res, measured)
+	rep.Device = rec.device
+	if err := writeReport(o.report, rep); err != nil {
+		return rec.finish(ctx, err)
+	}
+	if err := rec.finish(ctx, rec.record(ctx, path, o, rs, res)); err != nil {
 		return err
 	}
-	if err := writeReport(o.report, path, rs, g, res); err != nil {
-		return err
-	}
-	printOptimization(cmd.OutOrStdout(), rs, g, res, o.output)
+	printOptimization(cmd.OutOrStdout(), rep, o.output, rec)
 	return nil
+}
+
+// search runs the optimizer with the chosen cost model, printing the best
+// cost as it improves.
+func search(cmd *cobra.Command, g *optimizer.Graph, rs *optimizer.RuleSet, o optimizeOptions, rec *recorder) (*optimizer.Result, error) {
+	opt := o.opt
+	opt.MemoryLimit = o.memoryMiB << 20
+	var measured *optimizer.Measured
+	if o.cost == "measured" {
+		measured = rec.measured(cmd.Context(), o.threads)
+		opt.Cost = measured
+	}
+	opt.Progress = func(p optimizer.Progress) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "\r%6.1fs  %5d graphs  best %.3f ms", p.Elapsed.Seconds(), p.Explored, p.Best)
+	}
+	res, err := optimizer.Optimize(cmd.Context(), g, rs, opt)
+	fmt.Fprintln(cmd.ErrOrStderr())
+	if err == nil && measured != nil && measured.Err() != nil {
+		err = fmt.Errorf("measured costs: %w", measured.Err())
+	}
+	return res, err
 }
 
 // loadRuleSet takes a bundle file when the reference names one, else a
 // version in the database.
 func loadRuleSet(cmd *cobra.Command, ref string) (*optimizer.RuleSet, error) {
-	if strings.HasSuffix(ref, ".json") {
-		if _, err := os.Stat(ref); err == nil {
-			return optimizer.LoadBundle(ref)
-		}
+	if isBundle(ref) {
+		return optimizer.LoadBundle(ref)
 	}
 	db, err := store.Open(cmd.Context(), dbPath(cmd))
 	if err != nil {
@@ -122,21 +190,70 @@ func loadRuleSet(cmd *cobra.Command, ref string) (*optimizer.RuleSet, error) {
 	return optimizer.LoadVersion(cmd.Context(), db, ref)
 }
 
+// isBundle tells a bundle file from a tag or hash: it ends in .json and
+// exists.
+func isBundle(ref string) bool {
+	if !strings.HasSuffix(ref, ".json") {
+		return false
+	}
+	_, err := os.Stat(ref)
+	return err == nil
+}
+
 type appliedRule struct {
 	Index int    `json:"index"`
 	Rule  string `json:"rule"`
 	Count int    `json:"count"`
 }
 
-func writeReport(path, model string, rs *optimizer.RuleSet, g *optimizer.Graph, res *optimizer.Result) error {
-	applied := appliedRules(rs, res)
-	report := map[string]any{
-		"model": model, "rules": map[string]any{"version": rs.Version, "hash": rs.Hash, "count": len(rs.Rules)},
-		"cost_model": "analytic", "cost_before_ms": res.Before, "cost_after_ms": res.After,
-		"speedup": res.Before / res.After, "applied": applied, "opaque": g.Opaque(),
-		"search": map[string]any{"explored": res.Explored, "seen": res.Seen, "seconds": res.Elapsed.Seconds(), "stopped": res.Stopped},
+type tracePoint struct {
+	Seconds  float64 `json:"seconds"`
+	Explored int     `json:"explored"`
+	Best     float64 `json:"best_ms"`
+}
+
+// optimizeReport is the JSON report of one optimization.
+type optimizeReport struct {
+	Model string `json:"model"`
+	Rules struct {
+		Version string `json:"version"`
+		Hash    string `json:"hash"`
+		Count   int    `json:"count"`
+	} `json:"rules"`
+	CostModel string         `json:"cost_model"`
+	Device    string         `json:"device"` // what measured costs and --compare ran on
+	Before    float64        `json:"cost_before_ms"`
+	After     float64        `json:"cost_after_ms"`
+	Speedup   float64        `json:"speedup"`
+	Applied   []appliedRule  `json:"applied"`
+	Opaque    map[string]int `json:"opaque"`
+	Search    struct {
+		Explored   int          `json:"explored"`
+		Seen       int          `json:"seen"`
+		Seconds    float64      `json:"seconds"`
+		Stopped    string       `json:"stopped"`
+		OverMemory int          `json:"over_memory_limit"`
+		Trace      []tracePoint `json:"best_cost_over_time"`
+	} `json:"search"`
+	MemoryBefore int64       `json:"memory_before_bytes"`
+	MemoryAfter  int64       `json:"memory_after_bytes"`
+	Measured     *sideBySide `json:"measured,omitempty"`
+}
+
+func newReport(model string, o optimizeOptions, rs *optimizer.RuleSet, g *optimizer.Graph, res *optimizer.Result, measured *sideBySide) *optimizeReport {
+	r := &optimizeReport{Model: model, CostModel: o.cost, Before: res.Before, After: res.After, Speedup: res.Before / res.After,
+		Applied: appliedRules(rs, res), Opaque: g.Opaque(), MemoryBefore: g.Memory(), MemoryAfter: res.Graph.Memory(), Measured: measured}
+	r.Rules.Version, r.Rules.Hash, r.Rules.Count = rs.Version, rs.Hash, len(rs.Rules)
+	r.Search.Explored, r.Search.Seen, r.Search.Seconds, r.Search.Stopped = res.Explored, res.Seen, res.Elapsed.Seconds(), res.Stopped
+	r.Search.OverMemory = res.OverMemory
+	for _, p := range res.Trace {
+		r.Search.Trace = append(r.Search.Trace, tracePoint{Seconds: p.Elapsed.Seconds(), Explored: p.Explored, Best: p.Best})
 	}
-	data, err := json.MarshalIndent(report, "", "  ")
+	return r
+}
+
+func writeReport(path string, r *optimizeReport) error {
+	data, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -154,17 +271,29 @@ func appliedRules(rs *optimizer.RuleSet, res *optimizer.Result) []appliedRule {
 	return out
 }
 
-func printOptimization(w io.Writer, rs *optimizer.RuleSet, g *optimizer.Graph, res *optimizer.Result, output string) {
-	fmt.Fprintf(w, "rules %s (%.12s, %d rules); modelled cost %.3f ms -> %.3f ms (%.2fx)\n",
-		rs.Version, rs.Hash, len(rs.Rules), res.Before, res.After, res.Before/res.After)
-	fmt.Fprintf(w, "search: %d graphs expanded, %d seen, %s, stopped: %s\n", res.Explored, res.Seen, res.Elapsed.Round(time.Millisecond), res.Stopped)
-	for _, a := range appliedRules(rs, res) {
+func printOptimization(w io.Writer, r *optimizeReport, output string, rec *recorder) {
+	fmt.Fprintf(w, "rules %s (%.12s, %d rules); %s cost %.3f ms -> %.3f ms (%.2fx)\n",
+		r.Rules.Version, r.Rules.Hash, r.Rules.Count, r.CostModel, r.Before, r.After, r.Speedup)
+	fmt.Fprintf(w, "search: %d graphs expanded, %d seen, %.1fs, stopped: %s\n", r.Search.Explored, r.Search.Seen, r.Search.Seconds, r.Search.Stopped)
+	for _, a := range r.Applied {
 		fmt.Fprintf(w, "  %3d× %s\n", a.Count, a.Rule)
 	}
 	var opaque []string
-	for op, n := range g.Opaque() {
+	for op, n := range r.Opaque {
 		opaque = append(opaque, fmt.Sprintf("%s ×%d", op, n))
 	}
 	sort.Strings(opaque)
-	fmt.Fprintf(w, "opaque (rules do not cross): %s\nwrote %s\n", strings.Join(opaque, ", "), output)
+	fmt.Fprintf(w, "opaque (rules do not cross): %s\n", strings.Join(opaque, ", "))
+	if m := r.Measured; m != nil {
+		fmt.Fprintf(w, "measured (CPU runtime, %d runs each): original %.3f ms, rewritten %.3f ms (%.2fx); outputs differ by %.2g at most (relative)\n",
+			m.Runs, m.Original, m.Optimized, m.Speedup, m.MaxRelDiff)
+	}
+	if rec.db != nil {
+		fmt.Fprintf(w, "recorded as run %d", rec.runID)
+		if rec.costs > 0 {
+			fmt.Fprintf(w, ", with %d operator costs measured", rec.costs)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "wrote %s\n", output)
 }

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"rulebook/internal/testfiles"
+	"rulebook/store"
+)
+
+// TestOptimizeCommand optimizes squeezenet with a released version from the
+// store and with its exported bundle: both write the same model and the
+// same costs. The run from the store is recorded for 'rulebook usage';
+// measured costs are timed, stored and then found again; a version edited
+// in the database is refused.
+func TestOptimizeCommand(t *testing.T) {
+	ctx := context.Background()
+	model := testfiles.Shared(t, "models", "squeezenet1_1.onnx")
+	dir := t.TempDir()
+	db, bundle := filepath.Join(dir, "r.db"), filepath.Join(dir, "v1.json")
+	for _, args := range [][]string{
+		{"generate", "--max-ops", "3", "--ops", "concat,relu", "--no-progress"},
+		{"verify", "../../axioms", "--no-progress"},
+		{"release", "v1"},
+		{"export", "--version", "v1", "--format", "json", "-o", bundle},
+	} {
+		if out, err := run(ctx, append(args, "--db", db)...); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	optimize := func(rules, out string, extra ...string) *optimizeReport {
+		t.Helper()
+		args := append([]string{"optimize", model, "--rules", rules, "--budget", "10", "-o", out, "--db", db}, extra...)
+		if text, err := run(ctx, args...); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, text)
+		}
+		var r optimizeReport
+		data, err := os.ReadFile(strings.TrimSuffix(out, ".onnx") + ".json")
+		must(t, err)
+		must(t, json.Unmarshal(data, &r))
+		return &r
+	}
+	fromStore := optimize("v1", filepath.Join(dir, "store.onnx"))
+	fromBundle := optimize(bundle, filepath.Join(dir, "bundle.onnx"))
+	if fileHash(t, filepath.Join(dir, "store.onnx")) != fileHash(t, filepath.Join(dir, "bundle.onnx")) ||
+		fromStore.After != fromBundle.After || fromStore.Rules.Hash != fromBundle.Rules.Hash {
+		t.Errorf("store and bundle differ: %.4f vs %.4f ms", fromStore.After, fromBundle.After)
+	}
+	if fromStore.After >= fromStore.Before || len(fromStore.Applied) == 0 || fromStore.Opaque["MaxPool"] != 3 || len(fromStore.Search.Trace) < 2 {
+		t.Errorf("report: cost %.4f -> %.4f, applied %v, opaque %v, trace %v",
+			fromStore.Before, fromStore.After, fromStore.Applied, fromStore.Opaque, fromStore.Search.Trace)
+	}
+	if out, err := run(ctx, "usage", "--db", db, "--format", "csv"); err != nil || !strings.Contains(out, "squeezenet1_1.onnx") {
+		t.Errorf("usage after optimize (err %v):\n%s", err, out)
+	}
+
+	measured := optimize("v1", filepath.Join(dir, "measured.onnx"), "--cost", "measured", "--compare", "2")
+	if measured.CostModel != "measured" || measured.Before <= 0 || measured.Measured == nil || measured.Measured.MaxRelDiff > 1e-4 {
+		t.Errorf("measured report: %+v", measured)
+	}
+	s, err := store.Open(ctx, db)
+	must(t, err)
+	costs, err := s.Costs(ctx, measured.Device)
+	s.Close()
+	must(t, err)
+	if len(costs) == 0 {
+		t.Fatal("no operator costs stored by --cost measured")
+	}
+	text, err := run(ctx, "optimize", model, "--rules", "v1", "--budget", "1", "-o", filepath.Join(dir, "again.onnx"), "--db", db, "--cost", "measured")
+	if err != nil || strings.Contains(text, "operator costs measured") {
+		t.Errorf("a second measured run timed operators again (err %v):\n%s", err, text)
+	}
+
+	execSQL(t, db, "UPDATE rules SET dst = '(concat 0 ?a ?a)' WHERE id = (SELECT min(rule_id) FROM version_rules)")
+	if _, err := run(ctx, "optimize", model, "--rules", "v1", "-o", filepath.Join(dir, "x.onnx"), "--db", db); err == nil || !strings.Contains(err.Error(), "hash") {
+		t.Errorf("a tampered version: %v", err)
+	}
+}

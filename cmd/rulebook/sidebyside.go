@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"rulebook/onnx"
+	"rulebook/runtime"
+)
+
+// sideBySide is the measured comparison of a model and its rewrite on the
+// CPU runtime: the same weights and inputs, runs interleaved so that both
+// see the same machine conditions.
+type sideBySide struct {
+	Runs      int     `json:"runs"`
+	Threads   int     `json:"threads"`
+	Original  float64 `json:"original_ms"`  // median
+	Optimized float64 `json:"optimized_ms"` // median
+	Speedup   float64 `json:"speedup"`
+	// MaxRelDiff is the largest output difference relative to the
+	// output's largest magnitude.
+	MaxRelDiff float64 `json:"max_relative_difference"`
+}
+
+// measureSideBySide runs the original model (as loaded, random weights
+// included) and the rewritten one, whose weights are inline, on the same
+// random inputs, runs times each after a warm-up run.
+func measureSideBySide(ctx context.Context, orig *runtime.Model, rewritten *onnx.Model, runs, threads int, seed uint64) (*sideBySide, error) {
+	decoded, err := onnx.DecodeModel(onnx.EncodeModel(rewritten))
+	if err != nil {
+		return nil, err
+	}
+	opt, _, err := runtime.FromONNX(decoded, "", runtime.LoadOptions{Weights: runtime.WeightsFile})
+	if err != nil {
+		return nil, fmt.Errorf("load the rewritten model: %w", err)
+	}
+	sessions := make([]*runtime.Session, 2)
+	for i, m := range []*runtime.Model{orig, opt} {
+		if sessions[i], err = m.NewSession(runtime.SessionOptions{Threads: threads}); err != nil {
+			return nil, err
+		}
+	}
+	feeds := orig.RandomInputs(seed)
+	outs := make([]map[string]*runtime.Tensor, 2)
+	times := [2][]time.Duration{}
+	for r := -1; r < runs; r++ { // run -1 warms up
+		for i, s := range sessions {
+			start := time.Now()
+			if outs[i], err = s.Run(ctx, feeds); err != nil {
+				return nil, err
+			}
+			if r >= 0 {
+				times[i] = append(times[i], time.Since(start))
+			}
+		}
+	}
+	res := &sideBySide{Runs: runs, Threads: threads, Original: medianMS(times[0]), Optimized: medianMS(times[1])}
+	res.Speedup = res.Original / res.Optimized
+	for name, want := range outs[0] {
+		got, ok := outs[1][name]
+		if !ok || !slices.Equal(got.Shape, want.Shape) {
+			return nil, fmt.Errorf("the rewritten model's output %q is missing or has another shape", name)
+		}
+		res.MaxRelDiff = math.Max(res.MaxRelDiff, relDiff(want.Data, got.Data))
+	}
+	return res, nil
+}
+
+func medianMS(ts []time.Duration) float64 {
+	slices.Sort(ts)
+	return float64(ts[len(ts)/2]) / float64(time.Millisecond)
+}
+
+// relDiff is the largest difference relative to want's largest magnitude.
+func relDiff(want, got []float32) float64 {
+	scale, worst := 0.0, 0.0
+	for i := range want {
+		scale = math.Max(scale, math.Abs(float64(want[i])))
+		worst = math.Max(worst, math.Abs(float64(got[i]-want[i])))
+	}
+	if worst == 0 {
+		return 0
+	}
+	return worst / scale
+}
