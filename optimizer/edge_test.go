@@ -3,8 +3,10 @@ package optimizer
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
+	"rulebook/exchange"
 	"rulebook/onnx"
 	"rulebook/rewrite"
 	"rulebook/rules"
@@ -162,4 +164,89 @@ func TestRewriteWouldCycle(t *testing.T) {
 	}
 	_, rt2 := written(t, res.Graph)
 	assertSameOutputs(t, rt, rt2)
+}
+
+// A rule proved over matrices applies to batches of matrices only in its
+// lifted form: products of a rank-3 activation by two weight matrices
+// merge along axis 2 (columns), and the rule as proved, with axis 1, does
+// not fire there.
+func TestLiftedRule(t *testing.T) {
+	m, rt := tinyModel(t, []int{1, 8, 16}, map[string][]int{"w1": {16, 16}, "w2": {16, 16}}, []string{"y1", "y2"},
+		&onnx.Node{Name: "mm1", OpType: "MatMul", Inputs: []string{"x", "w1"}, Outputs: []string{"y1"}},
+		&onnx.Node{Name: "mm2", OpType: "MatMul", Inputs: []string{"x", "w2"}, Outputs: []string{"y2"}})
+	g, err := FromONNX(m, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, text, err := exchange.Parse(rules.Default(), exchange.Rule{
+		Src:    "(let ((%0 (matmul ?a (concat 1 ?b ?c)))) (outputs (split0 1 %0) (split1 1 %0)))",
+		Dst:    "(outputs (matmul ?a ?b) (matmul ?a ?c))",
+		Inputs: "?a:2x4 ?b:4x4 ?c:4x4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := &RuleSet{Version: "test", Rules: []*rules.Rule{r}, Texts: []string{text.String()}}
+	vs, _ := rs.variants()
+	if len(vs) != 2 || !vs[1].lifted || !slices.Equal(vs[1].ranks, []int{3, 3, 3}) {
+		t.Fatalf("variants %+v, want the rule and its lift to rank 3", vs)
+	}
+	opt := DefaultOptions
+	opt.Budget, opt.Cost = 5, products{}
+	res, err := Optimize(context.Background(), g, rs, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Applied[0] != 1 || res.After != 1 {
+		t.Fatalf("applied %v, cost %.4f -> %.4f", res.Applied, res.Before, res.After)
+	}
+	for _, n := range res.Graph.G.Nodes {
+		if (n.Op.Name == "concat" || n.Op.Name == "split") && n.Params[0] != 2 {
+			t.Errorf("%s along axis %d, want 2", n.Op.Name, n.Params[0])
+		}
+	}
+	_, rt2 := written(t, res.Graph)
+	assertSameOutputs(t, rt, rt2)
+}
+
+// Which rules apply at which ranks: element-wise rules with concats on
+// axes 0 and 1 everywhere, others at their own ranks or lifted.
+func TestVariantRanks(t *testing.T) {
+	cases := []struct {
+		src, dst, inputs string
+		ranks            [][]int // of each variant; nil: any rank
+	}{
+		{"(concat 1 (relu ?a) (relu ?b))", "(relu (concat 1 ?a ?b))", "?a:2x4 ?b:2x4", [][]int{nil}},
+		{"(concat 2 (relu ?a) (relu ?b))", "(relu (concat 2 ?a ?b))", "?a:2x4x5x5 ?b:2x4x5x5", [][]int{{4, 4}}},
+		{"(matmul (smul ?a ?b) ?c)", "(matmul ?a (smul ?c ?b))", "?a:2x4 ?b:scalar ?c:4x4", [][]int{{2, 0, 2}, {3, 0, 3}}},
+		{"(conv2d 1 same none 1 ?a (enlarge 3 ?b))", "(conv2d 1 same none 1 ?a ?b)", "?a:2x4x5x5 ?b:4x4x3x3", [][]int{{4, 4}}},
+	}
+	for _, c := range cases {
+		r, text, err := exchange.Parse(rules.Default(), exchange.Rule{Src: c.src, Dst: c.dst, Inputs: c.inputs})
+		if err != nil {
+			t.Fatalf("%s: %v", c.src, err)
+		}
+		vs, _ := (&RuleSet{Rules: []*rules.Rule{r}, Texts: []string{text.String()}}).variants()
+		var got [][]int
+		for _, v := range vs {
+			got = append(got, v.ranks)
+		}
+		if !slices.EqualFunc(got, c.ranks, slices.Equal) {
+			t.Errorf("%s: variant ranks %v, want %v", c.src, got, c.ranks)
+		}
+	}
+}
+
+// products is a cost model that counts matrix products computed at
+// inference, so that merging two is progress whatever it costs.
+type products struct{}
+
+func (products) Cost(g *Graph) float64 {
+	weight := g.weightNodes()
+	n := 0.0
+	for i, node := range g.G.Nodes {
+		if node.Op.Name == "matmul" && !weight[i] && g.liveNodes()[i] {
+			n++
+		}
+	}
+	return n
 }

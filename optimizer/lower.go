@@ -52,7 +52,7 @@ func (g *Graph) ToONNX() (*onnx.Model, error) {
 type lowering struct {
 	g            *Graph
 	live, weight []bool
-	uses         map[rules.Value]int
+	uses         useCounts
 	// folded are the weight-only node outputs that inference reads.
 	folded map[rules.Value]Value
 	// fusedBias maps an ewadd node that adds a channel bias to the conv2d
@@ -84,18 +84,36 @@ func (g *Graph) liveNodes() []bool {
 	return live
 }
 
-// uses counts the consumers of each value, graph outputs included.
-func (g *Graph) uses() map[rules.Value]int {
-	uses := map[rules.Value]int{}
+// uses counts the readers of each node's first output, graph outputs
+// included.
+func (g *Graph) uses() useCounts {
+	uses := make(useCounts, len(g.G.Nodes))
+	count := func(v rules.Value) {
+		if !v.IsInput() && v.Out == 0 {
+			uses[v.Node]++
+		}
+	}
 	for _, n := range g.G.Nodes {
 		for _, a := range n.Args {
-			uses[a]++
+			count(a)
 		}
 	}
 	for _, o := range g.G.Outputs {
-		uses[o]++
+		count(o)
 	}
 	return uses
+}
+
+// useCounts counts the readers of each node's first output, the one fusion
+// decisions ask about.
+type useCounts []int
+
+// of is the number of readers of a node's first output.
+func (u useCounts) of(v rules.Value) int {
+	if v.IsInput() || v.Out != 0 {
+		panic("optimizer: use count of a value other than a node's first output")
+	}
+	return u[v.Node]
 }
 
 // planFusions finds convolutions whose only use adds a channel bias, and
@@ -114,7 +132,7 @@ func (l *lowering) planFusions() {
 			}
 		case "concat":
 			if inner := n.Args[0]; !inner.IsInput() && l.g.G.Nodes[inner.Node].Op.Name == "concat" &&
-				l.g.G.Nodes[inner.Node].Params[0] == n.Params[0] && l.uses[inner] == 1 && !l.weight[inner.Node] {
+				l.g.G.Nodes[inner.Node].Params[0] == n.Params[0] && l.uses.of(inner) == 1 && !l.weight[inner.Node] {
 				l.absorbed[inner.Node] = true
 			}
 		}
@@ -123,11 +141,11 @@ func (l *lowering) planFusions() {
 
 // biasedConv reports whether an ewadd adds a channel bias to a convolution
 // (without activation) that nothing else reads: the two are one Conv.
-func (g *Graph) biasedConv(n *rules.Node, weight []bool, uses map[rules.Value]int) (conv int, ok bool) {
+func (g *Graph) biasedConv(n *rules.Node, weight []bool, uses useCounts) (conv int, ok bool) {
 	for k := range 2 {
 		c, b := n.Args[k], n.Args[1-k]
 		if !c.IsInput() && g.G.Nodes[c.Node].Op.Name == "conv2d" && g.G.Nodes[c.Node].Params[2] == rules.ActNone &&
-			uses[c] == 1 && g.channelBias(b, weight) {
+			uses.of(c) == 1 && g.channelBias(b, weight) {
 			return c.Node, true
 		}
 	}

@@ -72,7 +72,7 @@ func (m *Measured) Cost(g *Graph) float64 {
 }
 
 // node is one node's time, with the channel bias fused into it if any.
-func (m *Measured) node(g *Graph, i int, weight []bool, uses map[rules.Value]int) float64 {
+func (m *Measured) node(g *Graph, i int, weight []bool, uses useCounts) float64 {
 	bias := -1
 	if n := &g.G.Nodes[i]; n.Op.Name == "conv2d" {
 		bias = g.fusedInto(i, weight, uses)
@@ -94,8 +94,8 @@ func (m *Measured) node(g *Graph, i int, weight []bool, uses map[rules.Value]int
 
 // fusedInto is the ewadd node that adds a channel bias to convolution i,
 // or -1.
-func (g *Graph) fusedInto(i int, weight []bool, uses map[rules.Value]int) int {
-	if uses[rules.Value{Node: i}] != 1 {
+func (g *Graph) fusedInto(i int, weight []bool, uses useCounts) int {
+	if uses[i] != 1 {
 		return -1
 	}
 	for j := i + 1; j < len(g.G.Nodes); j++ {

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"rulebook/rewrite"
@@ -55,11 +56,47 @@ type Result struct {
 	OverMemory int
 }
 
-// candidate is a graph in the search with the rules that led to it.
+// candidate is a graph in the search. Queued candidates hold only how to
+// rebuild their graph (the parent, the rewrite and its match), since most
+// are never expanded: holding every graph took gigabytes.
 type candidate struct {
-	g       *Graph
-	cost    float64
-	applied []int
+	g    *Graph // nil until the candidate is expanded or best
+	cost float64
+	// expanded candidates keep their graph: their children rebuild from it.
+	expanded bool
+	parent   *candidate
+	rw       *rewrite.Rewrite
+	match    rewrite.Match
+}
+
+// graph rebuilds the candidate's graph from its parent's, which is kept
+// while a child needs it.
+func (c *candidate) graph() (*Graph, error) {
+	if c.g != nil {
+		return c.g, nil
+	}
+	parent, err := c.parent.graph()
+	if err != nil {
+		return nil, err
+	}
+	next, err := rewrite.Apply(&parent.G, c.rw.From, c.rw.To, &c.match)
+	if err != nil {
+		return nil, fmt.Errorf("optimizer: rebuild a queued graph: %w", err)
+	}
+	g := parent.with(next)
+	if err := g.Infer(); err != nil {
+		return nil, fmt.Errorf("optimizer: rebuild a queued graph: %w", err)
+	}
+	return g, nil
+}
+
+// applied counts the rewrites on the way from the start, by variant.
+func (c *candidate) applied() map[int]int {
+	out := map[int]int{}
+	for ; c.parent != nil; c = c.parent {
+		out[c.rw.Rule]++
+	}
+	return out
 }
 
 // Optimize searches for a cheaper equivalent graph by applying the rule
@@ -68,17 +105,14 @@ type candidate struct {
 // the queue if it costs less than Alpha times the best so far.
 func Optimize(ctx context.Context, g *Graph, rs *RuleSet, opt Options) (*Result, error) {
 	start := time.Now()
-	var rws []rewrite.Rewrite
-	for i, r := range rs.Rules {
-		rws = append(rws, rewrite.Both(r, i)...)
-	}
+	vs, rws := rs.variants()
 	if opt.MemoryLimit > 0 && g.Memory() > opt.MemoryLimit {
 		return nil, fmt.Errorf("optimizer: the model needs %d MiB, above the memory limit of %d MiB", g.Memory()>>20, opt.MemoryLimit>>20)
 	}
 	first := &candidate{g: g, cost: opt.Cost.Cost(g)}
 	res := &Result{Before: first.cost, Trace: []Progress{{Best: first.cost}}}
 	best := first
-	seen := map[string]bool{rewrite.Key(&g.G): true}
+	seen := map[string]bool{rewrite.CommutativeKey(&g.G): true}
 	queue := &candidates{first}
 	deadline := start.Add(opt.Timeout)
 	for queue.Len() > 0 {
@@ -94,14 +128,22 @@ func Optimize(ctx context.Context, g *Graph, rs *RuleSet, opt Options) (*Result,
 			break
 		}
 		cur := heap.Pop(queue).(*candidate)
+		g, err := cur.graph()
+		if err != nil {
+			return nil, err
+		}
+		cur.g, cur.expanded = g, true
 		res.Explored++
-		for _, next := range expand(cur, rws, seen) {
+		expand(cur, vs, rws, seen, func(next *candidate) {
 			if opt.MemoryLimit > 0 && next.g.Memory() > opt.MemoryLimit {
 				res.OverMemory++
-				continue
+				return
 			}
 			next.cost = opt.Cost.Cost(next.g)
 			if next.cost < best.cost {
+				if !best.expanded {
+					best.g = nil // rebuilt if it is ever expanded
+				}
 				best = next
 				p := Progress{Elapsed: time.Since(start), Explored: res.Explored, Best: best.cost}
 				res.Trace = append(res.Trace, p)
@@ -110,26 +152,31 @@ func Optimize(ctx context.Context, g *Graph, rs *RuleSet, opt Options) (*Result,
 				}
 			}
 			if next.cost < opt.Alpha*best.cost {
+				if next != best {
+					next.g = nil
+				}
 				heap.Push(queue, next)
 			}
-		}
+		})
 	}
 	if res.Stopped == "" {
 		res.Stopped = "queue empty"
 	}
 	res.Graph, res.After, res.Seen, res.Elapsed = best.g, best.cost, len(seen), time.Since(start)
 	res.Applied = map[int]int{}
-	for _, r := range best.applied {
-		res.Applied[r]++
+	for v, n := range best.applied() {
+		res.Applied[vs[v].rule] += n
 	}
 	return res, nil
 }
 
-// expand returns the new graphs one rewrite away that type-check.
-func expand(cur *candidate, rws []rewrite.Rewrite, seen map[string]bool) []*candidate {
-	var out []*candidate
-	rewrite.Neighbours(&cur.g.G, rws, func(rw *rewrite.Rewrite, _ *rewrite.Match, next *rules.Graph) bool {
-		key := rewrite.Key(next)
+// expand hands consider the new graphs one rewrite away that type-check.
+func expand(cur *candidate, vs []variant, rws []rewrite.Rewrite, seen map[string]bool, consider func(*candidate)) {
+	rewrite.Neighbours(&cur.g.G, rws, func(rw *rewrite.Rewrite, m *rewrite.Match, next *rules.Graph) bool {
+		if !cur.g.fitsRanks(&vs[rw.Rule], m) {
+			return true // proved for other ranks
+		}
+		key := rewrite.CommutativeKey(next)
 		if seen[key] {
 			return true
 		}
@@ -138,10 +185,13 @@ func expand(cur *candidate, rws []rewrite.Rewrite, seen map[string]bool) []*cand
 		if err := g.Infer(); err != nil {
 			return true // the rule does not fit these shapes here
 		}
-		out = append(out, &candidate{g: g, applied: append(append([]int(nil), cur.applied...), rw.Rule)})
+		consider(&candidate{g: g, parent: cur, rw: rw, match: cloneMatch(m)})
 		return true
 	})
-	return out
+}
+
+func cloneMatch(m *rewrite.Match) rewrite.Match {
+	return rewrite.Match{Nodes: slices.Clone(m.Nodes), Inputs: slices.Clone(m.Inputs), Bound: slices.Clone(m.Bound)}
 }
 
 // with is the graph with its nodes and outputs replaced by a rewrite's.

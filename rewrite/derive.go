@@ -14,7 +14,10 @@ type Rewrite struct {
 	// the rule's target.
 	Rule     int
 	Reversed bool
-	ops      []string // the operators From uses
+	// Commutative lets From match the operands of commutative operators
+	// in either order (FindCommutative).
+	Commutative bool
+	ops         []string // the operators From uses
 }
 
 // NewRewrite prepares a directed use of rule r, the caller's rule number
@@ -40,9 +43,9 @@ func Both(r *rules.Rule, index int) []Rewrite {
 // fits reports whether a graph using these operators can contain the
 // rewrite's pattern at all. Matches need not be injective, so only the
 // presence of each operator counts, not how often it occurs.
-func (rw *Rewrite) fits(host map[string]bool) bool {
+func (rw *Rewrite) fits(host map[string][]int) bool {
 	for _, op := range rw.ops {
-		if !host[op] {
+		if len(host[op]) == 0 {
 			return false
 		}
 	}
@@ -52,17 +55,14 @@ func (rw *Rewrite) fits(host map[string]bool) bool {
 // Neighbours calls yield with every graph one rewrite away from g, until
 // yield returns false. Replacements that would be cyclic are skipped.
 func Neighbours(g *rules.Graph, rws []Rewrite, yield func(rw *Rewrite, m *Match, next *rules.Graph) bool) {
-	present := map[string]bool{}
-	for _, n := range g.Nodes {
-		present[n.Op.Name] = true
-	}
+	idx := indexHost(g)
 	for i := range rws {
 		rw := &rws[i]
-		if !rw.fits(present) {
+		if !rw.fits(idx.byOp) {
 			continue
 		}
 		stop := false
-		Find(rw.From, g, func(m *Match) bool {
+		find(rw.From, g, idx, rw.Commutative, func(m *Match) bool {
 			next, err := Apply(g, rw.From, rw.To, m)
 			if err != nil {
 				return true

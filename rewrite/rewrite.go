@@ -35,19 +35,68 @@ type Match struct {
 // are also used elsewhere stay computed after Apply. Patterns without
 // nodes, or with an input as an output, match nowhere.
 func Find(pattern, host *rules.Graph, yield func(*Match) bool) {
+	find(pattern, host, indexHost(host), false, yield)
+}
+
+// FindCommutative is Find where the operands of commutative operators
+// (rules.Op.Commutative) match in either order, so that a search needs no
+// commutation rewrites.
+func FindCommutative(pattern, host *rules.Graph, yield func(*Match) bool) {
+	find(pattern, host, indexHost(host), true, yield)
+}
+
+// hostIndex lists a host graph's nodes by operator and each node's users,
+// so that matching a pattern node looks only at nodes that can match it:
+// the users of the node its first operand matched, or else the nodes of
+// its operator.
+type hostIndex struct {
+	byOp  map[string][]int
+	users [][]int // of each node, ascending, each user once
+}
+
+func indexHost(g *rules.Graph) *hostIndex {
+	idx := &hostIndex{byOp: map[string][]int{}, users: make([][]int, len(g.Nodes))}
+	for i, n := range g.Nodes {
+		idx.byOp[n.Op.Name] = append(idx.byOp[n.Op.Name], i)
+		for _, a := range n.Args {
+			if a.IsInput() {
+				continue
+			}
+			if u := idx.users[a.Node]; len(u) == 0 || u[len(u)-1] != i {
+				idx.users[a.Node] = append(u, i)
+			}
+		}
+	}
+	return idx
+}
+
+// candidates are the host nodes pattern node pn may match.
+func (f *finder) candidates(pn *rules.Node) []int {
+	for _, a := range pn.Args {
+		if !a.IsInput() {
+			return f.idx.users[f.m.Nodes[a.Node]]
+		}
+	}
+	return f.idx.byOp[pn.Op.Name]
+}
+
+func find(pattern, host *rules.Graph, idx *hostIndex, commutative bool, yield func(*Match) bool) {
 	if len(pattern.Nodes) == 0 || slices.ContainsFunc(pattern.Outputs, rules.Value.IsInput) {
 		return
 	}
-	f := &finder{pattern: pattern, host: host, yield: yield,
+	f := &finder{pattern: pattern, host: host, idx: idx, yield: yield, commutative: commutative,
 		m: &Match{Nodes: make([]int, len(pattern.Nodes)), Inputs: make([]rules.Value, pattern.NumInputs), Bound: make([]bool, pattern.NumInputs)}}
 	f.search(0)
 }
 
 type finder struct {
 	pattern, host *rules.Graph
+	idx           *hostIndex
 	yield         func(*Match) bool
 	m             *Match
 	stopped       bool
+	commutative   bool
+	swapped       []rules.Value // scratch: a host node's operands swapped
 }
 
 func (f *finder) search(i int) {
@@ -61,18 +110,15 @@ func (f *finder) search(i int) {
 		return
 	}
 	pn := &f.pattern.Nodes[i]
-	for h := range f.host.Nodes {
+	for _, h := range f.candidates(pn) {
 		hn := &f.host.Nodes[h]
 		if hn.Op.Name != pn.Op.Name || !slices.Equal(hn.Params, pn.Params) {
 			continue
 		}
-		bound, ok := f.bindArgs(pn, hn)
-		if ok {
-			f.m.Nodes[i] = h
-			f.search(i + 1)
-		}
-		for _, in := range bound {
-			f.m.Bound[in] = false
+		f.try(i, h, pn, hn.Args)
+		if f.commutative && hn.Op.Commutative && hn.Args[0] != hn.Args[1] {
+			f.swapped = append(f.swapped[:0], hn.Args[1], hn.Args[0])
+			f.try(i, h, pn, f.swapped) // bindArgs reads it before deeper levels reuse it
 		}
 		if f.stopped {
 			return
@@ -80,12 +126,28 @@ func (f *finder) search(i int) {
 	}
 }
 
+// try matches pattern node i to host node h whose operands, in the order
+// tried, are args, and goes on with the next pattern node.
+func (f *finder) try(i, h int, pn *rules.Node, args []rules.Value) {
+	if f.stopped {
+		return
+	}
+	bound, ok := f.bindArgs(pn, args)
+	if ok {
+		f.m.Nodes[i] = h
+		f.search(i + 1)
+	}
+	for _, in := range bound {
+		f.m.Bound[in] = false
+	}
+}
+
 // bindArgs checks a candidate host node's operands against the pattern
 // node's, binding pattern inputs seen for the first time; it returns the
 // inputs it bound so that the caller can undo them.
-func (f *finder) bindArgs(pn, hn *rules.Node) (bound []int, ok bool) {
+func (f *finder) bindArgs(pn *rules.Node, args []rules.Value) (bound []int, ok bool) {
 	for j, a := range pn.Args {
-		hv := hn.Args[j]
+		hv := args[j]
 		if !a.IsInput() {
 			if hv != (rules.Value{Node: f.m.Nodes[a.Node], Out: a.Out}) {
 				return bound, false
@@ -282,7 +344,13 @@ func Term(g *rules.Graph) string {
 // inputs, whatever their node order or sharing (up to 128-bit hash
 // collisions). Each node's hash covers its operator, parameters and
 // operands' hashes, so the key costs one pass over the nodes.
-func Key(g *rules.Graph) string {
+func Key(g *rules.Graph) string { return key(g, false) }
+
+// CommutativeKey is Key up to the order of commutative operators'
+// operands: graphs that differ only by commuting them share it.
+func CommutativeKey(g *rules.Graph) string { return key(g, true) }
+
+func key(g *rules.Graph, commutative bool) string {
 	hashes := make([]xxh3.Uint128, len(g.Nodes))
 	var buf []byte
 	value := func(v rules.Value) xxh3.Uint128 {
@@ -297,9 +365,13 @@ func Key(g *rules.Graph) string {
 		for _, p := range n.Params {
 			buf = binary.LittleEndian.AppendUint64(buf, uint64(p))
 		}
+		operands := len(buf)
 		for _, a := range n.Args {
 			h := value(a)
 			buf = binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(buf, h.Hi), h.Lo)
+		}
+		if commutative && n.Op.Commutative && string(buf[operands:operands+16]) > string(buf[operands+16:]) {
+			swapHalves(buf[operands:])
 		}
 		hashes[i] = xxh3.Hash128(buf)
 	}
@@ -309,4 +381,12 @@ func Key(g *rules.Graph) string {
 		out = binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(out, h.Hi), h.Lo)
 	}
 	return string(out)
+}
+
+// swapHalves swaps the two 16-byte operand hashes at the start of b.
+func swapHalves(b []byte) {
+	var tmp [16]byte
+	copy(tmp[:], b[:16])
+	copy(b[:16], b[16:32])
+	copy(b[16:32], tmp[:])
 }

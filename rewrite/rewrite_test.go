@@ -163,3 +163,47 @@ func TestNeighboursOnSharedNodes(t *testing.T) {
 		t.Errorf("got %q, want [%s]", got, want)
 	}
 }
+
+// CommutativeKey equates graphs that differ by the operand order of
+// commutative operators only, at any depth, and nothing more.
+func TestCommutativeKey(t *testing.T) {
+	cases := []struct {
+		rule string
+		same bool
+	}{
+		{"(ewadd ?a ?b) => (ewadd ?b ?a)", true},
+		{"(relu (ewmul (ewadd ?a ?b) ?c)) => (relu (ewmul ?c (ewadd ?b ?a)))", true},
+		{"(matmul ?a ?b) => (matmul ?b ?a)", false},
+		{"(ewadd (ewadd ?a ?b) ?c) => (ewadd ?a (ewadd ?b ?c))", false},
+	}
+	for _, c := range cases {
+		r := parseRule(t, c.rule)
+		if same := CommutativeKey(&r.Src) == CommutativeKey(&r.Dst); same != c.same {
+			t.Errorf("%s: same key %v, want %v", c.rule, same, c.same)
+		}
+	}
+}
+
+// FindCommutative matches a pattern whose commutative operators have their
+// operands in the other order; Find does not.
+func TestFindCommutative(t *testing.T) {
+	host := parseRule(t, "(ewadd (relu ?a) (matmul ?a ?b)) => (relu ?a)")
+	pattern := parseRule(t, "(ewadd (matmul ?a ?b) (relu ?a)) => (relu ?a)")
+	count := func(find func(pattern, host *rules.Graph, yield func(*Match) bool)) int {
+		n := 0
+		find(&pattern.Src, &host.Src, func(m *Match) bool {
+			if next, err := Apply(&host.Src, &pattern.Src, &pattern.Dst, m); err != nil || Term(next) != "(relu ?0)" {
+				t.Errorf("apply: %v", err)
+			}
+			n++
+			return true
+		})
+		return n
+	}
+	if n := count(Find); n != 0 {
+		t.Errorf("Find: %d matches, want 0", n)
+	}
+	if n := count(FindCommutative); n != 1 {
+		t.Errorf("FindCommutative: %d matches, want 1", n)
+	}
+}

@@ -43,9 +43,9 @@ func axisParam() ParamSpec {
 // Default returns the default operator set: TASO's Table 2.1.
 func Default() *Registry {
 	return newRegistry([]*Op{
-		{Name: "ewadd", Doc: "element-wise addition", Arity: 2, Outputs: 1, Z3: []string{"ewadd"},
+		{Name: "ewadd", Doc: "element-wise addition", Arity: 2, Outputs: 1, Z3: []string{"ewadd"}, Commutative: true,
 			Shape: elementwiseShape, IntKernel: ewaddKernel[uint32, Mod], FloatKernel: ewaddKernel[float64, Real]},
-		{Name: "ewmul", Doc: "element-wise multiplication", Arity: 2, Outputs: 1, Z3: []string{"ewmul"},
+		{Name: "ewmul", Doc: "element-wise multiplication", Arity: 2, Outputs: 1, Z3: []string{"ewmul"}, Commutative: true,
 			Shape: elementwiseShape, IntKernel: ewmulKernel[uint32, Mod], FloatKernel: ewmulKernel[float64, Real]},
 		{Name: "smul", Doc: "multiplication by a scalar tensor", Arity: 2, Outputs: 1, Z3: []string{"smul"},
 			Operands: []Operand{{Name: "input"}, {Name: "scalar", Scalar: true}},

@@ -109,6 +109,9 @@ type Op struct {
 	// sign patterns of the inputs, so tests need one-signed draws. Nil means
 	// polynomial.
 	Piecewise func(p []int) bool
+	// Commutative binary operators give the same result with their
+	// operands swapped; matching may then take them in either order.
+	Commutative bool
 	// Shape infers output shapes or says why the operands are ill-shaped.
 	// A constant (Arity 0) receives the requested shape as its only operand
 	// and checks that the constant can take it.

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -121,4 +122,31 @@ func sign(v float64) float64 {
 		return -1
 	}
 	return 1
+}
+
+// TestCommutativeOperators checks the Commutative flag against the
+// kernels: a flagged operator gives the same result with its operands
+// swapped, and the unflagged binary operators here do not (so the flag is
+// not missing where it would help).
+func TestCommutativeOperators(t *testing.T) {
+	reg := Default()
+	cases := []struct {
+		op     string
+		params []int
+	}{{"ewadd", nil}, {"ewmul", nil}, {"matmul", nil}, {"concat", []int{0}}}
+	for _, c := range cases {
+		op, _ := reg.Lookup(c.op)
+		a, b := NewTensor[uint32](NewShape(4, 4)), NewTensor[uint32](NewShape(4, 4))
+		for j := range a.Data {
+			a.Data[j], b.Data[j] = ModFromInt(int64(j%5)-2), ModFromInt(int64(j*3%7)-3)
+		}
+		ab, err := Eval(op, op.IntKernel, c.params, []*IntTensor{a, b}, Shape{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.op, err)
+		}
+		ba, _ := Eval(op, op.IntKernel, c.params, []*IntTensor{b, a}, Shape{})
+		if same := slices.Equal(ab[0].Data, ba[0].Data); same != op.Commutative {
+			t.Errorf("%s: swapping the operands changes nothing: %v; flagged commutative: %v", c.op, same, op.Commutative)
+		}
+	}
 }
