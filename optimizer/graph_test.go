@@ -15,7 +15,7 @@ import (
 
 // load reads a shared model and loads it with the runtime (random weights
 // where the weights file is absent).
-func load(t *testing.T, name string) (*onnx.Model, *runtime.Model) {
+func load(t testing.TB, name string) (*onnx.Model, *runtime.Model) {
 	t.Helper()
 	path := testfiles.Shared(t, "models", name)
 	m, err := onnx.ReadModel(path)

@@ -52,3 +52,27 @@ func TestOptimizeModels(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkSearch times the search on resnet50 with the released rulebook:
+// 20 expansions a run (go test -bench Search -benchtime 3x ./optimizer).
+func BenchmarkSearch(b *testing.B) {
+	rs, err := LoadBundle(bundleV3)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, rt := load(b, "resnet50.onnx")
+	g, err := FromONNX(m, rt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	opt := DefaultOptions
+	opt.Budget, opt.Timeout = 20, time.Hour
+	b.ResetTimer()
+	for range b.N {
+		res, err := Optimize(context.Background(), g, rs, opt)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(res.Seen)/res.Elapsed.Seconds(), "graphs/s")
+	}
+}

@@ -30,7 +30,7 @@ type Options struct {
 
 // DefaultOptions are TASO's α and bounds that keep each shared model
 // under a minute on two cores.
-var DefaultOptions = Options{Alpha: 1.05, Budget: 300, Timeout: 50 * time.Second, Cost: DefaultCPU}
+var DefaultOptions = Options{Alpha: 1.05, Budget: 300, Timeout: 45 * time.Second, Cost: DefaultCPU}
 
 // Progress reports the best cost found so far.
 type Progress struct {

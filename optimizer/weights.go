@@ -25,8 +25,12 @@ func (v Value) IsWeight() bool { return v.Data != nil || v.Compact != nil }
 // Tensor is the weight's data at its full shape; a broadcast weight is
 // materialised.
 func (v Value) Tensor() *runtime.Tensor {
-	if v.Data != nil || v.Compact == nil {
+	switch {
+	case v.Data != nil || v.Compact == nil:
 		return v.Data
+	case len(v.Compact.Data) == elements(v.Shape):
+		// Only leading axes of 1 were added: the same data, reshaped.
+		return &runtime.Tensor{Shape: v.Shape, Data: v.Compact.Data}
 	}
 	return broadcast(v.Compact, v.Shape)
 }

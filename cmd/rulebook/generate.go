@@ -137,7 +137,6 @@ func generateAndStore(ctx context.Context, db *store.Store, cfg enumerate.Config
 	return res, stored, err
 }
 
-// endStatus is how a run that stopped with err is recorded.
 // finishRun records how a run ended, even after Ctrl-C, and returns err,
 // or the error of recording it when err is nil.
 func finishRun(ctx context.Context, db *store.Store, run store.Run, err error) error {
@@ -150,6 +149,7 @@ func finishRun(ctx context.Context, db *store.Store, run store.Run, err error) e
 	return err
 }
 
+// endStatus is how a run that stopped with err is recorded.
 func endStatus(err error) string {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return "interrupted"
