@@ -24,7 +24,7 @@ type Options struct {
 	// MemoryLimit, when positive, drops graphs whose estimated peak
 	// memory (Graph.Memory) exceeds it, in bytes.
 	MemoryLimit int64
-	// Progress, if set, hears of every improvement.
+	// Progress, if set, hears after each expansion how far the search is.
 	Progress func(Progress)
 }
 
@@ -145,11 +145,7 @@ func Optimize(ctx context.Context, g *Graph, rs *RuleSet, opt Options) (*Result,
 					best.g = nil // rebuilt if it is ever expanded
 				}
 				best = next
-				p := Progress{Elapsed: time.Since(start), Explored: res.Explored, Best: best.cost}
-				res.Trace = append(res.Trace, p)
-				if opt.Progress != nil {
-					opt.Progress(p)
-				}
+				res.Trace = append(res.Trace, Progress{Elapsed: time.Since(start), Explored: res.Explored, Best: best.cost})
 			}
 			if next.cost < opt.Alpha*best.cost {
 				if next != best {
@@ -158,6 +154,9 @@ func Optimize(ctx context.Context, g *Graph, rs *RuleSet, opt Options) (*Result,
 				heap.Push(queue, next)
 			}
 		})
+		if opt.Progress != nil {
+			opt.Progress(Progress{Elapsed: time.Since(start), Explored: res.Explored, Best: best.cost})
+		}
 	}
 	if res.Stopped == "" {
 		res.Stopped = "queue empty"

@@ -236,6 +236,24 @@ func (p *progress) update(pr enumerate.Progress) {
 	_ = p.bar.Set64(pr.Done)
 }
 
+// status draws one bar whose description changes as it goes, such as the
+// best cost a search has found.
+func (p *progress) status(desc string, done, total int64) {
+	if !p.enabled {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.key != "status" {
+		p.finishLocked()
+		p.key = "status"
+		p.bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(p.w), progressbar.OptionShowCount(),
+			progressbar.OptionSetWidth(30), progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+	}
+	p.bar.Describe(desc)
+	_ = p.bar.Set64(done)
+}
+
 func (p *progress) finish() {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"rulebook/onnx"
+		"rulebook/onnx"
 	"rulebook/optimizer"
 	"rulebook/runtime"
 	"rulebook/store"
@@ -25,6 +25,7 @@ type optimizeOptions struct {
 	cost                  string
 	memoryMiB             int64
 	threads, compare      int
+	noProgress            bool
 }
 
 func newOptimizeCmd() *cobra.Command {
@@ -74,6 +75,7 @@ largest output difference.`,
 	f.IntVar(&o.threads, "threads", 0, "CPU threads for measured costs and --compare (default: all cores)")
 	f.StringVar(&o.weights, "weights", "auto", "auto, file or random (see rulebook run)")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of generated weights and of --compare's input")
+	f.BoolVar(&o.noProgress, "no-progress", false, "do not draw the search's progress bar")
 	return cmd
 }
 
@@ -165,11 +167,12 @@ func search(cmd *cobra.Command, g *optimizer.Graph, rs *optimizer.RuleSet, o opt
 		measured = rec.measured(cmd.Context(), o.threads)
 		opt.Cost = measured
 	}
+	bar := newProgress(cmd.ErrOrStderr(), o.noProgress)
 	opt.Progress = func(p optimizer.Progress) {
-		fmt.Fprintf(cmd.ErrOrStderr(), "\r%6.1fs  %5d graphs  best %.3f ms", p.Elapsed.Seconds(), p.Explored, p.Best)
+		bar.status(fmt.Sprintf("search %5.1fs, best %.3f ms", p.Elapsed.Seconds(), p.Best), int64(p.Explored), int64(opt.Budget))
 	}
 	res, err := optimizer.Optimize(cmd.Context(), g, rs, opt)
-	fmt.Fprintln(cmd.ErrOrStderr())
+	bar.finish()
 	if err == nil && measured != nil && measured.Err() != nil {
 		err = fmt.Errorf("measured costs: %w", measured.Err())
 	}
