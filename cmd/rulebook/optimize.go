@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-		"rulebook/onnx"
+	"rulebook/onnx"
 	"rulebook/optimizer"
 	"rulebook/runtime"
 	"rulebook/store"
