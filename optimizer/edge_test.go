@@ -158,12 +158,29 @@ func TestRewriteWouldCycle(t *testing.T) {
 			}
 		}
 	}
-	res, err := Optimize(context.Background(), g, ruleSet(t, merge), DefaultOptions)
+	rs := shapedRuleSet(t, "(let ((%0 (matmul ?a (concat 1 ?b ?c)))) (outputs (split0 1 %0) (split1 1 %0)))",
+		"(outputs (matmul ?a ?b) (matmul ?a ?c))", "?a:4x4 ?b:4x4 ?c:4x4")
+	opt := DefaultOptions
+	opt.Cost = products{}
+	res, err := Optimize(context.Background(), g, rs, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if res.Unshaped != 0 || res.Explored < 2 {
+		t.Errorf("%d graphs explored, %d rules without shapes", res.Explored, res.Unshaped)
+	}
 	_, rt2 := written(t, res.Graph)
 	assertSameOutputs(t, rt, rt2)
+}
+
+// shapedRuleSet is a rule set of one rule found at the given input shapes.
+func shapedRuleSet(t *testing.T, src, dst, inputs string) *RuleSet {
+	t.Helper()
+	r, text, err := exchange.Parse(rules.Default(), exchange.Rule{Src: src, Dst: dst, Inputs: inputs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &RuleSet{Version: "test", Rules: []*rules.Rule{r}, Texts: []string{text.String()}}
 }
 
 // A rule proved over matrices applies to batches of matrices only in its
@@ -178,15 +195,9 @@ func TestLiftedRule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, text, err := exchange.Parse(rules.Default(), exchange.Rule{
-		Src:    "(let ((%0 (matmul ?a (concat 1 ?b ?c)))) (outputs (split0 1 %0) (split1 1 %0)))",
-		Dst:    "(outputs (matmul ?a ?b) (matmul ?a ?c))",
-		Inputs: "?a:2x4 ?b:4x4 ?c:4x4"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs := &RuleSet{Version: "test", Rules: []*rules.Rule{r}, Texts: []string{text.String()}}
-	vs, _ := rs.variants()
+	rs := shapedRuleSet(t, "(let ((%0 (matmul ?a (concat 1 ?b ?c)))) (outputs (split0 1 %0) (split1 1 %0)))",
+		"(outputs (matmul ?a ?b) (matmul ?a ?c))", "?a:2x4 ?b:4x4 ?c:4x4")
+	vs, _, _ := rs.variants()
 	if len(vs) != 2 || !vs[1].lifted || !slices.Equal(vs[1].ranks, []int{3, 3, 3}) {
 		t.Fatalf("variants %+v, want the rule and its lift to rank 3", vs)
 	}
@@ -221,11 +232,7 @@ func TestVariantRanks(t *testing.T) {
 		{"(conv2d 1 same none 1 ?a (enlarge 3 ?b))", "(conv2d 1 same none 1 ?a ?b)", "?a:2x4x5x5 ?b:4x4x3x3", [][]int{{4, 4}}},
 	}
 	for _, c := range cases {
-		r, text, err := exchange.Parse(rules.Default(), exchange.Rule{Src: c.src, Dst: c.dst, Inputs: c.inputs})
-		if err != nil {
-			t.Fatalf("%s: %v", c.src, err)
-		}
-		vs, _ := (&RuleSet{Rules: []*rules.Rule{r}, Texts: []string{text.String()}}).variants()
+		vs, _, _ := shapedRuleSet(t, c.src, c.dst, c.inputs).variants()
 		var got [][]int
 		for _, v := range vs {
 			got = append(got, v.ranks)
@@ -233,6 +240,11 @@ func TestVariantRanks(t *testing.T) {
 		if !slices.EqualFunc(got, c.ranks, slices.Equal) {
 			t.Errorf("%s: variant ranks %v, want %v", c.src, got, c.ranks)
 		}
+	}
+	// Without shapes, only a flat rule can say where it holds.
+	vs, _, unshaped := ruleSet(t, "(transpose (transpose ?a)) => ?a", "(relu (relu ?a)) => (relu ?a)").variants()
+	if len(vs) != 1 || vs[0].rule != 1 || unshaped != 1 {
+		t.Errorf("variants %+v and %d left out, want the flat rule and one left out", vs, unshaped)
 	}
 }
 
@@ -249,4 +261,84 @@ func (products) Cost(g *Graph) float64 {
 		}
 	}
 	return n
+}
+
+// Names the optimizer makes up never collide with the model's, even in a
+// model it wrote before ("rb." names): a Gemm's transposed weight is
+// folded into an initializer next to one the model already calls
+// "rb.fold.0.0".
+func TestMadeUpNamesAvoidTheModels(t *testing.T) {
+	m, rt := tinyModel(t, []int{4, 8}, map[string][]int{"w": {8, 8}, "rb.fold.0.0": {8, 8}}, []string{"y", "z"},
+		&onnx.Node{Name: "gemm", OpType: "Gemm", Inputs: []string{"x", "w"}, Outputs: []string{"y"},
+			Attributes: []*onnx.Attribute{intAttr("transB", 1)}},
+		&onnx.Node{Name: "mm", OpType: "MatMul", Inputs: []string{"x", "rb.fold.0.0"}, Outputs: []string{"z"}})
+	g, err := FromONNX(m, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.prefix != "rb1" {
+		t.Errorf("prefix %q, want rb1", g.prefix)
+	}
+	_, rt2 := written(t, g)
+	assertSameOutputs(t, rt, rt2)
+}
+
+// Integer constants (Reshape's shapes in bert_base) are written back with
+// their own type, not as floats.
+func TestIntegerConstantsKeepTheirType(t *testing.T) {
+	m, rt := load(t, "bert_base.onnx")
+	g, err := FromONNX(m, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := g.ToONNX()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ints := 0
+	for _, init := range out.Graph.Initializers {
+		if init.DataType == onnx.Int64 {
+			ints++
+		}
+	}
+	if ints == 0 {
+		t.Error("no int64 initializer written back; Reshape shapes became floats")
+	}
+}
+
+// Gemm maps whatever its bias: a weight that broadcasts, or an activation
+// of the product's shape.
+func TestGemmBiases(t *testing.T) {
+	m, rt := tinyModel(t, []int{4, 8}, map[string][]int{"w": {8, 8}, "c": {8}}, []string{"y", "z"},
+		&onnx.Node{Name: "g1", OpType: "Gemm", Inputs: []string{"x", "w", "c"}, Outputs: []string{"y"}},
+		&onnx.Node{Name: "r", OpType: "Relu", Inputs: []string{"x"}, Outputs: []string{"rx"}},
+		&onnx.Node{Name: "g2", OpType: "Gemm", Inputs: []string{"x", "w", "rx"}, Outputs: []string{"z"},
+			Attributes: []*onnx.Attribute{intAttr("transB", 1)}})
+	g, err := FromONNX(m, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Opaque()) != 0 {
+		t.Errorf("opaque nodes %v, want none", g.Opaque())
+	}
+	_, rt2 := written(t, g)
+	assertSameOutputs(t, rt, rt2)
+}
+
+// A product of a batch by a weight matrix sees the weight with a batch
+// axis, but writes it back at its own size: MatMul broadcasts batch axes.
+func TestBatchedProductWeight(t *testing.T) {
+	m, rt := tinyModel(t, []int{3, 4, 8}, map[string][]int{"v": {8, 16}}, []string{"u"},
+		&onnx.Node{Name: "mm", OpType: "MatMul", Inputs: []string{"x", "v"}, Outputs: []string{"u"}})
+	g, err := FromONNX(m, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded, rt2 := written(t, g)
+	assertSameOutputs(t, rt, rt2)
+	for _, init := range decoded.Graph.Initializers {
+		if len(init.Dims) != 2 {
+			t.Errorf("initializer %s written with dims %v, want the 8×16 matrix", init.Name, init.Dims)
+		}
+	}
 }

@@ -3,6 +3,8 @@ package optimizer
 import (
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	"rulebook/onnx"
 	"rulebook/rules"
@@ -27,6 +29,41 @@ type Graph struct {
 	// by the node's only parameter.
 	opaque []opaqueNode
 	model  *onnx.Model
+	// prefix starts every name the optimizer makes up; no name in the
+	// model starts with it, so made-up names never collide with the
+	// model's (a model optimized before has "rb." names already).
+	prefix string
+}
+
+// gen makes up a name from parts, under the graph's prefix.
+func (g *Graph) gen(parts ...string) string {
+	return g.prefix + "." + strings.Join(parts, ".")
+}
+
+// freePrefix is the first of "rb", "rb1", "rb2", … that starts no name in
+// the graph followed by a dot.
+func freePrefix(g *onnx.Graph) string {
+	var names []string
+	for _, vi := range slices.Concat(g.Inputs, g.Outputs) {
+		names = append(names, vi.Name)
+	}
+	for _, t := range g.Initializers {
+		names = append(names, t.Name)
+	}
+	for _, n := range g.Nodes {
+		names = append(names, n.Name)
+		names = append(names, n.Inputs...)
+		names = append(names, n.Outputs...)
+	}
+	for k := 0; ; k++ {
+		prefix := "rb"
+		if k > 0 {
+			prefix += strconv.Itoa(k)
+		}
+		if !slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, prefix+".") }) {
+			return prefix
+		}
+	}
 }
 
 type opaqueNode struct {
@@ -40,7 +77,7 @@ func FromONNX(m *onnx.Model, rt *runtime.Model) (*Graph, error) {
 	if m.Graph == nil {
 		return nil, fmt.Errorf("optimizer: the model has no graph")
 	}
-	b := &builder{g: &Graph{model: m}, rt: rt, byName: map[string]rules.Value{}, reg: rules.Default()}
+	b := &builder{g: &Graph{model: m, prefix: freePrefix(m.Graph)}, rt: rt, byName: map[string]rules.Value{}, reg: rules.Default()}
 	if err := b.inputs(); err != nil {
 		return nil, err
 	}
@@ -104,8 +141,25 @@ func (b *builder) weight(name string) error {
 	if !ok {
 		return fmt.Errorf("optimizer: constant %q has no data", name)
 	}
-	b.addInput(Value{Name: name, Shape: slices.Clone(data.Shape), Data: data})
+	b.addInput(Value{Name: name, Shape: slices.Clone(data.Shape), Data: data, Typed: b.typed(name)})
 	return nil
+}
+
+// typed is the model's tensor of that name, an initializer or a Constant
+// node's value, when it is inline and not float.
+func (b *builder) typed(name string) *onnx.Tensor {
+	t := b.g.model.Graph.Initializer(name)
+	for _, n := range b.g.model.Graph.Nodes {
+		if a := n.Attr("value"); t == nil && n.OpType == "Constant" && len(n.Outputs) == 1 && n.Outputs[0] == name && a != nil {
+			t = a.T
+		}
+	}
+	if t == nil || t.DataType == onnx.Float || len(t.ExternalData) > 0 {
+		return nil
+	}
+	typed := *t
+	typed.Name = name
+	return &typed
 }
 
 // node maps one ONNX node: onto registry operators where the semantics

@@ -21,7 +21,7 @@ import (
 // from weights alone are folded: their results become initializers, with
 // their data inline like every weight.
 func (g *Graph) ToONNX() (*onnx.Model, error) {
-	l := &lowering{g: g, live: g.liveNodes(), weight: g.weightNodes(), uses: g.uses(), inits: map[string]*runtime.Tensor{}}
+	l := &lowering{g: g, live: g.liveNodes(), weight: g.weightNodes(), uses: g.uses(), inits: map[string]*onnx.Tensor{}}
 	var err error
 	if l.folded, err = g.fold(l.live, l.weight); err != nil {
 		return nil, fmt.Errorf("optimizer: %w", err)
@@ -39,8 +39,8 @@ func (g *Graph) ToONNX() (*onnx.Model, error) {
 		out.Nodes = append(out.Nodes, nodes...)
 	}
 	for k, v := range g.G.Outputs {
-		if name := l.name(v, false); name != g.Outputs[k] {
-			out.Nodes = append(out.Nodes, &onnx.Node{Name: "rb.output." + strconv.Itoa(k), OpType: "Identity", Inputs: []string{name}, Outputs: []string{g.Outputs[k]}})
+		if name := l.name(v, full); name != g.Outputs[k] {
+			out.Nodes = append(out.Nodes, &onnx.Node{Name: g.gen("output", strconv.Itoa(k)), OpType: "Identity", Inputs: []string{name}, Outputs: []string{g.Outputs[k]}})
 		}
 	}
 	l.inputsAndWeights(out)
@@ -61,7 +61,7 @@ type lowering struct {
 	absorbed  map[int]bool
 	// inits are the weights the nodes read, by name; extra are other
 	// initializers lowering adds, such as Split's sizes.
-	inits map[string]*runtime.Tensor
+	inits map[string]*onnx.Tensor
 	extra []*onnx.Tensor
 }
 
@@ -161,12 +161,22 @@ func (l *lowering) bias(i int) rules.Value {
 	return n.Args[0]
 }
 
+// use says how a consumer reads a weight: at its full shape, or in its
+// stored form where ONNX broadcasts it.
+type use int
+
+const (
+	full      use = iota
+	broadcast     // Add, Mul: numpy broadcasting on every axis
+	batch         // MatMul: broadcasting on the batch axes only
+)
+
 // name is the ONNX name of a value: a graph input's own, a model output's
-// own, else one made from the node. A weight the consumer may broadcast
-// (compact) is named in its compact form.
-func (l *lowering) name(v rules.Value, compact bool) string {
+// own, else one made from the node. A weight is named in the form its
+// consumer reads.
+func (l *lowering) name(v rules.Value, u use) string {
 	if w, ok := l.weightValue(v); ok {
-		return l.initializer(w, compact)
+		return l.initializer(w, u)
 	}
 	if v.IsInput() {
 		return l.g.Inputs[v.Input()].Name
@@ -174,7 +184,7 @@ func (l *lowering) name(v rules.Value, compact bool) string {
 	if k := slices.Index(l.g.G.Outputs, v); k >= 0 {
 		return l.g.Outputs[k]
 	}
-	return "rb." + strconv.Itoa(v.Node) + "." + strconv.Itoa(v.Out)
+	return l.g.gen(strconv.Itoa(v.Node), strconv.Itoa(v.Out))
 }
 
 // weightValue is the weight, given or folded, behind a value.
@@ -187,27 +197,46 @@ func (l *lowering) weightValue(v rules.Value) (Value, bool) {
 	return w, ok
 }
 
-// initializer records the weight as an initializer and names it: compact
-// for consumers that broadcast (Add, Mul), else at its full shape.
-func (l *lowering) initializer(w Value, compact bool) string {
+// initializer records the weight as an initializer in the form u reads and
+// names it.
+func (l *lowering) initializer(w Value, u use) string {
 	t := w.Stored()
-	if !compact && !slices.Equal(t.Shape, w.Shape) {
+	if !slices.Equal(t.Shape, w.Shape) && !readsStored(u, t.Shape, w.Shape) {
 		t = w.Tensor()
 	}
 	name := w.Name
 	if !slices.Equal(t.Shape, w.Shape) {
-		name += ".compact"
+		name = l.g.gen("compact", w.Name)
 	}
-	l.inits[name] = t
+	if _, done := l.inits[name]; !done {
+		l.inits[name] = floatTensor(name, t)
+		if w.Typed != nil && name == w.Name {
+			l.inits[name] = w.Typed
+		}
+	}
 	return name
 }
 
-// args names a node's operands; element-wise operators broadcast.
+// readsStored reports whether a consumer reading u sees a weight stored at
+// shape stored as its full shape: MatMul broadcasts batch axes, not the
+// matrix's.
+func readsStored(u use, stored, full []int) bool {
+	switch u {
+	case broadcast:
+		return true
+	case batch:
+		r, n := len(stored), len(full)
+		return r >= 2 && slices.Equal(stored[r-2:], full[n-2:])
+	}
+	return false
+}
+
+// args names a node's operands, each in the form the operator reads.
 func (l *lowering) args(n *rules.Node) []string {
-	compact := n.Op.Name == "ewadd" || n.Op.Name == "ewmul"
+	u := map[string]use{"ewadd": broadcast, "ewmul": broadcast, "smul": broadcast, "matmul": batch}[n.Op.Name]
 	out := make([]string, len(n.Args))
 	for i, v := range n.Args {
-		out[i] = l.name(v, compact)
+		out[i] = l.name(v, u)
 	}
 	return out
 }
@@ -215,7 +244,7 @@ func (l *lowering) args(n *rules.Node) []string {
 // node lowers one node to ONNX nodes.
 func (l *lowering) node(i int) ([]*onnx.Node, error) {
 	n := &l.g.G.Nodes[i]
-	out := l.name(rules.Value{Node: i}, false)
+	out := l.name(rules.Value{Node: i}, full)
 	one := func(op string, attrs ...*onnx.Attribute) []*onnx.Node {
 		return []*onnx.Node{{Name: out, OpType: op, Inputs: l.args(n), Outputs: []string{out}, Attributes: attrs}}
 	}
@@ -253,9 +282,10 @@ func (l *lowering) node(i int) ([]*onnx.Node, error) {
 func (l *lowering) convBias(i int) string {
 	b := l.bias(i)
 	w, _ := l.weightValue(b)
-	full := broadcast(w.Stored(), []int{w.Shape[1], 1, 1})
-	name := w.Name + ".bias"
-	l.inits[name] = &runtime.Tensor{Shape: []int{w.Shape[1]}, Data: full.Data}
+	stored := w.Stored()
+	perChannel := broadcastTo(&runtime.Tensor{Shape: trimOnes(stored.Shape), Data: stored.Data}, []int{w.Shape[1], 1, 1})
+	name := l.g.gen("bias", w.Name)
+	l.inits[name] = floatTensor(name, &runtime.Tensor{Shape: []int{w.Shape[1]}, Data: perChannel.Data})
 	return name
 }
 
@@ -274,13 +304,13 @@ func (l *lowering) conv(i int, out, bias string) []*onnx.Node {
 	}
 	convOut := out
 	if act == rules.ActRelu {
-		convOut = out + ".conv"
+		convOut = l.g.gen("conv", out)
 	}
 	nodes := []*onnx.Node{{Name: out, OpType: "Conv", Inputs: inputs, Outputs: []string{convOut}, Attributes: []*onnx.Attribute{
 		intsAttr("kernel_shape", w[2], w[3]), intsAttr("strides", stride, stride),
 		intsAttr("pads", windowPads(x[2:], w[2], stride, padding)...), intAttr("group", groups)}}}
 	if act == rules.ActRelu {
-		nodes = append(nodes, &onnx.Node{Name: out + ".relu", OpType: "Relu", Inputs: []string{convOut}, Outputs: []string{out}})
+		nodes = append(nodes, &onnx.Node{Name: l.g.gen("relu", out), OpType: "Relu", Inputs: []string{convOut}, Outputs: []string{out}})
 	}
 	return nodes
 }
@@ -303,11 +333,11 @@ func (l *lowering) pool(i int, out string) []*onnx.Node {
 func (l *lowering) split(i int) *onnx.Node {
 	n := &l.g.G.Nodes[i]
 	axis := n.Params[0]
-	sizes := l.name(rules.Value{Node: i}, false) + ".sizes"
+	sizes := l.g.gen("sizes", strconv.Itoa(i))
 	left, right := l.g.Shapes[i][0].Dims[axis], l.g.Shapes[i][1].Dims[axis]
 	l.extra = append(l.extra, &onnx.Tensor{Name: sizes, Dims: []int64{2}, DataType: onnx.Int64, Int64Data: []int64{int64(left), int64(right)}})
-	return &onnx.Node{Name: sizes + ".split", OpType: "Split", Inputs: []string{l.name(n.Args[0], false), sizes},
-		Outputs:    []string{l.name(rules.Value{Node: i, Out: 0}, false), l.name(rules.Value{Node: i, Out: 1}, false)},
+	return &onnx.Node{Name: l.g.gen("split", strconv.Itoa(i)), OpType: "Split", Inputs: []string{l.name(n.Args[0], full), sizes},
+		Outputs:    []string{l.name(rules.Value{Node: i, Out: 0}, full), l.name(rules.Value{Node: i, Out: 1}, full)},
 		Attributes: []*onnx.Attribute{intAttr("axis", axis)}}
 }
 
@@ -326,9 +356,9 @@ func (l *lowering) concatInputs(i int) []string {
 	if a := n.Args[0]; !a.IsInput() && l.absorbed[a.Node] {
 		names = l.concatInputs(a.Node)
 	} else {
-		names = []string{l.name(a, false)}
+		names = []string{l.name(a, full)}
 	}
-	return append(names, l.name(n.Args[1], false))
+	return append(names, l.name(n.Args[1], full))
 }
 
 // opaque restores an opaque node with its present inputs renamed.
@@ -344,7 +374,7 @@ func (l *lowering) opaque(i int, from *onnx.Node) *onnx.Node {
 	}
 	orig.Outputs = make([]string, n.Op.Outputs)
 	for k := range orig.Outputs {
-		orig.Outputs[k] = l.name(rules.Value{Node: i, Out: k}, false)
+		orig.Outputs[k] = l.name(rules.Value{Node: i, Out: k}, full)
 	}
 	return &orig
 }
@@ -396,7 +426,7 @@ func intsAttr(name string, vs ...int) *onnx.Attribute {
 // other initializers lowering made.
 func (l *lowering) initializers(out *onnx.Graph) {
 	for _, name := range slices.Sorted(maps.Keys(l.inits)) {
-		out.Initializers = append(out.Initializers, floatTensor(name, l.inits[name]))
+		out.Initializers = append(out.Initializers, l.inits[name])
 	}
 	out.Initializers = append(out.Initializers, l.extra...)
 }

@@ -86,7 +86,7 @@ func (b *builder) broadcastWeight(v rules.Value, shape []int, out string) (rules
 			return rules.Value{}, false
 		}
 	}
-	return b.addInput(Value{Name: w.Name + "@" + out, Shape: slices.Clone(shape), Compact: w.Data}), true
+	return b.addInput(Value{Name: b.g.gen("bcast", w.Name+"@"+out), Shape: slices.Clone(shape), Compact: w.Data}), true
 }
 
 // matmul maps MatMul of equal ranks 2 or 3, and of a rank-3 operand by a
@@ -105,33 +105,56 @@ func (b *builder) matmul(n *onnx.Node, args []rules.Value) (bool, error) {
 }
 
 // gemm maps Gemm without scaling or a transposed first operand: a matrix
-// product (of the transposed weight when transB is set) and the bias added
-// as a broadcast weight.
+// product (of the transposed weight when transB is set) plus the bias C,
+// a weight that broadcasts to the product or an activation of its shape.
 func (b *builder) gemm(n *onnx.Node, args []rules.Value) (bool, error) {
 	alpha, beta := attrFloat(n, "alpha", 1), attrFloat(n, "beta", 1)
 	if alpha != 1 || beta != 1 || attrInt(n, "transA", 0) != 0 || len(args) < 2 {
 		return false, nil
 	}
-	w := args[1]
-	if attrInt(n, "transB", 0) != 0 {
-		t, err := b.add("transpose", nil, w)
-		if err != nil {
-			return false, nil
-		}
-		w = t[0]
-	}
-	prod, err := b.add("matmul", nil, args[0], w)
-	if err != nil {
+	x, w := b.g.shape(args[0]), b.g.shape(args[1])
+	transB := attrInt(n, "transB", 0) != 0
+	if len(x) != 2 || len(w) != 2 {
 		return false, nil
+	}
+	rows, cols := w[0], w[1]
+	if transB {
+		rows, cols = cols, rows
+	}
+	prodShape := []int{x[0], cols}
+	if x[1] != rows {
+		return false, nil
+	}
+	var bias rules.Value
+	if len(args) == 3 {
+		var ok bool
+		if bias, ok = b.broadcastWeight(args[2], prodShape, n.Outputs[0]); !ok && !slices.Equal(b.g.shape(args[2]), prodShape) {
+			return false, nil
+		} else if !ok {
+			bias = args[2]
+		}
+	}
+	// The shapes fit: from here on a failure to add a node is a bug.
+	weight := args[1]
+	if transB {
+		t, err := b.add("transpose", nil, weight)
+		if err != nil {
+			return false, err
+		}
+		weight = t[0]
+	}
+	prod, err := b.add("matmul", nil, args[0], weight)
+	if err != nil {
+		return false, err
 	}
 	if len(args) == 2 {
 		return true, b.bind(n, prod)
 	}
-	bias, ok := b.broadcastWeight(args[2], b.g.shape(prod[0]), n.Outputs[0])
-	if !ok {
-		return false, fmt.Errorf("the bias %q does not broadcast to the product", n.Inputs[2])
+	sum, err := b.add("ewadd", nil, prod[0], bias)
+	if err != nil {
+		return false, err
 	}
-	return b.emit(n, "ewadd", nil, prod[0], bias)
+	return true, b.bind(n, sum)
 }
 
 // window is the geometry of a 2-D convolution or pooling window in the
@@ -224,7 +247,7 @@ func (b *builder) conv(n *onnx.Node, args []rules.Value) (bool, error) {
 	}
 	data := b.g.Inputs[bias.Input()].Data
 	channels := &runtime.Tensor{Shape: []int{len(data.Data), 1, 1}, Data: data.Data}
-	expanded := b.addInput(Value{Name: b.g.Inputs[bias.Input()].Name + "@" + n.Outputs[0], Shape: b.g.shape(conv[0]), Compact: channels})
+	expanded := b.addInput(Value{Name: b.g.gen("bcast", b.g.Inputs[bias.Input()].Name+"@"+n.Outputs[0]), Shape: b.g.shape(conv[0]), Compact: channels})
 	sum, err := b.add("ewadd", nil, conv[0], expanded)
 	if err != nil {
 		return false, err

@@ -77,7 +77,7 @@ func (m *Measured) node(g *Graph, i int, weight []bool, uses useCounts) float64 
 	if n := &g.G.Nodes[i]; n.Op.Name == "conv2d" {
 		bias = g.fusedInto(i, weight, uses)
 	}
-	sig := g.signature(i, bias)
+	sig := g.signature(i, bias, weight)
 	if ms, ok := m.cache[sig]; ok {
 		return ms
 	}
@@ -111,9 +111,10 @@ func (g *Graph) fusedInto(i int, weight []bool, uses useCounts) int {
 	return -1
 }
 
-// signature identifies what a node costs: its operator, parameters and
-// operand shapes (opaque nodes by their ONNX node), and a fused bias.
-func (g *Graph) signature(i, bias int) string {
+// signature identifies what a node costs: its operator, parameters,
+// operand shapes and which operands are weights, stored how (opaque nodes
+// by their ONNX node), and a fused bias.
+func (g *Graph) signature(i, bias int, weight []bool) string {
 	n := &g.G.Nodes[i]
 	var b strings.Builder
 	b.WriteString(n.Op.Name)
@@ -128,8 +129,11 @@ func (g *Graph) signature(i, bias int) string {
 		for _, d := range g.shape(a) {
 			b.WriteString(strconv.Itoa(d) + "x")
 		}
-		if a.IsInput() && g.Inputs[a.Input()].Compact != nil {
-			b.WriteString("c")
+		switch {
+		case a.IsInput() && g.Inputs[a.Input()].Compact != nil:
+			b.WriteString("c" + fmt.Sprint(g.Inputs[a.Input()].Compact.Shape))
+		case a.IsInput() && g.Inputs[a.Input()].IsWeight() || !a.IsInput() && weight[a.Node]:
+			b.WriteString("w")
 		}
 	}
 	if bias >= 0 {
@@ -182,7 +186,7 @@ func (m *Measured) time(g *Graph, i, bias int, weight []bool) (float64, error) {
 // activations become model inputs, weights (folded ones as zeros of their
 // shape) initializers.
 func (g *Graph) nodeModel(i, bias int, weight []bool) (*onnx.Model, error) {
-	l := &lowering{g: g, weight: weight, folded: map[rules.Value]Value{}, inits: map[string]*runtime.Tensor{},
+	l := &lowering{g: g, weight: weight, folded: map[rules.Value]Value{}, inits: map[string]*onnx.Tensor{},
 		fusedBias: map[int]int{}, absorbed: map[int]bool{}}
 	shapes := map[string][]int{}
 	args := g.G.Nodes[i].Args
@@ -193,7 +197,9 @@ func (g *Graph) nodeModel(i, bias int, weight []bool) (*onnx.Model, error) {
 		if !a.IsInput() && weight[a.Node] {
 			l.folded[a] = g.placeholder(a, weight)
 		}
-		shapes[l.name(a, false)] = g.shape(a)
+		if _, isWeight := l.weightValue(a); !isWeight {
+			shapes[l.name(a, full)] = g.shape(a)
+		}
 	}
 	at := i
 	if bias >= 0 {
@@ -214,7 +220,7 @@ func (g *Graph) nodeModel(i, bias int, weight []bool) (*onnx.Model, error) {
 		}
 	}
 	for k, s := range g.Shapes[at] {
-		out.Outputs = append(out.Outputs, valueInfo(l.name(rules.Value{Node: at, Out: k}, false), s.DimList()))
+		out.Outputs = append(out.Outputs, valueInfo(l.name(rules.Value{Node: at, Out: k}, full), s.DimList()))
 	}
 	l.initializers(out)
 	return &onnx.Model{IRVersion: g.model.IRVersion, OpsetImports: g.model.OpsetImports, Graph: out}, nil
@@ -224,7 +230,7 @@ func (g *Graph) nodeModel(i, bias int, weight []bool) (*onnx.Model, error) {
 // of its shape, compact when it is a channel bias.
 func (g *Graph) placeholder(v rules.Value, weight []bool) Value {
 	shape := g.shape(v)
-	name := fmt.Sprintf("rb.fold.%d.%d", v.Node, v.Out)
+	name := g.foldName(v)
 	if g.channelBias(v, weight) {
 		return Value{Name: name, Shape: shape, Compact: runtime.NewTensor(shape[1], 1, 1)}
 	}

@@ -54,6 +54,9 @@ type Result struct {
 	Trace []Progress
 	// OverMemory counts the graphs dropped for the memory limit.
 	OverMemory int
+	// Unshaped counts the rules left out because they record no shapes
+	// to tell at which ranks they hold (see RuleSet.variants).
+	Unshaped int
 }
 
 // candidate is a graph in the search. Queued candidates hold only how to
@@ -104,69 +107,92 @@ func (c *candidate) applied() map[int]int {
 // expanded first, every rewrite whose result type-checks and is new enters
 // the queue if it costs less than Alpha times the best so far.
 func Optimize(ctx context.Context, g *Graph, rs *RuleSet, opt Options) (*Result, error) {
-	start := time.Now()
-	vs, rws := rs.variants()
 	if opt.MemoryLimit > 0 && g.Memory() > opt.MemoryLimit {
 		return nil, fmt.Errorf("optimizer: the model needs %d MiB, above the memory limit of %d MiB", g.Memory()>>20, opt.MemoryLimit>>20)
 	}
-	first := &candidate{g: g, cost: opt.Cost.Cost(g)}
-	res := &Result{Before: first.cost, Trace: []Progress{{Best: first.cost}}}
-	best := first
-	seen := map[string]bool{rewrite.CommutativeKey(&g.G): true}
-	queue := &candidates{first}
-	deadline := start.Add(opt.Timeout)
-	for queue.Len() > 0 {
-		switch {
-		case res.Explored >= opt.Budget:
-			res.Stopped = "budget"
-		case time.Now().After(deadline):
-			res.Stopped = "timeout"
-		case ctx.Err() != nil:
-			return nil, ctx.Err()
-		}
-		if res.Stopped != "" {
-			break
-		}
-		cur := heap.Pop(queue).(*candidate)
-		g, err := cur.graph()
-		if err != nil {
+	s := &search{opt: opt, start: time.Now(), seen: map[string]bool{rewrite.CommutativeKey(&g.G): true}}
+	var unshaped int
+	s.vs, s.rws, unshaped = rs.variants()
+	s.best = &candidate{g: g, cost: opt.Cost.Cost(g)}
+	s.queue = candidates{s.best}
+	s.res = &Result{Before: s.best.cost, Trace: []Progress{{Best: s.best.cost}}, Unshaped: unshaped}
+	for s.res.Stopped == "" {
+		if err := s.step(ctx); err != nil {
 			return nil, err
 		}
-		cur.g, cur.expanded = g, true
-		res.Explored++
-		expand(cur, vs, rws, seen, func(next *candidate) {
-			if opt.MemoryLimit > 0 && next.g.Memory() > opt.MemoryLimit {
-				res.OverMemory++
-				return
-			}
-			next.cost = opt.Cost.Cost(next.g)
-			if next.cost < best.cost {
-				if !best.expanded {
-					best.g = nil // rebuilt if it is ever expanded
-				}
-				best = next
-				res.Trace = append(res.Trace, Progress{Elapsed: time.Since(start), Explored: res.Explored, Best: best.cost})
-			}
-			if next.cost < opt.Alpha*best.cost {
-				if next != best {
-					next.g = nil
-				}
-				heap.Push(queue, next)
-			}
-		})
-		if opt.Progress != nil {
-			opt.Progress(Progress{Elapsed: time.Since(start), Explored: res.Explored, Best: best.cost})
-		}
 	}
-	if res.Stopped == "" {
-		res.Stopped = "queue empty"
-	}
-	res.Graph, res.After, res.Seen, res.Elapsed = best.g, best.cost, len(seen), time.Since(start)
+	res := s.res
+	res.Graph, res.After, res.Seen, res.Elapsed = s.best.g, s.best.cost, len(s.seen), time.Since(s.start)
 	res.Applied = map[int]int{}
-	for v, n := range best.applied() {
-		res.Applied[vs[v].rule] += n
+	for v, n := range s.best.applied() {
+		res.Applied[s.vs[v].rule] += n
 	}
 	return res, nil
+}
+
+// search is the state of one Optimize.
+type search struct {
+	opt   Options
+	start time.Time
+	vs    []variant
+	rws   []rewrite.Rewrite
+	seen  map[string]bool // keys of the graphs generated so far
+	queue candidates
+	best  *candidate
+	res   *Result
+}
+
+// step expands the cheapest queued graph, or says why the search stops.
+func (s *search) step(ctx context.Context) error {
+	switch {
+	case s.queue.Len() == 0:
+		s.res.Stopped = "queue empty"
+	case s.res.Explored >= s.opt.Budget:
+		s.res.Stopped = "budget"
+	case time.Since(s.start) > s.opt.Timeout:
+		s.res.Stopped = "timeout"
+	case ctx.Err() != nil:
+		return ctx.Err()
+	}
+	if s.res.Stopped != "" {
+		return nil
+	}
+	cur := heap.Pop(&s.queue).(*candidate)
+	g, err := cur.graph()
+	if err != nil {
+		return err
+	}
+	cur.g, cur.expanded = g, true
+	s.res.Explored++
+	expand(cur, s.vs, s.rws, s.seen, s.consider)
+	if s.opt.Progress != nil {
+		s.opt.Progress(Progress{Elapsed: time.Since(s.start), Explored: s.res.Explored, Best: s.best.cost})
+	}
+	return nil
+}
+
+// consider prices a new graph, keeps it if it is the best so far, and
+// queues it if it is within Alpha of the best. Only the best and the
+// expanded graphs stay built; the others are rebuilt when expanded.
+func (s *search) consider(next *candidate) {
+	if s.opt.MemoryLimit > 0 && next.g.Memory() > s.opt.MemoryLimit {
+		s.res.OverMemory++
+		return
+	}
+	next.cost = s.opt.Cost.Cost(next.g)
+	if next.cost < s.best.cost {
+		if !s.best.expanded {
+			s.best.g = nil
+		}
+		s.best = next
+		s.res.Trace = append(s.res.Trace, Progress{Elapsed: time.Since(s.start), Explored: s.res.Explored, Best: next.cost})
+	}
+	if next.cost < s.opt.Alpha*s.best.cost {
+		if next != s.best {
+			next.g = nil
+		}
+		heap.Push(&s.queue, next)
+	}
 }
 
 // expand hands consider the new graphs one rewrite away that type-check.

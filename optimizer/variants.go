@@ -34,17 +34,23 @@ type variant struct {
 // independently, with concat and split one axis further in: any rule over
 // matrices built from them alone also holds for batches of matrices,
 // matrix by matrix, with the same scalars.
-var batchwise = map[string]bool{"ewadd": true, "ewmul": true, "smul": true, "relu": true,
-	"matmul": true, "transpose": true, "concat": true, "split": true}
+// (The registry's transpose takes matrices only, so it is not among them.)
+func batchwise(op string) bool {
+	switch op {
+	case "ewadd", "ewmul", "smul", "relu", "matmul", "concat", "split":
+		return true
+	}
+	return false
+}
 
 // variants are the rule set's rules as proved, and lifted to batches where
 // they allow it, each as rewrites both ways; a rewrite's Rule indexes the
 // variants. Patterns match commutative operators' operands in either
 // order, so rules that only commute operands are left out, and the search
-// keys graphs up to that order.
-func (rs *RuleSet) variants() ([]variant, []rewrite.Rewrite) {
-	var vs []variant
-	var rws []rewrite.Rewrite
+// keys graphs up to that order. Rules that record no shapes (some imported
+// ones) cannot say at which ranks they hold: unless flat, they are left
+// out and counted in unshaped.
+func (rs *RuleSet) variants() (vs []variant, rws []rewrite.Rewrite, unshaped int) {
 	add := func(v variant, r *rules.Rule) {
 		for _, rw := range rewrite.Both(r, len(vs)) {
 			rw.Commutative = true
@@ -57,15 +63,19 @@ func (rs *RuleSet) variants() ([]variant, []rewrite.Rewrite) {
 			continue // only commutes operands: matching does that
 		}
 		ranks := inputRanks(r)
-		if flat(r) {
+		switch {
+		case flat(r):
 			ranks = nil
+		case ranks == nil:
+			unshaped++
+			continue
 		}
 		add(variant{rule: i, ranks: ranks}, r)
 		if liftable(r, ranks) {
 			add(variant{rule: i, ranks: liftRanks(ranks), lifted: true}, lift(r))
 		}
 	}
-	return vs, rws
+	return vs, rws, unshaped
 }
 
 // flat reports whether a rule uses only element-wise operators and
@@ -87,8 +97,8 @@ func flat(r *rules.Rule) bool {
 	return true
 }
 
-// inputRanks are the ranks of the shapes the rule was found with; a rule
-// that records none applies at any rank (imported rules without shapes).
+// inputRanks are the ranks of the shapes the rule was found with, or nil
+// when it records none.
 func inputRanks(r *rules.Rule) []int {
 	if len(r.InputShapes) != r.NumInputs {
 		return nil
@@ -113,7 +123,7 @@ func liftable(r *rules.Rule, ranks []int) bool {
 	}
 	for _, g := range []*rules.Graph{&r.Src, &r.Dst} {
 		for _, n := range g.Nodes {
-			if !batchwise[n.Op.Name] {
+			if !batchwise(n.Op.Name) {
 				return false
 			}
 		}
@@ -134,8 +144,7 @@ func liftRanks(ranks []int) []int {
 
 // lift is the rule over batches: concat and split move one axis in.
 func lift(r *rules.Rule) *rules.Rule {
-	out := &rules.Rule{NumInputs: r.NumInputs, Src: liftGraph(r.Src), Dst: liftGraph(r.Dst)}
-	return out
+	return &rules.Rule{NumInputs: r.NumInputs, Src: liftGraph(r.Src), Dst: liftGraph(r.Dst)}
 }
 
 func liftGraph(g rules.Graph) rules.Graph {

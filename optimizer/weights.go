@@ -2,6 +2,9 @@ package optimizer
 
 import (
 	"fmt"
+	"strconv"
+
+	"rulebook/onnx"
 
 	"rulebook/rules"
 	"rulebook/runtime"
@@ -17,6 +20,10 @@ type Value struct {
 	// (C,1,1) or a matrix product's weight seen with a batch axis. Rules
 	// see the full shape; lowering and costs use the compact one.
 	Data, Compact *runtime.Tensor
+	// Typed is the model's own tensor for a weight that is not float
+	// (integer shapes and axes, read by opaque nodes): the runtime holds
+	// every constant as float, so lowering writes this one back instead.
+	Typed *onnx.Tensor
 }
 
 // IsWeight reports whether the value is known ahead of time.
@@ -32,7 +39,7 @@ func (v Value) Tensor() *runtime.Tensor {
 		// Only leading axes of 1 were added: the same data, reshaped.
 		return &runtime.Tensor{Shape: v.Shape, Data: v.Compact.Data}
 	}
-	return broadcast(v.Compact, v.Shape)
+	return broadcastTo(v.Compact, v.Shape)
 }
 
 // Stored is the data as lowering writes it: compact when broadcast.
@@ -43,8 +50,8 @@ func (v Value) Stored() *runtime.Tensor {
 	return v.Data
 }
 
-// broadcast expands t to shape by numpy's rule.
-func broadcast(t *runtime.Tensor, shape []int) *runtime.Tensor {
+// broadcastTo expands t to shape by numpy's rule.
+func broadcastTo(t *runtime.Tensor, shape []int) *runtime.Tensor {
 	out := runtime.NewTensor(shape...)
 	src := make([]int, len(shape)) // t's stride along each axis of shape, 0 where broadcast
 	stride := 1
@@ -82,10 +89,15 @@ func compact(t *runtime.Tensor) *runtime.Tensor {
 			shape[ax] = 1
 		}
 	}
+	return &runtime.Tensor{Shape: trimOnes(shape), Data: data}
+}
+
+// trimOnes drops leading axes of 1, which broadcasting adds back.
+func trimOnes(shape []int) []int {
 	for len(shape) > 1 && shape[0] == 1 {
 		shape = shape[1:]
 	}
-	return &runtime.Tensor{Shape: shape, Data: data}
+	return shape
 }
 
 func axisBlocks(shape []int, ax int) (outer, n, inner int) {
@@ -148,103 +160,125 @@ func (g *Graph) weightNodes() []bool {
 // add it as its bias. It follows the value's computation symbolically, so
 // that costs can tell before folding.
 func (g *Graph) channelBias(v rules.Value, weight []bool) bool {
+	return g.channelBiasMemo(v, weight, map[int]bool{})
+}
+
+// channelBiasMemo remembers each node's answer, since weight-only
+// computations share operands.
+func (g *Graph) channelBiasMemo(v rules.Value, weight []bool, memo map[int]bool) bool {
 	if len(g.shape(v)) != 4 {
 		return false
 	}
 	if v.IsInput() {
-		in := g.Inputs[v.Input()]
-		c := in.Compact
-		return c != nil && (len(c.Shape) == 3 && c.Shape[1] == 1 && c.Shape[2] == 1 || len(c.Shape) == 1 && c.Shape[0] == 1)
+		c := g.Inputs[v.Input()].Compact
+		if c == nil {
+			return false
+		}
+		s := trimOnes(c.Shape)
+		return len(s) == 3 && s[1] == 1 && s[2] == 1 || len(s) == 1 && s[0] == 1
 	}
 	if !weight[v.Node] {
 		return false
 	}
+	if ok, seen := memo[v.Node]; seen {
+		return ok
+	}
 	n := &g.G.Nodes[v.Node]
+	args := n.Args
 	switch n.Op.Name {
 	case "concat", "split":
 		if n.Params[0] != 1 {
-			return false
+			args = nil
 		}
 	case "ewadd", "ewmul", "relu":
 	case "smul":
-		return g.channelBias(n.Args[0], weight)
+		args = args[:1] // the other operand is a scalar
 	default:
-		return false
+		args = nil
 	}
-	for _, a := range n.Args {
-		if !g.channelBias(a, weight) {
-			return false
-		}
+	ok := len(args) > 0
+	for _, a := range args {
+		ok = ok && g.channelBiasMemo(a, weight, memo)
 	}
-	return true
+	memo[v.Node] = ok
+	return ok
 }
 
 // fold computes the weight-only values that other nodes or the outputs
 // read, with the registry's own kernels (in float64), so that inference
 // starts from their results.
 func (g *Graph) fold(live, weight []bool) (map[rules.Value]Value, error) {
-	results := map[rules.Value]*rules.FloatTensor{}
-	var eval func(v rules.Value) (*rules.FloatTensor, error)
-	eval = func(v rules.Value) (*rules.FloatTensor, error) {
-		if t, ok := results[v]; ok {
-			return t, nil
-		}
-		if v.IsInput() {
-			t := toFloat64(g.Inputs[v.Input()].Tensor(), g.shapeOf(v))
-			results[v] = t
-			return t, nil
-		}
-		n := &g.G.Nodes[v.Node]
-		in := make([]*rules.FloatTensor, len(n.Args))
-		for k, a := range n.Args {
-			t, err := eval(a)
-			if err != nil {
-				return nil, err
-			}
-			in[k] = t
-		}
-		out := make([]*rules.FloatTensor, len(g.Shapes[v.Node]))
-		for k, s := range g.Shapes[v.Node] {
-			out[k] = rules.NewTensor[float64](s)
-		}
-		if n.Op.FloatKernel == nil {
-			return nil, fmt.Errorf("fold node %d: %s has no kernel", v.Node, n.Op.Name)
-		}
-		n.Op.FloatKernel(n.Params, in, out)
-		for k, t := range out {
-			results[rules.Value{Node: v.Node, Out: k}] = t
-		}
-		return results[v], nil
-	}
-	folded := map[rules.Value]Value{}
-	keep := func(v rules.Value) error {
-		if v.IsInput() || !weight[v.Node] || folded[v].Name != "" {
-			return nil
-		}
-		t, err := eval(v)
-		if err != nil {
-			return err
-		}
-		full := toFloat32(t)
-		folded[v] = Value{Name: fmt.Sprintf("rb.fold.%d.%d", v.Node, v.Out), Shape: full.Shape, Compact: compact(full)}
-		return nil
-	}
+	f := &folder{g: g, results: map[rules.Value]*rules.FloatTensor{}, folded: map[rules.Value]Value{}}
+	var reads []rules.Value
 	for i, n := range g.G.Nodes {
-		if !live[i] || weight[i] {
+		if live[i] && !weight[i] {
+			reads = append(reads, n.Args...)
+		}
+	}
+	for _, v := range append(reads, g.G.Outputs...) {
+		if v.IsInput() || !weight[v.Node] {
 			continue
 		}
-		for _, a := range n.Args {
-			if err := keep(a); err != nil {
-				return nil, err
-			}
-		}
-	}
-	for _, o := range g.G.Outputs {
-		if err := keep(o); err != nil {
+		if err := f.keep(v); err != nil {
 			return nil, err
 		}
 	}
-	return folded, nil
+	return f.folded, nil
+}
+
+// folder evaluates weight-only values, each once.
+type folder struct {
+	g       *Graph
+	results map[rules.Value]*rules.FloatTensor
+	folded  map[rules.Value]Value
+}
+
+// keep folds a value that inference reads.
+func (f *folder) keep(v rules.Value) error {
+	if _, done := f.folded[v]; done {
+		return nil
+	}
+	t, err := f.eval(v)
+	if err != nil {
+		return err
+	}
+	full := toFloat32(t)
+	f.folded[v] = Value{Name: f.g.foldName(v), Shape: full.Shape, Compact: compact(full)}
+	return nil
+}
+
+// eval computes a value from the weights.
+func (f *folder) eval(v rules.Value) (*rules.FloatTensor, error) {
+	if t, ok := f.results[v]; ok {
+		return t, nil
+	}
+	g := f.g
+	if v.IsInput() {
+		t := toFloat64(g.Inputs[v.Input()].Tensor(), g.shapeOf(v))
+		f.results[v] = t
+		return t, nil
+	}
+	n := &g.G.Nodes[v.Node]
+	if n.Op.FloatKernel == nil {
+		return nil, fmt.Errorf("fold node %d: %s has no kernel", v.Node, n.Op.Name)
+	}
+	in := make([]*rules.FloatTensor, len(n.Args))
+	for k, a := range n.Args {
+		t, err := f.eval(a)
+		if err != nil {
+			return nil, err
+		}
+		in[k] = t
+	}
+	out := make([]*rules.FloatTensor, len(g.Shapes[v.Node]))
+	for k, s := range g.Shapes[v.Node] {
+		out[k] = rules.NewTensor[float64](s)
+	}
+	n.Op.FloatKernel(n.Params, in, out)
+	for k, t := range out {
+		f.results[rules.Value{Node: v.Node, Out: k}] = t
+	}
+	return f.results[v], nil
 }
 
 func toFloat64(t *runtime.Tensor, shape rules.Shape) *rules.FloatTensor {
@@ -261,4 +295,9 @@ func toFloat32(t *rules.FloatTensor) *runtime.Tensor {
 		out.Data[i] = float32(x)
 	}
 	return out
+}
+
+// foldName names the initializer of a folded value.
+func (g *Graph) foldName(v rules.Value) string {
+	return g.gen("fold", strconv.Itoa(v.Node), strconv.Itoa(v.Out))
 }

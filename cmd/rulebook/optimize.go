@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -85,10 +86,37 @@ func (o *optimizeOptions) check() error {
 		return fmt.Errorf("--rules is required: a released version (see 'rulebook versions') or an exported bundle")
 	case o.cost != "analytic" && o.cost != "measured":
 		return fmt.Errorf("--cost must be analytic or measured, got %q", o.cost)
-	case o.memoryMiB < 0 || o.compare < 0 || o.threads < 0:
-		return fmt.Errorf("--memory-limit, --compare and --threads must not be negative")
+	case !(o.opt.Alpha >= 1) || math.IsInf(o.opt.Alpha, 0):
+		return fmt.Errorf("--alpha must be at least 1 (1 keeps only improvements), got %g", o.opt.Alpha)
+	case o.opt.Budget < 1 || o.opt.Timeout <= 0:
+		return fmt.Errorf("--budget must be at least 1 and --timeout positive, got %d and %s", o.opt.Budget, o.opt.Timeout)
+	case o.memoryMiB < 0 || o.memoryMiB > math.MaxInt64>>20 || o.compare < 0 || o.threads < 0:
+		return fmt.Errorf("--memory-limit (at most %d MiB), --compare and --threads must not be negative", int64(math.MaxInt64>>20))
 	case o.weights != "auto" && o.weights != "file" && o.weights != "random":
 		return fmt.Errorf("--weights must be auto, file or random, got %q", o.weights)
+	}
+	return nil
+}
+
+// outputs settles the model and report paths, which must differ, and
+// checks that both can be written before the search spends its minute.
+func (o *optimizeOptions) outputs(model string) error {
+	if o.output == "" {
+		o.output = strings.TrimSuffix(model, filepath.Ext(model)) + ".opt.onnx"
+	}
+	if o.report == "" {
+		o.report = strings.TrimSuffix(o.output, filepath.Ext(o.output)) + ".json"
+	}
+	if filepath.Clean(o.report) == filepath.Clean(o.output) {
+		return fmt.Errorf("the report would overwrite the model %s: name the report with --report", o.output)
+	}
+	for _, p := range []string{o.output, o.report} {
+		f, err := os.CreateTemp(filepath.Dir(p), ".rulebook-check-*")
+		if err != nil {
+			return fmt.Errorf("cannot write %s: %w", p, err)
+		}
+		f.Close()
+		os.Remove(f.Name())
 	}
 	return nil
 }
@@ -97,23 +125,14 @@ func runOptimize(cmd *cobra.Command, path string, o optimizeOptions) error {
 	if err := o.check(); err != nil {
 		return err
 	}
-	ctx := cmd.Context()
+	if err := o.outputs(path); err != nil {
+		return err
+	}
 	rs, err := loadRuleSet(cmd, o.rules)
 	if err != nil {
 		return err
 	}
-	m, err := onnx.ReadModel(path)
-	if err != nil {
-		return err
-	}
-	rt, report, err := runtime.FromONNX(m, filepath.Dir(path), runtime.LoadOptions{Weights: runtime.WeightsMode(o.weights), Seed: o.seed})
-	if err != nil {
-		return err
-	}
-	if n := len(report.RandomWeights); n > 0 {
-		fmt.Fprintf(cmd.ErrOrStderr(), "note: %d initializers have no data here (weights file absent); using random weights, seed %d\n", n, o.seed)
-	}
-	g, err := optimizer.FromONNX(m, rt)
+	rt, g, err := loadForOptimizer(cmd, path, o)
 	if err != nil {
 		return err
 	}
@@ -122,39 +141,60 @@ func runOptimize(cmd *cobra.Command, path string, o optimizeOptions) error {
 		return err
 	}
 	defer rec.close()
+	rep, err := optimizeAndWrite(cmd, path, o, rs, rt, g, rec)
+	if err = rec.finish(cmd.Context(), err); err != nil {
+		return err
+	}
+	rec.warn(cmd.ErrOrStderr())
+	printOptimization(cmd.OutOrStdout(), rep, o.output, rec)
+	return nil
+}
+
+// loadForOptimizer reads the model, loads it with the runtime (which
+// supplies shapes and weights) and maps it onto the registry.
+func loadForOptimizer(cmd *cobra.Command, path string, o optimizeOptions) (*runtime.Model, *optimizer.Graph, error) {
+	m, err := onnx.ReadModel(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	rt, report, err := runtime.FromONNX(m, filepath.Dir(path), runtime.LoadOptions{Weights: runtime.WeightsMode(o.weights), Seed: o.seed})
+	if err != nil {
+		return nil, nil, err
+	}
+	if n := len(report.RandomWeights); n > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: %d initializers have no data here (weights file absent); using random weights, seed %d\n", n, o.seed)
+	}
+	g, err := optimizer.FromONNX(m, rt)
+	return rt, g, err
+}
+
+// optimizeAndWrite searches, writes the rewritten model and the report,
+// and records the optimization.
+func optimizeAndWrite(cmd *cobra.Command, path string, o optimizeOptions, rs *optimizer.RuleSet, rt *runtime.Model, g *optimizer.Graph, rec *recorder) (*optimizeReport, error) {
+	ctx := cmd.Context()
 	res, err := search(cmd, g, rs, o, rec)
 	if err != nil {
-		return rec.finish(ctx, err)
+		return nil, err
 	}
 	out, err := res.Graph.ToONNX()
 	if err != nil {
-		return rec.finish(ctx, err)
+		return nil, err
 	}
 	var measured *sideBySide
 	if o.compare > 0 {
 		if measured, err = measureSideBySide(ctx, rt, out, o.compare, o.threads, o.seed); err != nil {
-			return rec.finish(ctx, fmt.Errorf("--compare: %w", err))
+			return nil, fmt.Errorf("--compare: %w", err)
 		}
 	}
-	if o.output == "" {
-		o.output = strings.TrimSuffix(path, filepath.Ext(path)) + ".opt.onnx"
-	}
-	if o.report == "" {
-		o.report = strings.TrimSuffix(o.output, filepath.Ext(o.output)) + ".json"
-	}
 	if err := onnx.WriteModel(o.output, out); err != nil {
-		return rec.finish(ctx, err)
+		return nil, err
 	}
 	rep := newReport(path, o, rs, g, res, measured)
 	rep.Device = rec.device
 	if err := writeReport(o.report, rep); err != nil {
-		return rec.finish(ctx, err)
+		return nil, err
 	}
-	if err := rec.finish(ctx, rec.record(ctx, path, o, rs, res)); err != nil {
-		return err
-	}
-	printOptimization(cmd.OutOrStdout(), rep, o.output, rec)
-	return nil
+	return rep, rec.record(ctx, path, o, rs, res)
 }
 
 // search runs the optimizer with the chosen cost model, printing the best
@@ -164,7 +204,7 @@ func search(cmd *cobra.Command, g *optimizer.Graph, rs *optimizer.RuleSet, o opt
 	opt.MemoryLimit = o.memoryMiB << 20
 	var measured *optimizer.Measured
 	if o.cost == "measured" {
-		measured = rec.measured(cmd.Context(), o.threads)
+		measured = rec.measuredCosts(cmd.Context(), o.threads)
 		opt.Cost = measured
 	}
 	bar := newProgress(cmd.ErrOrStderr(), o.noProgress)
@@ -173,8 +213,8 @@ func search(cmd *cobra.Command, g *optimizer.Graph, rs *optimizer.RuleSet, o opt
 	}
 	res, err := optimizer.Optimize(cmd.Context(), g, rs, opt)
 	bar.finish()
-	if err == nil && measured != nil && measured.Err() != nil {
-		err = fmt.Errorf("measured costs: %w", measured.Err())
+	if measured != nil && measured.Err() != nil {
+		rec.warnings = append(rec.warnings, fmt.Sprintf("some nodes could not be timed and were priced analytically: %v", measured.Err()))
 	}
 	return res, err
 }
@@ -184,6 +224,9 @@ func search(cmd *cobra.Command, g *optimizer.Graph, rs *optimizer.RuleSet, o opt
 func loadRuleSet(cmd *cobra.Command, ref string) (*optimizer.RuleSet, error) {
 	if isBundle(ref) {
 		return optimizer.LoadBundle(ref)
+	}
+	if strings.HasSuffix(ref, ".json") {
+		return nil, fmt.Errorf("--rules %s: no such bundle file (a version tag or hash names no file)", ref)
 	}
 	db, err := store.Open(cmd.Context(), dbPath(cmd))
 	if err != nil {
@@ -238,29 +281,41 @@ type optimizeReport struct {
 		OverMemory int          `json:"over_memory_limit"`
 		Trace      []tracePoint `json:"best_cost_over_time"`
 	} `json:"search"`
+	Unshaped     int         `json:"rules_without_shapes_left_out"`
 	MemoryBefore int64       `json:"memory_before_bytes"`
 	MemoryAfter  int64       `json:"memory_after_bytes"`
 	Measured     *sideBySide `json:"measured,omitempty"`
 }
 
 func newReport(model string, o optimizeOptions, rs *optimizer.RuleSet, g *optimizer.Graph, res *optimizer.Result, measured *sideBySide) *optimizeReport {
-	r := &optimizeReport{Model: model, CostModel: o.cost, Before: res.Before, After: res.After, Speedup: res.Before / res.After,
+	r := &optimizeReport{Model: model, CostModel: o.cost, Before: res.Before, After: res.After, Speedup: ratio(res.Before, res.After),
 		Applied: appliedRules(rs, res), Opaque: g.Opaque(), MemoryBefore: g.Memory(), MemoryAfter: res.Graph.Memory(), Measured: measured}
 	r.Rules.Version, r.Rules.Hash, r.Rules.Count = rs.Version, rs.Hash, len(rs.Rules)
 	r.Search.Explored, r.Search.Seen, r.Search.Seconds, r.Search.Stopped = res.Explored, res.Seen, res.Elapsed.Seconds(), res.Stopped
-	r.Search.OverMemory = res.OverMemory
+	r.Search.OverMemory, r.Unshaped = res.OverMemory, res.Unshaped
 	for _, p := range res.Trace {
 		r.Search.Trace = append(r.Search.Trace, tracePoint{Seconds: p.Elapsed.Seconds(), Explored: p.Explored, Best: p.Best})
 	}
 	return r
 }
 
+// ratio is before/after, 1 when both are 0 (a model with nothing to cost).
+func ratio(before, after float64) float64 {
+	if after == 0 {
+		return 1
+	}
+	return before / after
+}
+
 func writeReport(path string, r *optimizeReport) error {
 	data, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
+	if err == nil {
+		err = os.WriteFile(path, append(data, '\n'), 0o644)
 	}
-	return os.WriteFile(path, append(data, '\n'), 0o644)
+	if err != nil {
+		return fmt.Errorf("write the report %s: %w", path, err)
+	}
+	return nil
 }
 
 func appliedRules(rs *optimizer.RuleSet, res *optimizer.Result) []appliedRule {
@@ -286,15 +341,20 @@ func printOptimization(w io.Writer, r *optimizeReport, output string, rec *recor
 		opaque = append(opaque, fmt.Sprintf("%s ×%d", op, n))
 	}
 	sort.Strings(opaque)
-	fmt.Fprintf(w, "opaque (rules do not cross): %s\n", strings.Join(opaque, ", "))
+	if len(opaque) > 0 {
+		fmt.Fprintf(w, "opaque (rules do not cross): %s\n", strings.Join(opaque, ", "))
+	}
+	if r.Unshaped > 0 {
+		fmt.Fprintf(w, "%d rules left out: they record no shapes, so the ranks they hold at are unknown\n", r.Unshaped)
+	}
 	if m := r.Measured; m != nil {
 		fmt.Fprintf(w, "measured (CPU runtime, %d runs each): original %.3f ms, rewritten %.3f ms (%.2fx); outputs differ by %.2g at most (relative)\n",
 			m.Runs, m.Original, m.Optimized, m.Speedup, m.MaxRelDiff)
 	}
 	if rec.db != nil {
 		fmt.Fprintf(w, "recorded as run %d", rec.runID)
-		if rec.costs > 0 {
-			fmt.Fprintf(w, ", with %d operator costs measured", rec.costs)
+		if n := len(rec.measured); n > 0 {
+			fmt.Fprintf(w, ", with %d operator costs measured", n)
 		}
 		fmt.Fprintln(w)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,5 +79,53 @@ func TestOptimizeCommand(t *testing.T) {
 	execSQL(t, db, "UPDATE rules SET dst = '(concat 0 ?a ?a)' WHERE id = (SELECT min(rule_id) FROM version_rules)")
 	if _, err := run(ctx, "optimize", model, "--rules", "v1", "-o", filepath.Join(dir, "x.onnx"), "--db", db); err == nil || !strings.Contains(err.Error(), "hash") {
 		t.Errorf("a tampered version: %v", err)
+	}
+}
+
+// Mistakes in optimize's arguments are refused before the search, with a
+// message that says what to do.
+func TestOptimizeRefusesBadArguments(t *testing.T) {
+	ctx := context.Background()
+	model := testfiles.Shared(t, "models", "squeezenet1_1.onnx")
+	dir := t.TempDir()
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--rules", filepath.Join(dir, "missing.json")}, "no such bundle file"},
+		{[]string{"--rules", "v1", "--alpha", "0.5"}, "--alpha must be at least 1"},
+		{[]string{"--rules", "v1", "--budget", "0"}, "--budget must be at least 1"},
+		{[]string{"--rules", "v1", "--cost", "guessed"}, "--cost must be analytic or measured"},
+		{[]string{"--rules", "v1", "-o", filepath.Join(dir, "m.json")}, "the report would overwrite the model"},
+		{[]string{"--rules", "v1", "-o", filepath.Join(dir, "no", "such", "dir", "m.onnx")}, "cannot write"},
+	}
+	for _, c := range cases {
+		args := append([]string{"optimize", model, "--db", filepath.Join(dir, "r.db")}, c.args...)
+		if _, err := run(ctx, args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "r.db")); err == nil {
+		t.Error("a refused command created the database")
+	}
+}
+
+func TestRelDiff(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	cases := []struct {
+		want, got []float32
+		diff      float64
+	}{
+		{[]float32{1, 2}, []float32{1, 2}, 0},
+		{[]float32{2, -4}, []float32{2, -4.004}, 0.001},
+		{[]float32{0, 0}, []float32{0, 1e-9}, 1},
+		{[]float32{nan, 1}, []float32{nan, 1}, 0},
+		{[]float32{nan, 1}, []float32{0, 1}, 1},
+		{[]float32{inf, 1}, []float32{inf, 1}, 0},
+	}
+	for _, c := range cases {
+		if d := relDiff(c.want, c.got); math.Abs(d-c.diff) > 1e-6 {
+			t.Errorf("relDiff(%v, %v) = %g, want %g", c.want, c.got, d, c.diff)
+		}
 	}
 }

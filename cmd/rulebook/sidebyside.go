@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	goruntime "runtime"
 	"slices"
 	"time"
 
@@ -57,6 +58,9 @@ func measureSideBySide(ctx context.Context, orig *runtime.Model, rewritten *onnx
 			}
 		}
 	}
+	if threads < 1 {
+		threads = goruntime.GOMAXPROCS(0)
+	}
 	res := &sideBySide{Runs: runs, Threads: threads, Original: medianMS(times[0]), Optimized: medianMS(times[1])}
 	res.Speedup = res.Original / res.Optimized
 	for name, want := range outs[0] {
@@ -74,15 +78,27 @@ func medianMS(ts []time.Duration) float64 {
 	return float64(ts[len(ts)/2]) / float64(time.Millisecond)
 }
 
-// relDiff is the largest difference relative to want's largest magnitude.
+// relDiff is the largest difference relative to want's largest magnitude,
+// at most 1: a NaN where the other has a number, or any difference from an
+// all-zero output, counts as completely different.
 func relDiff(want, got []float32) float64 {
 	scale, worst := 0.0, 0.0
 	for i := range want {
-		scale = math.Max(scale, math.Abs(float64(want[i])))
-		worst = math.Max(worst, math.Abs(float64(got[i]-want[i])))
+		a, b := float64(want[i]), float64(got[i])
+		if math.IsNaN(a) != math.IsNaN(b) {
+			return 1
+		}
+		if math.IsNaN(a) || a == b { // equal infinities too
+			continue
+		}
+		scale = math.Max(scale, math.Abs(a))
+		worst = math.Max(worst, math.Abs(b-a))
 	}
 	if worst == 0 {
 		return 0
 	}
-	return worst / scale
+	if scale == 0 || math.IsInf(scale, 0) || math.IsInf(worst, 0) {
+		return 1
+	}
+	return math.Min(worst/scale, 1)
 }
