@@ -20,10 +20,16 @@ var DefaultCPU = Analytic{FLOPS: 300e9, Bandwidth: 20e9, Launch: 3e-6}
 
 // Cost is the graph's modelled time in milliseconds.
 func (a Analytic) Cost(g *Graph) float64 {
-	live := g.liveNodes()
-	weight := g.weightNodes()
-	uses := g.uses()
 	total := 0.0
+	g.eachPriced(func(i int, _ []bool, _ useCounts) { total += a.node(g, i) })
+	return total * 1e3
+}
+
+// eachPriced calls price with each node that runs at inference as its
+// own ONNX node: live, not computed from weights alone (folded), and not
+// a channel bias added by its convolution.
+func (g *Graph) eachPriced(price func(i int, weight []bool, uses useCounts)) {
+	live, weight, uses := g.liveNodes(), g.weightNodes(), g.uses()
 	for i := range g.G.Nodes {
 		if !live[i] || weight[i] {
 			continue
@@ -33,9 +39,8 @@ func (a Analytic) Cost(g *Graph) float64 {
 				continue
 			}
 		}
-		total += a.node(g, i)
+		price(i, weight, uses)
 	}
-	return total * 1e3
 }
 
 // node is one node's modelled time in seconds.

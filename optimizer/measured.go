@@ -55,19 +55,8 @@ func (m *Measured) Cost(g *Graph) float64 {
 	if m.cache == nil {
 		m.cache = map[string]float64{}
 	}
-	live, weight, uses := g.liveNodes(), g.weightNodes(), g.uses()
 	total := 0.0
-	for i := range g.G.Nodes {
-		if !live[i] || weight[i] {
-			continue
-		}
-		if n := &g.G.Nodes[i]; n.Op.Name == "ewadd" {
-			if _, fused := g.biasedConv(n, weight, uses); fused {
-				continue // timed with its convolution
-			}
-		}
-		total += m.node(g, i, weight, uses)
-	}
+	g.eachPriced(func(i int, weight []bool, uses useCounts) { total += m.node(g, i, weight, uses) })
 	return total
 }
 
