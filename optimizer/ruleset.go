@@ -23,6 +23,11 @@ type RuleSet struct {
 	Hash    string // SHA-256 over the sorted canonical texts (store.ContentHash)
 	Rules   []*rules.Rule
 	Texts   []string // canonical "SRC => DST", parallel to Rules
+	// RuleHashes are the rules' content hashes (rules.Text.Hash), the same
+	// from a bundle as from the store; IDs are the store's rule ids, nil
+	// for a bundle.
+	RuleHashes []string
+	IDs        []int64
 }
 
 // LoadVersion loads a released version by tag or hash prefix; the store
@@ -33,10 +38,16 @@ func LoadVersion(ctx context.Context, db *store.Store, ref string) (*RuleSet, er
 		return nil, err
 	}
 	in := make([]exchange.Rule, len(stored))
+	ids := make([]int64, len(stored))
 	for i, r := range stored {
 		in[i] = exchange.Rule{Src: r.Src, Dst: r.Dst, Inputs: r.Inputs, Constants: r.Constants}
+		ids[i] = r.ID
 	}
-	return newRuleSet(fmt.Sprintf("version %s", v.Tag), v.Tag, v.Hash, in)
+	rs, err := newRuleSet(fmt.Sprintf("version %s", v.Tag), v.Tag, v.Hash, in)
+	if rs != nil {
+		rs.IDs = ids
+	}
+	return rs, err
 }
 
 // LoadBundle reads a version exported with 'rulebook export --format json'
@@ -67,6 +78,7 @@ func newRuleSet(source, tag, hash string, in []exchange.Rule) (*RuleSet, error) 
 		}
 		rs.Rules = append(rs.Rules, parsed)
 		rs.Texts = append(rs.Texts, text.String())
+		rs.RuleHashes = append(rs.RuleHashes, text.Hash())
 	}
 	if got := store.ContentHash(rs.Texts); got != hash {
 		return nil, fmt.Errorf("%s: its %d rules hash to %.12s…, but it records %.12s…: %w", source, len(rs.Texts), got, hash, ErrTampered)

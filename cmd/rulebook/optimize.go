@@ -246,8 +246,13 @@ func isBundle(ref string) bool {
 	return err == nil
 }
 
+// appliedRule names a rule three ways: its place in the version (the
+// same in the store and in a bundle), its content hash, and its id in
+// the database when it came from one ('rulebook show ID').
 type appliedRule struct {
 	Index int    `json:"index"`
+	Hash  string `json:"hash"`
+	ID    int64  `json:"id,omitempty"`
 	Rule  string `json:"rule"`
 	Count int    `json:"count"`
 }
@@ -321,7 +326,11 @@ func writeReport(path string, r *optimizeReport) error {
 func appliedRules(rs *optimizer.RuleSet, res *optimizer.Result) []appliedRule {
 	var out []appliedRule
 	for i, n := range res.Applied {
-		out = append(out, appliedRule{Index: i, Rule: rs.Texts[i], Count: n})
+		a := appliedRule{Index: i, Hash: rs.RuleHashes[i], Rule: rs.Texts[i], Count: n}
+		if rs.IDs != nil {
+			a.ID = rs.IDs[i]
+		}
+		out = append(out, a)
 	}
 	sort.Slice(out, func(a, b int) bool {
 		return out[a].Count > out[b].Count || out[a].Count == out[b].Count && out[a].Index < out[b].Index

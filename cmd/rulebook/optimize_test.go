@@ -51,6 +51,12 @@ func TestOptimizeCommand(t *testing.T) {
 		fromStore.After != fromBundle.After || fromStore.Rules.Hash != fromBundle.Rules.Hash {
 		t.Errorf("store and bundle differ: %.4f vs %.4f ms", fromStore.After, fromBundle.After)
 	}
+	for i, a := range fromStore.Applied {
+		b := fromBundle.Applied[i]
+		if a.ID == 0 || b.ID != 0 || a.Index != b.Index || a.Hash != b.Hash || a.Rule != b.Rule || a.Count != b.Count {
+			t.Errorf("applied rule %d: store %+v, bundle %+v", i, a, b)
+		}
+	}
 	if fromStore.After >= fromStore.Before || len(fromStore.Applied) == 0 || fromStore.Opaque["MaxPool"] != 3 || len(fromStore.Search.Trace) < 2 {
 		t.Errorf("report: cost %.4f -> %.4f, applied %v, opaque %v, trace %v",
 			fromStore.Before, fromStore.After, fromStore.Applied, fromStore.Opaque, fromStore.Search.Trace)
