@@ -342,3 +342,40 @@ func TestBatchedProductWeight(t *testing.T) {
 		}
 	}
 }
+
+// A Pad of zeros that only feeds an AveragePool is the pool's same
+// padding; other pads (a non-zero value, or not SAME_UPPER's) stay opaque.
+func TestPadBeforeAveragePool(t *testing.T) {
+	padsOf := func(name string, v ...int64) *onnx.Node {
+		return &onnx.Node{Name: name, OpType: "Constant", Outputs: []string{name}, Attributes: []*onnx.Attribute{{Name: "value", Type: onnx.AttrTensor,
+			T: &onnx.Tensor{Name: name, Dims: []int64{int64(len(v))}, DataType: onnx.Int64, Int64Data: v}}}}
+	}
+	pool := func(in, out string) *onnx.Node {
+		return &onnx.Node{Name: out, OpType: "AveragePool", Inputs: []string{in}, Outputs: []string{out},
+			Attributes: []*onnx.Attribute{intsAttr("kernel_shape", 3, 3), intsAttr("strides", 1, 1), intAttr("count_include_pad", 0)}}
+	}
+	m, rt := tinyModel(t, []int{1, 4, 6, 6}, nil, []string{"y", "z"},
+		padsOf("same", 0, 0, 1, 1, 0, 0, 1, 1), padsOf("other", 0, 0, 2, 2, 0, 0, 0, 0),
+		&onnx.Node{Name: "p1", OpType: "Pad", Inputs: []string{"x", "same"}, Outputs: []string{"px"}},
+		pool("px", "y"),
+		&onnx.Node{Name: "p2", OpType: "Pad", Inputs: []string{"x", "other"}, Outputs: []string{"qx"}},
+		pool("qx", "z"))
+	g, err := FromONNX(m, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ops := g.G.OpNames(); !slices.Equal(ops, []string{"onnx.Pad", "pool_avg"}) || g.Opaque()["Pad"] != 1 {
+		t.Errorf("mapped to %v (opaque %v), want one same-padded pool_avg and the other Pad opaque", ops, g.Opaque())
+	}
+	decoded, rt2 := written(t, g)
+	assertSameOutputs(t, rt, rt2)
+	pads := 0
+	for _, n := range decoded.Graph.Nodes {
+		if n.OpType == "Pad" {
+			pads++
+		}
+	}
+	if pads != 1 {
+		t.Errorf("%d Pad nodes written, want 1", pads)
+	}
+}

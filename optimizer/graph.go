@@ -77,7 +77,7 @@ func FromONNX(m *onnx.Model, rt *runtime.Model) (*Graph, error) {
 	if m.Graph == nil {
 		return nil, fmt.Errorf("optimizer: the model has no graph")
 	}
-	b := &builder{g: &Graph{model: m, prefix: freePrefix(m.Graph)}, rt: rt, byName: map[string]rules.Value{}, reg: rules.Default()}
+	b := &builder{g: &Graph{model: m, prefix: freePrefix(m.Graph)}, rt: rt, byName: map[string]rules.Value{}, padded: map[string]rules.Value{}, reg: rules.Default()}
 	if err := b.inputs(); err != nil {
 		return nil, err
 	}
@@ -106,6 +106,9 @@ type builder struct {
 	rt     *runtime.Model
 	reg    *rules.Registry
 	byName map[string]rules.Value
+	// padded maps the output of a Pad folded into the average pool that
+	// reads it to the Pad's input.
+	padded map[string]rules.Value
 }
 
 // inputs makes the model's inputs and its initializers graph inputs.
@@ -171,6 +174,15 @@ func (b *builder) node(n *onnx.Node) error {
 		return nil
 	case b.folded(n):
 		return b.weight(n.Outputs[0])
+	case n.OpType == "Pad" && b.padsPool(n):
+		// Mapped with the pool that reads it (paddedPool).
+		b.padded[n.Outputs[0]] = b.byName[n.Inputs[0]]
+		return nil
+	case n.OpType == "AveragePool" && len(n.Inputs) == 1:
+		if x, ok := b.padded[n.Inputs[0]]; ok {
+			_, err := b.paddedPool(n, x)
+			return err
+		}
 	}
 	var args []rules.Value // the inputs present; omitted optional ones are ""
 	for _, name := range n.Inputs {

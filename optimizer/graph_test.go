@@ -44,9 +44,10 @@ func TestFromONNX(t *testing.T) {
 		// Gemm is a product by the transposed weight plus the bias.
 		{"resnet50.onnx", map[string]int{"conv2d": 49, "ewadd": 66, "relu": 49, "matmul": 1, "transpose": 1},
 			map[string]int{"Conv": 4, "MaxPool": 1, "GlobalAveragePool": 1, "Flatten": 1}},
-		// 1×7 and 7×1 kernels and stride-2 symmetric padding stay opaque.
+		// 1×7 and 7×1 kernels and stride-2 symmetric padding stay opaque;
+		// each Pad before an AveragePool is the pool's same padding.
 		{"inception_v3.onnx", map[string]int{"conv2d": 60, "ewadd": 61, "relu": 94, "concat": 35, "pool_avg": 9, "pool_max": 4, "matmul": 1, "transpose": 1},
-			map[string]int{"Conv": 34, "Pad": 9, "GlobalAveragePool": 1, "Flatten": 1}},
+			map[string]int{"Conv": 34, "GlobalAveragePool": 1, "Flatten": 1}},
 		// Products by weight matrices and Adds and Muls of broadcast
 		// weights map; rank-4 products (attention) and broadcasts between
 		// activations do not.

@@ -276,6 +276,92 @@ func (b *builder) pool(n *onnx.Node, args []rules.Value) (bool, error) {
 	return b.emit(n, op, []int{win.kernel, win.stride, win.padding}, args...)
 }
 
+// padsPool reports whether a Pad only feeds an AveragePool so that the two
+// are average pooling with same padding, counting the padded cells: zeros
+// added around the spatial axes, exactly SAME_UPPER's pads, under a pool
+// without pads of its own. Exporters write PyTorch's avg_pool2d(padding=1)
+// this way.
+func (b *builder) padsPool(n *onnx.Node) bool {
+	pool, ok := b.onlyReader(n.Outputs[0])
+	x, known := b.rt.Shape(n.Inputs[0])
+	if !ok || !known || pool.OpType != "AveragePool" || len(x) != 4 || attrString(n, "mode", "constant") != "constant" {
+		return false
+	}
+	pads, ok := b.padAmounts(n)
+	if !ok || attrInt(pool, "ceil_mode", 0) != 0 || slices.ContainsFunc(attrInts(pool, "pads"), func(p int) bool { return p != 0 }) {
+		return false
+	}
+	kernel, strides := attrInts(pool, "kernel_shape"), attrIntsDefault(pool, "strides", []int{1, 1})
+	if len(kernel) != 2 || kernel[0] != kernel[1] || len(strides) != 2 || strides[0] != strides[1] ||
+		!slices.Equal(attrIntsDefault(pool, "dilations", []int{1, 1}), []int{1, 1}) ||
+		!slices.Contains([]string{"NOTSET", "VALID"}, attrString(pool, "auto_pad", "NOTSET")) {
+		return false
+	}
+	same := samePads(x[2:], kernel[0], strides[0])
+	return slices.Equal(pads, []int{0, 0, same[0], same[1], 0, 0, same[2], same[3]})
+}
+
+// padAmounts are a constant-zero Pad's pads, from its input (opset 11 on)
+// or attribute.
+func (b *builder) padAmounts(n *onnx.Node) ([]int, bool) {
+	if opset, _ := b.g.model.Opset(""); opset < 11 {
+		return attrInts(n, "pads"), attrFloat(n, "value", 0) == 0
+	}
+	if len(n.Inputs) > 3 && n.Inputs[3] != "" { // axes
+		return nil, false
+	}
+	if len(n.Inputs) > 2 && n.Inputs[2] != "" {
+		if v, ok := b.rt.Constant(n.Inputs[2]); !ok || len(v.Data) != 1 || v.Data[0] != 0 {
+			return nil, false
+		}
+	}
+	if len(n.Inputs) < 2 {
+		return nil, false
+	}
+	t, ok := b.rt.Constant(n.Inputs[1])
+	if !ok {
+		return nil, false
+	}
+	pads := make([]int, len(t.Data))
+	for i, p := range t.Data {
+		pads[i] = int(p)
+	}
+	return pads, true
+}
+
+// onlyReader is the one node that reads a value that is not a model output.
+func (b *builder) onlyReader(name string) (*onnx.Node, bool) {
+	var reader *onnx.Node
+	for _, n := range b.g.model.Graph.Nodes {
+		for _, in := range n.Inputs {
+			if in != name {
+				continue
+			}
+			if reader != nil && reader != n {
+				return nil, false
+			}
+			reader = n
+		}
+	}
+	for _, o := range b.g.model.Graph.Outputs {
+		if o.Name == name {
+			return nil, false
+		}
+	}
+	return reader, reader != nil
+}
+
+// paddedPool maps an AveragePool whose input a Pad made (padsPool): same
+// padding, on the Pad's input.
+func (b *builder) paddedPool(n *onnx.Node, x rules.Value) (bool, error) {
+	k, s := attrInts(n, "kernel_shape")[0], attrIntsDefault(n, "strides", []int{1, 1})[0]
+	vals, err := b.add("pool_avg", []int{k, s, rules.PadSame}, x)
+	if err != nil {
+		return false, fmt.Errorf("a padded average pool: %w", err)
+	}
+	return true, b.bind(n, vals)
+}
+
 // concat maps a Concat of any number of inputs onto a chain of binary
 // concats, left to right.
 func (b *builder) concat(n *onnx.Node, args []rules.Value) (bool, error) {
