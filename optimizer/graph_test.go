@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"math"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -143,6 +144,48 @@ func assertSameOutputs(t *testing.T, a, b *runtime.Model) {
 		}
 		if worst > 1e-4*math.Max(scale, 1e-30) {
 			t.Errorf("output %q differs by %g (largest magnitude %g)", name, worst, scale)
+		}
+	}
+}
+
+// TestOpaqueNodesIntact checks that every node the registry cannot express
+// is written back as it was, attributes and all, also after a search.
+func TestOpaqueNodesIntact(t *testing.T) {
+	rs, err := LoadBundle(bundleV3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"inception_v3.onnx", "bert_base.onnx"} {
+		m, rt := load(t, name)
+		g, err := FromONNX(m, rt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt := DefaultOptions
+		opt.Budget = 3
+		res, err := Optimize(context.Background(), g, rs, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := res.Graph.ToONNX()
+		if err != nil {
+			t.Fatal(err)
+		}
+		written := map[string]*onnx.Node{}
+		for _, n := range out.Graph.Nodes {
+			written[n.Name] = n
+		}
+		kept := 0
+		for _, o := range g.opaque {
+			w, ok := written[o.node.Name]
+			if !ok || w.OpType != o.node.OpType || !reflect.DeepEqual(w.Attributes, o.node.Attributes) || len(w.Inputs) != len(o.node.Inputs) {
+				t.Errorf("%s: opaque node %q (%s) not written back as it was", name, o.node.Name, o.node.OpType)
+				continue
+			}
+			kept++
+		}
+		if kept == 0 {
+			t.Errorf("%s: no opaque nodes", name)
 		}
 	}
 }
