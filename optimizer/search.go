@@ -24,6 +24,11 @@ type Options struct {
 	// MemoryLimit, when positive, drops graphs whose estimated peak
 	// memory (Graph.Memory) exceeds it, in bytes.
 	MemoryLimit int64
+	// MinGain is the smallest improvement, as a fraction of the best
+	// cost, that makes a graph the new best: measured costs are noisy,
+	// and a gain within the noise is no gain. Smaller gains still queue,
+	// so that several of them add up.
+	MinGain float64
 	// Progress, if set, hears after each expansion how far the search is.
 	Progress func(Progress)
 }
@@ -180,7 +185,7 @@ func (s *search) consider(next *candidate) {
 		return
 	}
 	next.cost = s.opt.Cost.Cost(next.g)
-	if next.cost < s.best.cost {
+	if next.cost < s.best.cost*(1-s.opt.MinGain) {
 		if !s.best.expanded {
 			s.best.g = nil
 		}

@@ -71,6 +71,7 @@ largest output difference.`,
 	f.IntVar(&o.opt.Budget, "budget", o.opt.Budget, "most graphs to expand")
 	f.DurationVar(&o.opt.Timeout, "timeout", o.opt.Timeout, "wall-clock limit of the search")
 	f.StringVar(&o.cost, "cost", "analytic", "cost model: analytic or measured")
+	f.Float64Var(&o.opt.MinGain, "min-gain", 0, "smallest improvement that counts, a fraction of the cost (default 0 for analytic costs, 0.005 for measured ones, which are noisy)")
 	f.Int64Var(&o.memoryMiB, "memory-limit", 0, "most estimated peak memory of a rewritten model, in MiB (0: no limit)")
 	f.IntVar(&o.compare, "compare", 0, "time the original and the rewritten model this many runs each (0: do not)")
 	f.IntVar(&o.threads, "threads", 0, "CPU threads for measured costs and --compare (default: all cores)")
@@ -90,6 +91,8 @@ func (o *optimizeOptions) check() error {
 		return fmt.Errorf("--alpha must be at least 1 (1 keeps only improvements), got %g", o.opt.Alpha)
 	case o.opt.Budget < 1 || o.opt.Timeout <= 0:
 		return fmt.Errorf("--budget must be at least 1 and --timeout positive, got %d and %s", o.opt.Budget, o.opt.Timeout)
+	case !(o.opt.MinGain >= 0 && o.opt.MinGain < 1):
+		return fmt.Errorf("--min-gain must be a fraction in [0, 1), got %g", o.opt.MinGain)
 	case o.memoryMiB < 0 || o.memoryMiB > math.MaxInt64>>20 || o.compare < 0 || o.threads < 0:
 		return fmt.Errorf("--memory-limit (at most %d MiB), --compare and --threads must not be negative", int64(math.MaxInt64>>20))
 	case o.weights != "auto" && o.weights != "file" && o.weights != "random":
@@ -206,6 +209,9 @@ func search(cmd *cobra.Command, g *optimizer.Graph, rs *optimizer.RuleSet, o opt
 	if o.cost == "measured" {
 		measured = rec.measuredCosts(cmd.Context(), o.threads)
 		opt.Cost = measured
+		if !cmd.Flags().Changed("min-gain") {
+			opt.MinGain = 0.005
+		}
 	}
 	bar := newProgress(cmd.ErrOrStderr(), o.noProgress)
 	opt.Progress = func(p optimizer.Progress) {
