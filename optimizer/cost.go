@@ -21,25 +21,30 @@ var DefaultCPU = Analytic{FLOPS: 300e9, Bandwidth: 20e9, Launch: 3e-6}
 // Cost is the graph's modelled time in milliseconds.
 func (a Analytic) Cost(g *Graph) float64 {
 	total := 0.0
-	g.eachPriced(func(i int, _ []bool, _ useCounts) { total += a.node(g, i) })
+	g.eachPriced(func(i, _ int, _ []bool) { total += a.node(g, i) })
 	return total * 1e3
 }
 
 // eachPriced calls price with each node that runs at inference as its
 // own ONNX node: live, not computed from weights alone (folded), and not
-// a channel bias added by its convolution.
-func (g *Graph) eachPriced(price func(i int, weight []bool, uses useCounts)) {
-	live, weight, uses := g.liveNodes(), g.weightNodes(), g.uses()
+// a channel bias added by its convolution. bias is the ewadd fused into
+// node i, or -1.
+func (g *Graph) eachPriced(price func(i, bias int, weight []bool)) {
+	live, weight := g.liveNodes(), g.weightNodes()
+	biasOf := g.convBiases(live, weight, g.uses())
+	added := map[int]bool{}
+	for _, add := range biasOf {
+		added[add] = true
+	}
 	for i := range g.G.Nodes {
-		if !live[i] || weight[i] {
+		if !live[i] || weight[i] || added[i] {
 			continue
 		}
-		if n := &g.G.Nodes[i]; n.Op.Name == "ewadd" {
-			if _, fused := g.biasedConv(n, weight, uses); fused {
-				continue
-			}
+		bias, ok := biasOf[i]
+		if !ok {
+			bias = -1
 		}
-		price(i, weight, uses)
+		price(i, bias, weight)
 	}
 }
 

@@ -17,15 +17,7 @@ import (
 // float initializers, and loads it with the runtime.
 func tinyModel(t *testing.T, input []int, weights map[string][]int, outputs []string, nodes ...*onnx.Node) (*onnx.Model, *runtime.Model) {
 	t.Helper()
-	dims := func(s []int) []onnx.Dim {
-		out := make([]onnx.Dim, len(s))
-		for i, d := range s {
-			out[i] = onnx.Dim{Value: int64(d), HasValue: true}
-		}
-		return out
-	}
-	g := &onnx.Graph{Name: "tiny", Nodes: nodes,
-		Inputs: []*onnx.ValueInfo{{Name: "x", IsTensor: true, ElemType: onnx.Float, HasShape: true, Shape: dims(input)}}}
+	g := &onnx.Graph{Name: "tiny", Nodes: nodes, Inputs: []*onnx.ValueInfo{valueInfo("x", input)}}
 	seed := 1
 	for name, shape := range weights {
 		w := runtime.NewTensor(shape...)
@@ -38,16 +30,7 @@ func tinyModel(t *testing.T, input []int, weights map[string][]int, outputs []st
 	for _, o := range outputs {
 		g.Outputs = append(g.Outputs, &onnx.ValueInfo{Name: o, IsTensor: true, ElemType: onnx.Float})
 	}
-	m := &onnx.Model{IRVersion: 8, OpsetImports: []onnx.OperatorSetID{{Version: 13}}, Graph: g}
-	m, err := onnx.DecodeModel(onnx.EncodeModel(m))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, _, err := runtime.FromONNX(m, t.TempDir(), runtime.LoadOptions{Weights: runtime.WeightsFile})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, rt
+	return reload(t, &onnx.Model{IRVersion: 8, OpsetImports: []onnx.OperatorSetID{{Version: 13}}, Graph: g})
 }
 
 // rewrites applies every rewrite of one rule once, keeping the results that

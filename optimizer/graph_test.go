@@ -105,7 +105,14 @@ func written(t *testing.T, g *Graph) (*onnx.Model, *runtime.Model) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	decoded, err := onnx.DecodeModel(onnx.EncodeModel(out))
+	return reload(t, out)
+}
+
+// reload encodes and decodes a model, as writing and reading a file does,
+// and loads it with the runtime: its weights must all be inline.
+func reload(t *testing.T, m *onnx.Model) (*onnx.Model, *runtime.Model) {
+	t.Helper()
+	decoded, err := onnx.DecodeModel(onnx.EncodeModel(m))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 // from weights alone are folded: their results become initializers, with
 // their data inline like every weight.
 func (g *Graph) ToONNX() (*onnx.Model, error) {
-	l := &lowering{g: g, live: g.liveNodes(), weight: g.weightNodes(), uses: g.uses(), inits: map[string]*onnx.Tensor{}}
+	l := newLowering(g, g.liveNodes(), g.weightNodes())
 	var err error
 	if l.folded, err = g.fold(l.live, l.weight); err != nil {
 		return nil, fmt.Errorf("optimizer: %w", err)
@@ -116,20 +116,25 @@ func (u useCounts) of(v rules.Value) int {
 	return u[v.Node]
 }
 
+// newLowering prepares to lower g's live nodes; live may be nil when
+// lowering single nodes.
+func newLowering(g *Graph, live, weight []bool) *lowering {
+	return &lowering{g: g, live: live, weight: weight, uses: g.uses(), folded: map[rules.Value]Value{},
+		fusedBias: map[int]int{}, absorbed: map[int]bool{}, inits: map[string]*onnx.Tensor{}}
+}
+
 // planFusions finds convolutions whose only use adds a channel bias, and
 // concats that only feed a concat along the same axis.
 func (l *lowering) planFusions() {
-	l.fusedBias, l.absorbed = map[int]int{}, map[int]bool{}
+	for conv, add := range l.g.convBiases(l.live, l.weight, l.uses) {
+		l.fusedBias[add] = conv
+		l.absorbed[conv] = true
+	}
 	for i, n := range l.g.G.Nodes {
 		if !l.live[i] || l.weight[i] {
 			continue
 		}
 		switch n.Op.Name {
-		case "ewadd":
-			if conv, ok := l.g.biasedConv(&n, l.weight, l.uses); ok {
-				l.fusedBias[i] = conv
-				l.absorbed[conv] = true
-			}
 		case "concat":
 			if inner := n.Args[0]; !inner.IsInput() && l.g.G.Nodes[inner.Node].Op.Name == "concat" &&
 				l.g.G.Nodes[inner.Node].Params[0] == n.Params[0] && l.uses.of(inner) == 1 && !l.weight[inner.Node] {
@@ -137,6 +142,23 @@ func (l *lowering) planFusions() {
 			}
 		}
 	}
+}
+
+// convBiases pairs each convolution that a channel bias completes with the
+// ewadd that adds it (conv → ewadd): lowering writes the two as one Conv,
+// and costs price them as one.
+func (g *Graph) convBiases(live, weight []bool, uses useCounts) map[int]int {
+	out := map[int]int{}
+	for i := range g.G.Nodes {
+		n := &g.G.Nodes[i]
+		if !live[i] || weight[i] || n.Op.Name != "ewadd" {
+			continue
+		}
+		if conv, ok := g.biasedConv(n, weight, uses); ok {
+			out[conv] = i
+		}
+	}
+	return out
 }
 
 // biasedConv reports whether an ewadd adds a channel bias to a convolution

@@ -3,7 +3,6 @@ package optimizer
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -56,16 +55,13 @@ func (m *Measured) Cost(g *Graph) float64 {
 		m.cache = map[string]float64{}
 	}
 	total := 0.0
-	g.eachPriced(func(i int, weight []bool, uses useCounts) { total += m.node(g, i, weight, uses) })
+	g.eachPriced(func(i, bias int, weight []bool) { total += m.node(g, i, bias, weight) })
 	return total
 }
 
-// node is one node's time, with the channel bias fused into it if any.
-func (m *Measured) node(g *Graph, i int, weight []bool, uses useCounts) float64 {
-	bias := -1
-	if n := &g.G.Nodes[i]; n.Op.Name == "conv2d" {
-		bias = g.fusedInto(i, weight, uses)
-	}
+// node is one node's time, with the channel bias ewadd fused into it, if
+// any (bias ≥ 0).
+func (m *Measured) node(g *Graph, i, bias int, weight []bool) float64 {
 	sig := g.signature(i, bias, weight)
 	if ms, ok := m.cache[sig]; ok {
 		return ms
@@ -79,25 +75,6 @@ func (m *Measured) node(g *Graph, i int, weight []bool, uses useCounts) float64 
 	}
 	m.cache[sig] = ms
 	return ms
-}
-
-// fusedInto is the ewadd node that adds a channel bias to convolution i,
-// or -1.
-func (g *Graph) fusedInto(i int, weight []bool, uses useCounts) int {
-	if uses[i] != 1 {
-		return -1
-	}
-	for j := i + 1; j < len(g.G.Nodes); j++ {
-		n := &g.G.Nodes[j]
-		if n.Op.Name != "ewadd" || !slices.Contains(n.Args, rules.Value{Node: i}) {
-			continue
-		}
-		if conv, ok := g.biasedConv(n, weight, uses); ok && conv == i {
-			return j
-		}
-		return -1
-	}
-	return -1
 }
 
 // signature identifies what a node costs: its operator, parameters,
@@ -175,8 +152,7 @@ func (m *Measured) time(g *Graph, i, bias int, weight []bool) (float64, error) {
 // activations become model inputs, weights (folded ones as zeros of their
 // shape) initializers.
 func (g *Graph) nodeModel(i, bias int, weight []bool) (*onnx.Model, error) {
-	l := &lowering{g: g, weight: weight, folded: map[rules.Value]Value{}, inits: map[string]*onnx.Tensor{},
-		fusedBias: map[int]int{}, absorbed: map[int]bool{}}
+	l := newLowering(g, nil, weight)
 	shapes := map[string][]int{}
 	args := g.G.Nodes[i].Args
 	if bias >= 0 {

@@ -406,8 +406,8 @@ func (s *CUDASession) Run(ctx context.Context, inputs map[string]*Tensor) (map[s
 // costs its transfers and its CPU kernel.
 func (s *CUDASession) TimeNode(ctx context.Context, i int, repeat int) (time.Duration, error) {
 	m := s.model
-	if i < 0 || i >= len(m.nodes) {
-		return 0, fmt.Errorf("runtime: TimeNode: node %d does not exist (the model has %d)", i, len(m.nodes))
+	if err := m.checkNode(i); err != nil {
+		return 0, err
 	}
 	repeat = max(repeat, 1)
 	s.mu.Lock()

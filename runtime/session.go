@@ -362,13 +362,21 @@ func (s *Session) detach() {
 	}
 }
 
+// checkNode refuses a node index TimeNode cannot time.
+func (m *Model) checkNode(i int) error {
+	if i < 0 || i >= len(m.nodes) {
+		return fmt.Errorf("runtime: TimeNode: node %d does not exist (the model has %d)", i, len(m.nodes))
+	}
+	return nil
+}
+
 // TimeNode runs node i (an index of Model.Nodes) alone repeat times on
 // random inputs of its shapes (constant inputs keep their values) and
 // returns the median time of one run. One untimed run warms caches first.
 func (s *Session) TimeNode(ctx context.Context, i int, repeat int) (time.Duration, error) {
 	m := s.model
-	if i < 0 || i >= len(m.nodes) {
-		return 0, fmt.Errorf("runtime: TimeNode: node %d does not exist (the model has %d)", i, len(m.nodes))
+	if err := m.checkNode(i); err != nil {
+		return 0, err
 	}
 	repeat = max(repeat, 1)
 	s.mu.Lock()

@@ -74,8 +74,7 @@ func measureSideBySide(ctx context.Context, orig *runtime.Model, rewritten *onnx
 }
 
 func medianMS(ts []time.Duration) float64 {
-	slices.Sort(ts)
-	return float64(ts[len(ts)/2]) / float64(time.Millisecond)
+	return float64(median(ts)) / float64(time.Millisecond)
 }
 
 // relDiff is the largest difference relative to want's largest magnitude,
