@@ -19,10 +19,61 @@ type Analytic struct {
 var DefaultCPU = Analytic{FLOPS: 300e9, Bandwidth: 20e9, Launch: 3e-6}
 
 // Cost is the graph's modelled time in milliseconds.
-func (a Analytic) Cost(g *Graph) float64 {
+func (a Analytic) Cost(g *Graph) float64 { return sumPrices(g, a) }
+
+func (a Analytic) price(g *Graph, i, _ int, _ []bool) float64 { return a.node(g, i) * 1e3 }
+
+// pricer is a cost model that prices node by node, in milliseconds; bias
+// is the channel bias ewadd fused into node i, or -1.
+type pricer interface {
+	price(g *Graph, i, bias int, weight []bool) float64
+}
+
+func sumPrices(g *Graph, p pricer) float64 {
 	total := 0.0
-	g.eachPriced(func(i, _ int, _ []bool) { total += a.node(g, i) })
-	return total * 1e3
+	g.eachPriced(func(i, bias int, weight []bool) { total += p.price(g, i, bias, weight) })
+	return total
+}
+
+// OperatorCost is the part of a graph's cost spent in one operator.
+type OperatorCost struct {
+	Nodes int
+	Ms    float64
+}
+
+// ByOperator splits the cost model's price of g by operator, so that a
+// report can say where the time is and what a rewrite changed: registry
+// operators by name ("conv2d+relu" with a fused activation), opaque nodes
+// by their ONNX operator. It is nil for a model that does not price node
+// by node.
+func ByOperator(cost CostModel, g *Graph) map[string]OperatorCost {
+	p, ok := cost.(pricer)
+	if !ok {
+		return nil
+	}
+	out := map[string]OperatorCost{}
+	g.eachPriced(func(i, bias int, weight []bool) {
+		op := g.operatorName(i)
+		c := out[op]
+		c.Nodes++
+		c.Ms += p.price(g, i, bias, weight)
+		out[op] = c
+	})
+	return out
+}
+
+// operatorName names node i's operator for people.
+func (g *Graph) operatorName(i int) string {
+	n := &g.G.Nodes[i]
+	if o, ok := g.opaqueOf(n); ok {
+		return o.node.OpType
+	}
+	for k, p := range n.Op.Params {
+		if p.Name == "activation" && p.Symbols[n.Params[k]] != "none" {
+			return n.Op.Name + "+" + p.Symbols[n.Params[k]]
+		}
+	}
+	return n.Op.Name
 }
 
 // eachPriced calls price with each node that runs at inference as its

@@ -2,6 +2,7 @@ package optimizer
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 
@@ -57,6 +58,39 @@ func TestMeasuredCost(t *testing.T) {
 	}
 	_, rt2 := written(t, res.Graph)
 	assertSameOutputs(t, rt, rt2)
+	assertSplit(t, cost, res.Graph, res.After, res.AfterByOperator)
+}
+
+// The split by operator adds up to the cost, for both cost models, and
+// names operators as people know them.
+func TestCostByOperator(t *testing.T) {
+	m, rt := load(t, "squeezenet1_1.onnx")
+	g, err := FromONNX(m, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := ByOperator(DefaultCPU, g)
+	assertSplit(t, DefaultCPU, g, DefaultCPU.Cost(g), by)
+	want := map[string]int{"conv2d": 26, "relu": 26, "concat": 8, "MaxPool": 3, "GlobalAveragePool": 1, "Flatten": 1}
+	for op, n := range want {
+		if by[op].Nodes != n {
+			t.Errorf("%s: %d nodes priced, want %d (split %v)", op, by[op].Nodes, n, by)
+		}
+	}
+	if ByOperator(products{}, g) != nil {
+		t.Error("a cost model that does not price node by node was split")
+	}
+}
+
+func assertSplit(t *testing.T, cost CostModel, g *Graph, total float64, by map[string]OperatorCost) {
+	t.Helper()
+	sum := 0.0
+	for _, c := range by {
+		sum += c.Ms
+	}
+	if math.Abs(sum-total) > 1e-9*total || math.Abs(cost.Cost(g)-total) > 1e-9*total {
+		t.Errorf("split adds up to %.6f ms, cost is %.6f ms", sum, total)
+	}
 }
 
 // Memory counts weights as stored and the activations alive at once; the

@@ -362,3 +362,29 @@ func TestPadBeforeAveragePool(t *testing.T) {
 		t.Errorf("%d Pad nodes written, want 1", pads)
 	}
 }
+
+// A fused activation is priced, and named, with its convolution.
+func TestFusedActivationCost(t *testing.T) {
+	m, rt := tinyModel(t, []int{1, 4, 8, 8}, map[string][]int{"w": {4, 4, 3, 3}}, []string{"y"},
+		&onnx.Node{Name: "conv", OpType: "Conv", Inputs: []string{"x", "w"}, Outputs: []string{"c"},
+			Attributes: []*onnx.Attribute{{Name: "pads", Type: onnx.AttrInts, Ints: []int64{1, 1, 1, 1}}}},
+		&onnx.Node{Name: "relu", OpType: "Relu", Inputs: []string{"c"}, Outputs: []string{"y"}})
+	g, err := FromONNX(m, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := shapedRuleSet(t, "(relu (conv2d 1 same none 1 ?a ?b))", "(conv2d 1 same relu 1 ?a ?b)", "?a:2x4x5x5 ?b:4x4x3x3")
+	res, err := Optimize(context.Background(), g, rs, DefaultOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, after := res.BeforeByOperator, res.AfterByOperator
+	if before["conv2d"].Nodes != 1 || before["relu"].Nodes != 1 || after["conv2d+relu"].Nodes != 1 || len(after) != 1 {
+		t.Fatalf("split before %v, after %v; want the relu fused", before, after)
+	}
+	if after["conv2d+relu"].Ms >= before["conv2d"].Ms+before["relu"].Ms {
+		t.Errorf("fused convolution costs %.6f ms, no less than %.6f + %.6f apart", after["conv2d+relu"].Ms, before["conv2d"].Ms, before["relu"].Ms)
+	}
+	_, rt2 := written(t, res.Graph)
+	assertSameOutputs(t, rt, rt2)
+}

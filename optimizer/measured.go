@@ -50,18 +50,14 @@ func (m *Measured) Measurements() int { return m.measured }
 func (m *Measured) Err() error { return m.err }
 
 // Cost is the graph's measured time in milliseconds.
-func (m *Measured) Cost(g *Graph) float64 {
+func (m *Measured) Cost(g *Graph) float64 { return sumPrices(g, m) }
+
+// price is one node's time, with the channel bias ewadd fused into it, if
+// any (bias ≥ 0).
+func (m *Measured) price(g *Graph, i, bias int, weight []bool) float64 {
 	if m.cache == nil {
 		m.cache = map[string]float64{}
 	}
-	total := 0.0
-	g.eachPriced(func(i, bias int, weight []bool) { total += m.node(g, i, bias, weight) })
-	return total
-}
-
-// node is one node's time, with the channel bias ewadd fused into it, if
-// any (bias ≥ 0).
-func (m *Measured) node(g *Graph, i, bias int, weight []bool) float64 {
 	sig := g.signature(i, bias, weight)
 	if ms, ok := m.cache[sig]; ok {
 		return ms

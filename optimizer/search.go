@@ -62,6 +62,9 @@ type Result struct {
 	// Unshaped counts the rules left out because they record no shapes
 	// to tell at which ranks they hold (see RuleSet.variants).
 	Unshaped int
+	// BeforeByOperator and AfterByOperator split Before and After by
+	// operator (see ByOperator).
+	BeforeByOperator, AfterByOperator map[string]OperatorCost
 }
 
 // candidate is a graph in the search. Queued candidates hold only how to
@@ -128,6 +131,7 @@ func Optimize(ctx context.Context, g *Graph, rs *RuleSet, opt Options) (*Result,
 	}
 	res := s.res
 	res.Graph, res.After, res.Seen, res.Elapsed = s.best.g, s.best.cost, len(s.seen), time.Since(s.start)
+	res.BeforeByOperator, res.AfterByOperator = ByOperator(opt.Cost, g), ByOperator(opt.Cost, res.Graph)
 	res.Applied = map[int]int{}
 	for v, n := range s.best.applied() {
 		res.Applied[s.vs[v].rule] += n

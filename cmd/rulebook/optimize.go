@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -263,6 +264,37 @@ type appliedRule struct {
 	Count int    `json:"count"`
 }
 
+// operatorCost is one operator's part of the cost before and after.
+type operatorCost struct {
+	Operator    string  `json:"operator"`
+	NodesBefore int     `json:"nodes_before"`
+	Before      float64 `json:"before_ms"`
+	NodesAfter  int     `json:"nodes_after"`
+	After       float64 `json:"after_ms"`
+}
+
+// costByOperator pairs the two splits, the costliest operator first.
+func costByOperator(before, after map[string]optimizer.OperatorCost) []operatorCost {
+	var out []operatorCost
+	for op := range maps.Keys(before) {
+		out = append(out, operatorCost{Operator: op})
+	}
+	for op := range maps.Keys(after) {
+		if _, ok := before[op]; !ok {
+			out = append(out, operatorCost{Operator: op})
+		}
+	}
+	for i := range out {
+		b, a := before[out[i].Operator], after[out[i].Operator]
+		out[i].NodesBefore, out[i].Before, out[i].NodesAfter, out[i].After = b.Nodes, b.Ms, a.Nodes, a.Ms
+	}
+	sort.Slice(out, func(a, b int) bool {
+		return max(out[a].Before, out[a].After) > max(out[b].Before, out[b].After) ||
+			max(out[a].Before, out[a].After) == max(out[b].Before, out[b].After) && out[a].Operator < out[b].Operator
+	})
+	return out
+}
+
 type tracePoint struct {
 	Seconds  float64 `json:"seconds"`
 	Explored int     `json:"explored"`
@@ -292,10 +324,11 @@ type optimizeReport struct {
 		OverMemory int          `json:"over_memory_limit"`
 		Trace      []tracePoint `json:"best_cost_over_time"`
 	} `json:"search"`
-	Unshaped     int         `json:"rules_without_shapes_left_out"`
-	MemoryBefore int64       `json:"memory_before_bytes"`
-	MemoryAfter  int64       `json:"memory_after_bytes"`
-	Measured     *sideBySide `json:"measured,omitempty"`
+	ByOperator   []operatorCost `json:"cost_by_operator"`
+	Unshaped     int            `json:"rules_without_shapes_left_out"`
+	MemoryBefore int64          `json:"memory_before_bytes"`
+	MemoryAfter  int64          `json:"memory_after_bytes"`
+	Measured     *sideBySide    `json:"measured,omitempty"`
 }
 
 func newReport(model string, o optimizeOptions, rs *optimizer.RuleSet, g *optimizer.Graph, res *optimizer.Result, measured *sideBySide) *optimizeReport {
@@ -304,6 +337,7 @@ func newReport(model string, o optimizeOptions, rs *optimizer.RuleSet, g *optimi
 	r.Rules.Version, r.Rules.Hash, r.Rules.Count = rs.Version, rs.Hash, len(rs.Rules)
 	r.Search.Explored, r.Search.Seen, r.Search.Seconds, r.Search.Stopped = res.Explored, res.Seen, res.Elapsed.Seconds(), res.Stopped
 	r.Search.OverMemory, r.Unshaped = res.OverMemory, res.Unshaped
+	r.ByOperator = costByOperator(res.BeforeByOperator, res.AfterByOperator)
 	for _, p := range res.Trace {
 		r.Search.Trace = append(r.Search.Trace, tracePoint{Seconds: p.Elapsed.Seconds(), Explored: p.Explored, Best: p.Best})
 	}
@@ -351,6 +385,7 @@ func printOptimization(w io.Writer, r *optimizeReport, output string, rec *recor
 	for _, a := range r.Applied {
 		fmt.Fprintf(w, "  %3d× %s\n", a.Count, a.Rule)
 	}
+	printChanges(w, r.ByOperator)
 	var opaque []string
 	for op, n := range r.Opaque {
 		opaque = append(opaque, fmt.Sprintf("%s ×%d", op, n))
@@ -374,4 +409,18 @@ func printOptimization(w io.Writer, r *optimizeReport, output string, rec *recor
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "wrote %s\n", output)
+}
+
+// printChanges lists the operators whose cost the rewrite changed.
+func printChanges(w io.Writer, ops []operatorCost) {
+	header := "cost by operator, where it changed:"
+	for _, c := range ops {
+		if c.NodesBefore != c.NodesAfter || math.Abs(c.Before-c.After) >= 0.0005 {
+			if header != "" {
+				fmt.Fprintln(w, header)
+				header = ""
+			}
+			fmt.Fprintf(w, "  %-14s %4d nodes %9.3f ms -> %4d nodes %9.3f ms\n", c.Operator, c.NodesBefore, c.Before, c.NodesAfter, c.After)
+		}
+	}
 }

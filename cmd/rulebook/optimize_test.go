@@ -61,6 +61,13 @@ func TestOptimizeCommand(t *testing.T) {
 		t.Errorf("report: cost %.4f -> %.4f, applied %v, opaque %v, trace %v",
 			fromStore.Before, fromStore.After, fromStore.Applied, fromStore.Opaque, fromStore.Search.Trace)
 	}
+	var before, after float64
+	for _, c := range fromStore.ByOperator {
+		before, after = before+c.Before, after+c.After
+	}
+	if math.Abs(before-fromStore.Before) > 1e-9 || math.Abs(after-fromStore.After) > 1e-9 {
+		t.Errorf("cost by operator adds up to %.6f -> %.6f ms, not %.6f -> %.6f: %+v", before, after, fromStore.Before, fromStore.After, fromStore.ByOperator)
+	}
 	if out, err := run(ctx, "usage", "--db", db, "--format", "csv"); err != nil || !strings.Contains(out, "squeezenet1_1.onnx") {
 		t.Errorf("usage after optimize (err %v):\n%s", err, out)
 	}
