@@ -42,8 +42,8 @@ content hash. It maps the model's operators onto the registry's (the rest
 stay opaque: rules never cross them, and the report lists them), runs TASO's
 cost-based backtracking search, and writes the rewritten model, with
 weight-only subgraphs folded into initializers, and a JSON report: the rules
-applied, the cost before and after, the best cost over time, and the search's
-statistics.
+applied, the cost before and after (in all and by operator), the best cost
+over time, and the search's statistics.
 
 Costs are analytic (FLOPs, bytes moved and a launch overhead per node, priced
 for this machine's CPU runtime) or measured: the CPU runtime's time of each
