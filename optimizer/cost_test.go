@@ -115,3 +115,62 @@ func TestMemory(t *testing.T) {
 		t.Errorf("a model above the memory limit: %v", err)
 	}
 }
+
+// A measured search keeps its rewrite only if the gain holds when the
+// changed operators are timed again side by side: a removed activation
+// holds; a rewrite that only looked cheaper through stale stored timings
+// is undone.
+func TestConfirmMeasuredGain(t *testing.T) {
+	relu := func(name, in, out string) *onnx.Node {
+		return &onnx.Node{Name: name, OpType: "Relu", Inputs: []string{in}, Outputs: []string{out}}
+	}
+	cases := []struct {
+		name  string
+		nodes []*onnx.Node
+		rule  [3]string
+		// stale are stored timings of the Relu configurations whose
+		// output shape ends the key.
+		stale map[string]float64
+		held  bool
+	}{
+		{"removed activation", []*onnx.Node{relu("r1", "x", "h"), relu("r2", "h", "y")},
+			[3]string{"(relu (relu ?a))", "(relu ?a)", "?a:2x4x5x5"}, nil, true},
+		{"stale timings", []*onnx.Node{relu("r1", "x", "a"), relu("r2", "x", "b"),
+			{Name: "cat", OpType: "Concat", Inputs: []string{"a", "b"}, Outputs: []string{"y"},
+				Attributes: []*onnx.Attribute{{Name: "axis", Type: onnx.AttrInt, I: 1}}}},
+			[3]string{"(concat 1 (relu ?a) (relu ?b))", "(relu (concat 1 ?a ?b))", "?a:2x4x5x5 ?b:2x4x5x5"},
+			map[string]float64{"-> 1x16x64x64": 10, "-> 1x32x64x64": 0.001}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m, rt := tinyModel(t, []int{1, 16, 64, 64}, nil, []string{"y"}, c.nodes...)
+			g, err := FromONNX(m, rt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cost := &Measured{Repeat: 3, Known: func(k OpKey) (float64, bool) {
+				for suffix, ms := range c.stale {
+					if k.Operator == "Relu" && strings.HasSuffix(k.Shapes, suffix) {
+						return ms, true
+					}
+				}
+				return 0, false
+			}}
+			opt := DefaultOptions
+			opt.Cost, opt.MinGain = cost, 0.005
+			res, err := Optimize(context.Background(), g, shapedRuleSet(t, c.rule[0], c.rule[1], c.rule[2]), opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conf := res.Confirmed
+			if conf == nil || conf.Held != c.held {
+				t.Fatalf("confirmation %+v (cost %.3f -> %.3f ms), want held %v", conf, res.Before, res.After, c.held)
+			}
+			if unchanged := len(res.Applied) == 0 && res.After == res.Before && res.Graph == g; unchanged == c.held {
+				t.Errorf("held %v, but the result has %d rules applied, cost %.3f -> %.3f ms", c.held, len(res.Applied), res.Before, res.After)
+			}
+			_, rt2 := written(t, res.Graph)
+			assertSameOutputs(t, rt, rt2)
+		})
+	}
+}

@@ -3,6 +3,7 @@ package optimizer
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -107,22 +108,11 @@ func (g *Graph) signature(i, bias int, weight []bool) string {
 // time lowers node i (and its fused bias) to a model of its own, loads it
 // with the runtime and sums the known or measured times of its nodes.
 func (m *Measured) time(g *Graph, i, bias int, weight []bool) (float64, error) {
-	model, err := g.nodeModel(i, bias, weight)
+	rt, s, err := m.open(g, i, bias, weight)
 	if err != nil {
 		return 0, err
 	}
-	rt, _, err := runtime.FromONNX(model, "", runtime.LoadOptions{Weights: runtime.WeightsFile})
-	if err != nil {
-		return 0, err
-	}
-	s, err := rt.NewSession(runtime.SessionOptions{Threads: m.Threads})
-	if err != nil {
-		return 0, err
-	}
-	ctx := m.Ctx
-	if ctx == nil {
-		ctx = context.Background()
-	}
+	ctx := m.context()
 	total := 0.0
 	for _, n := range rt.Nodes() {
 		key := OpKey{Operator: n.Op, Shapes: n.ShapeKey(), Params: n.Params}
@@ -142,6 +132,95 @@ func (m *Measured) time(g *Graph, i, bias int, weight []bool) (float64, error) {
 		total += ms
 	}
 	return total, nil
+}
+
+// open loads node i's lowered model with the runtime.
+func (m *Measured) open(g *Graph, i, bias int, weight []bool) (*runtime.Model, *runtime.Session, error) {
+	model, err := g.nodeModel(i, bias, weight)
+	if err != nil {
+		return nil, nil, err
+	}
+	rt, _, err := runtime.FromONNX(model, "", runtime.LoadOptions{Weights: runtime.WeightsFile})
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := rt.NewSession(runtime.SessionOptions{Threads: m.Threads})
+	return rt, s, err
+}
+
+func (m *Measured) context() context.Context {
+	if m.Ctx == nil {
+		return context.Background()
+	}
+	return m.Ctx
+}
+
+// Confirm times afresh the operator configurations in which graphs a and
+// b differ, in rounds that take each configuration in turn, and returns
+// the time of a's and of b's, in milliseconds (each configuration's
+// median over the rounds, times how many more of it the graph has). The
+// search compares graphs priced minutes apart, or from the store, on a
+// machine whose load drifts; a gain that does not hold when both sides
+// are timed together is noise.
+func (m *Measured) Confirm(a, b *Graph, rounds int) (aMs, bMs float64, err error) {
+	type config struct {
+		count   int // in a, less in b
+		rt      *runtime.Model
+		s       *runtime.Session
+		times   []time.Duration
+		g       *Graph
+		i, bias int
+		weight  []bool
+	}
+	configs := map[string]*config{}
+	var order []string
+	collect := func(g *Graph, sign int) {
+		g.eachPriced(func(i, bias int, weight []bool) {
+			sig := g.signature(i, bias, weight)
+			c := configs[sig]
+			if c == nil {
+				c = &config{g: g, i: i, bias: bias, weight: weight}
+				configs[sig] = c
+				order = append(order, sig)
+			}
+			c.count += sign
+		})
+	}
+	collect(a, 1)
+	collect(b, -1)
+	var differ []*config
+	for _, sig := range order {
+		if c := configs[sig]; c.count != 0 {
+			if c.rt, c.s, err = m.open(c.g, c.i, c.bias, c.weight); err != nil {
+				return 0, 0, fmt.Errorf("confirm %s: %w", sig, err)
+			}
+			differ = append(differ, c)
+		}
+	}
+	ctx := m.context()
+	for range max(rounds, 1) {
+		for _, c := range differ {
+			total := time.Duration(0)
+			for _, n := range c.rt.Nodes() {
+				d, err := c.s.TimeNode(ctx, n.Index, 1)
+				if err != nil {
+					return 0, 0, err
+				}
+				total += d
+			}
+			c.times = append(c.times, total)
+		}
+	}
+	for _, c := range differ {
+		slices.Sort(c.times)
+		ms := float64(c.times[len(c.times)/2]) / float64(time.Millisecond)
+		if c.count > 0 {
+			aMs += float64(c.count) * ms
+		} else {
+			bMs -= float64(c.count) * ms
+		}
+	}
+	return aMs, bMs, nil
 }
 
 // nodeModel is an ONNX model of node i alone, as lowering writes it:

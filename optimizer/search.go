@@ -31,11 +31,33 @@ type Options struct {
 	MinGain float64
 	// Progress, if set, hears after each expansion how far the search is.
 	Progress func(Progress)
+	// ConfirmRounds is how many rounds a cost model that can (Measured)
+	// times the best graph's changes against the start's, side by side,
+	// before the search keeps them (see Confirmer); 0 skips this.
+	ConfirmRounds int
+}
+
+// Confirmer is a cost model whose prices drift, so that the search's
+// gain must be measured again: Confirm returns the time of the part of
+// a that differs from b, and of the part of b that differs from a, timed
+// together in rounds.
+type Confirmer interface {
+	Confirm(a, b *Graph, rounds int) (aMs, bMs float64, err error)
+}
+
+// Confirmation is the best graph's gain timed again side by side.
+type Confirmation struct {
+	// Before and After are the times of the operator configurations in
+	// which the start and the best graph differ, in milliseconds.
+	Before, After float64
+	// Held says whether the gain still reaches MinGain of the start's
+	// cost; when it does not, the search returns the start graph.
+	Held bool
 }
 
 // DefaultOptions are TASO's α and bounds that keep each shared model
 // under a minute on two cores.
-var DefaultOptions = Options{Alpha: 1.05, Budget: 300, Timeout: 45 * time.Second, Cost: DefaultCPU}
+var DefaultOptions = Options{Alpha: 1.05, Budget: 300, Timeout: 45 * time.Second, Cost: DefaultCPU, ConfirmRounds: 11}
 
 // Progress reports the best cost found so far.
 type Progress struct {
@@ -65,6 +87,9 @@ type Result struct {
 	// BeforeByOperator and AfterByOperator split Before and After by
 	// operator (see ByOperator).
 	BeforeByOperator, AfterByOperator map[string]OperatorCost
+	// Confirmed is the gain timed again, when the cost model is a
+	// Confirmer and the search found a cheaper graph.
+	Confirmed *Confirmation
 }
 
 // candidate is a graph in the search. Queued candidates hold only how to
@@ -129,6 +154,9 @@ func Optimize(ctx context.Context, g *Graph, rs *RuleSet, opt Options) (*Result,
 			return nil, err
 		}
 	}
+	if err := s.confirm(g); err != nil {
+		return nil, err
+	}
 	res := s.res
 	res.Graph, res.After, res.Seen, res.Elapsed = s.best.g, s.best.cost, len(s.seen), time.Since(s.start)
 	res.BeforeByOperator, res.AfterByOperator = ByOperator(opt.Cost, g), ByOperator(opt.Cost, res.Graph)
@@ -137,6 +165,26 @@ func Optimize(ctx context.Context, g *Graph, rs *RuleSet, opt Options) (*Result,
 		res.Applied[s.vs[v].rule] += n
 	}
 	return res, nil
+}
+
+// confirm times the best graph's changes against the start graph's
+// afresh, when the cost model drifts, and falls back to the start graph
+// when the gain does not hold.
+func (s *search) confirm(start *Graph) error {
+	c, ok := s.opt.Cost.(Confirmer)
+	if !ok || s.opt.ConfirmRounds == 0 || s.best.g == start {
+		return nil
+	}
+	before, after, err := c.Confirm(start, s.best.g, s.opt.ConfirmRounds)
+	if err != nil {
+		return fmt.Errorf("optimizer: confirm the gain: %w", err)
+	}
+	held := before-after > s.opt.MinGain*s.res.Before
+	s.res.Confirmed = &Confirmation{Before: before, After: after, Held: held}
+	if !held {
+		s.best = &candidate{g: start, cost: s.res.Before}
+	}
+	return nil
 }
 
 // search is the state of one Optimize.

@@ -48,7 +48,10 @@ over time, and the search's statistics.
 Costs are analytic (FLOPs, bytes moved and a launch overhead per node, priced
 for this machine's CPU runtime) or measured: the CPU runtime's time of each
 operator configuration from the database's op_costs table (filled by
-'rulebook bench-ops'), a missing one timed on demand and stored.
+'rulebook bench-ops'); a missing one is timed on demand and stored. Timings taken minutes apart drift
+with the machine's load, so before a measured search keeps its rewrite, the
+operators it changed are timed again against the original's, side by side
+(--confirm rounds); if the gain does not hold, the model is written unchanged.
 --memory-limit drops rewrites whose estimated peak memory (weights plus the
 activations alive at once) exceeds it.
 
@@ -74,6 +77,7 @@ largest output difference.`,
 	f.StringVar(&o.cost, "cost", "analytic", "cost model: analytic or measured")
 	f.Float64Var(&o.opt.MinGain, "min-gain", 0, "smallest improvement that counts, a fraction of the cost (default 0 for analytic costs, 0.005 for measured ones, which are noisy)")
 	f.Int64Var(&o.memoryMiB, "memory-limit", 0, "most estimated peak memory of a rewritten model, in MiB (0: no limit)")
+	f.IntVar(&o.opt.ConfirmRounds, "confirm", o.opt.ConfirmRounds, "with measured costs, rounds that time the search's changes against the original side by side before they are kept (0: keep them untimed)")
 	f.IntVar(&o.compare, "compare", 0, "time the original and the rewritten model this many runs each (0: do not)")
 	f.IntVar(&o.threads, "threads", 0, "CPU threads for measured costs and --compare (default: all cores)")
 	f.StringVar(&o.weights, "weights", "auto", "auto, file or random (see rulebook run)")
@@ -94,8 +98,8 @@ func (o *optimizeOptions) check() error {
 		return fmt.Errorf("--budget must be at least 1 and --timeout positive, got %d and %s", o.opt.Budget, o.opt.Timeout)
 	case !(o.opt.MinGain >= 0 && o.opt.MinGain < 1):
 		return fmt.Errorf("--min-gain must be a fraction in [0, 1), got %g", o.opt.MinGain)
-	case o.memoryMiB < 0 || o.memoryMiB > math.MaxInt64>>20 || o.compare < 0 || o.threads < 0:
-		return fmt.Errorf("--memory-limit (at most %d MiB), --compare and --threads must not be negative", int64(math.MaxInt64>>20))
+	case o.memoryMiB < 0 || o.memoryMiB > math.MaxInt64>>20 || o.compare < 0 || o.threads < 0 || o.opt.ConfirmRounds < 0:
+		return fmt.Errorf("--memory-limit (at most %d MiB), --compare, --confirm and --threads must not be negative", int64(math.MaxInt64>>20))
 	case o.weights != "auto" && o.weights != "file" && o.weights != "random":
 		return fmt.Errorf("--weights must be auto, file or random, got %q", o.weights)
 	}
@@ -329,6 +333,15 @@ type optimizeReport struct {
 	MemoryBefore int64          `json:"memory_before_bytes"`
 	MemoryAfter  int64          `json:"memory_after_bytes"`
 	Measured     *sideBySide    `json:"measured,omitempty"`
+	Confirmed    *confirmation  `json:"confirmed,omitempty"`
+}
+
+// confirmation is a measured search's gain timed again side by side.
+type confirmation struct {
+	Rounds int     `json:"rounds"`
+	Before float64 `json:"changed_before_ms"` // the configurations the rewrite removed
+	After  float64 `json:"changed_after_ms"`  // the configurations it added
+	Held   bool    `json:"held"`
 }
 
 func newReport(model string, o optimizeOptions, rs *optimizer.RuleSet, g *optimizer.Graph, res *optimizer.Result, measured *sideBySide) *optimizeReport {
@@ -338,6 +351,9 @@ func newReport(model string, o optimizeOptions, rs *optimizer.RuleSet, g *optimi
 	r.Search.Explored, r.Search.Seen, r.Search.Seconds, r.Search.Stopped = res.Explored, res.Seen, res.Elapsed.Seconds(), res.Stopped
 	r.Search.OverMemory, r.Unshaped = res.OverMemory, res.Unshaped
 	r.ByOperator = costByOperator(res.BeforeByOperator, res.AfterByOperator)
+	if c := res.Confirmed; c != nil {
+		r.Confirmed = &confirmation{Rounds: o.opt.ConfirmRounds, Before: c.Before, After: c.After, Held: c.Held}
+	}
 	for _, p := range res.Trace {
 		r.Search.Trace = append(r.Search.Trace, tracePoint{Seconds: p.Elapsed.Seconds(), Explored: p.Explored, Best: p.Best})
 	}
@@ -396,6 +412,13 @@ func printOptimization(w io.Writer, r *optimizeReport, output string, rec *recor
 	}
 	if r.Unshaped > 0 {
 		fmt.Fprintf(w, "%d rules left out: they record no shapes, so the ranks they hold at are unknown\n", r.Unshaped)
+	}
+	if c := r.Confirmed; c != nil {
+		verdict := "the gain holds"
+		if !c.Held {
+			verdict = "the gain does not hold, so the model is written unchanged"
+		}
+		fmt.Fprintf(w, "timed again side by side (%d rounds), the operators the rewrite changed take %.3f ms before and %.3f ms after: %s\n", c.Rounds, c.Before, c.After, verdict)
 	}
 	if m := r.Measured; m != nil {
 		fmt.Fprintf(w, "measured (CPU runtime, %d runs each): original %.3f ms, rewritten %.3f ms (%.2fx); outputs differ by %.2g at most (relative)\n",

@@ -109,6 +109,7 @@ func TestOptimizeRefusesBadArguments(t *testing.T) {
 		{[]string{"--rules", "v1", "--alpha", "0.5"}, "--alpha must be at least 1"},
 		{[]string{"--rules", "v1", "--budget", "0"}, "--budget must be at least 1"},
 		{[]string{"--rules", "v1", "--cost", "guessed"}, "--cost must be analytic or measured"},
+		{[]string{"--rules", "v1", "--confirm", "-1"}, "--confirm and --threads must not be negative"},
 		{[]string{"--rules", "v1", "-o", filepath.Join(dir, "m.json")}, "the report would overwrite the model"},
 		{[]string{"--rules", "v1", "-o", filepath.Join(dir, "no", "such", "dir", "m.onnx")}, "cannot write"},
 	}
