@@ -133,13 +133,13 @@ func TestConfirmMeasuredGain(t *testing.T) {
 		stale map[string]float64
 		held  bool
 	}{
-		{"removed activation", []*onnx.Node{relu("r1", "x", "h"), relu("r2", "h", "y")},
+		{"removed activations", []*onnx.Node{relu("r1", "x", "h"), relu("r2", "h", "i"), relu("r3", "i", "y")},
 			[3]string{"(relu (relu ?a))", "(relu ?a)", "?a:2x4x5x5"}, nil, true},
 		{"stale timings", []*onnx.Node{relu("r1", "x", "a"), relu("r2", "x", "b"),
 			{Name: "cat", OpType: "Concat", Inputs: []string{"a", "b"}, Outputs: []string{"y"},
 				Attributes: []*onnx.Attribute{{Name: "axis", Type: onnx.AttrInt, I: 1}}}},
 			[3]string{"(concat 1 (relu ?a) (relu ?b))", "(relu (concat 1 ?a ?b))", "?a:2x4x5x5 ?b:2x4x5x5"},
-			map[string]float64{"-> 1x16x64x64": 10, "-> 1x32x64x64": 0.001}, false},
+			map[string]float64{"-> 1x16x64x64": 1e4, "-> 1x32x64x64": 1e-3}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -148,26 +148,38 @@ func TestConfirmMeasuredGain(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cost := &Measured{Repeat: 3, Known: func(k OpKey) (float64, bool) {
+			stale := func(k OpKey) (float64, bool) {
 				for suffix, ms := range c.stale {
 					if k.Operator == "Relu" && strings.HasSuffix(k.Shapes, suffix) {
 						return ms, true
 					}
 				}
 				return 0, false
-			}}
+			}
 			opt := DefaultOptions
-			opt.Cost, opt.MinGain = cost, 0.005
+			opt.Cost, opt.MinGain = &Measured{Repeat: 3, Known: stale}, 0.005
 			res, err := Optimize(context.Background(), g, shapedRuleSet(t, c.rule[0], c.rule[1], c.rule[2]), opt)
 			if err != nil {
 				t.Fatal(err)
 			}
 			conf := res.Confirmed
-			if conf == nil || conf.Held != c.held {
+			if conf == nil || conf.Held != c.held || conf.Rounds != opt.ConfirmRounds || conf.Err != "" {
 				t.Fatalf("confirmation %+v (cost %.3f -> %.3f ms), want held %v", conf, res.Before, res.After, c.held)
 			}
 			if unchanged := len(res.Applied) == 0 && res.After == res.Before && res.Graph == g; unchanged == c.held {
 				t.Errorf("held %v, but the result has %d rules applied, cost %.3f -> %.3f ms", c.held, len(res.Applied), res.Before, res.After)
+			}
+			if last := res.Trace[len(res.Trace)-1].Best; last != res.After {
+				t.Errorf("the best cost over time ends at %.3f ms, the result costs %.3f ms", last, res.After)
+			}
+			// Two of the same activation removed: twice its time, nothing added.
+			if c.held && (conf.After != 0 || conf.Before <= 0 || res.AfterByOperator["relu"].Nodes != 1) {
+				t.Errorf("confirmation %+v, after %v; want the time of two activations removed and nothing added", conf, res.AfterByOperator)
+			}
+			// A fresh cost model: this one's cache holds the confirmed times.
+			opt.Cost, opt.ConfirmRounds = &Measured{Repeat: 3, Known: stale}, 0
+			if res, err := Optimize(context.Background(), g, shapedRuleSet(t, c.rule[0], c.rule[1], c.rule[2]), opt); err != nil || res.Confirmed != nil || len(res.Applied) == 0 {
+				t.Errorf("without confirmation: %v, confirmed %+v, %d rules applied", err, res.Confirmed, len(res.Applied))
 			}
 			_, rt2 := written(t, res.Graph)
 			assertSameOutputs(t, rt, rt2)

@@ -161,59 +161,17 @@ func (m *Measured) context() context.Context {
 // median over the rounds, times how many more of it the graph has). The
 // search compares graphs priced minutes apart, or from the store, on a
 // machine whose load drifts; a gain that does not hold when both sides
-// are timed together is noise.
-func (m *Measured) Confirm(a, b *Graph, rounds int) (aMs, bMs float64, err error) {
-	type config struct {
-		count   int // in a, less in b
-		rt      *runtime.Model
-		s       *runtime.Session
-		times   []time.Duration
-		g       *Graph
-		i, bias int
-		weight  []bool
+// are timed together is noise. The fresh times replace the stored ones.
+func (m *Measured) Confirm(ctx context.Context, a, b *Graph, rounds int) (aMs, bMs float64, err error) {
+	differ, err := m.differences(a, b)
+	if err != nil {
+		return 0, 0, err
 	}
-	configs := map[string]*config{}
-	var order []string
-	collect := func(g *Graph, sign int) {
-		g.eachPriced(func(i, bias int, weight []bool) {
-			sig := g.signature(i, bias, weight)
-			c := configs[sig]
-			if c == nil {
-				c = &config{g: g, i: i, bias: bias, weight: weight}
-				configs[sig] = c
-				order = append(order, sig)
-			}
-			c.count += sign
-		})
-	}
-	collect(a, 1)
-	collect(b, -1)
-	var differ []*config
-	for _, sig := range order {
-		if c := configs[sig]; c.count != 0 {
-			if c.rt, c.s, err = m.open(c.g, c.i, c.bias, c.weight); err != nil {
-				return 0, 0, fmt.Errorf("confirm %s: %w", sig, err)
-			}
-			differ = append(differ, c)
-		}
-	}
-	ctx := m.context()
-	for range max(rounds, 1) {
-		for _, c := range differ {
-			total := time.Duration(0)
-			for _, n := range c.rt.Nodes() {
-				d, err := c.s.TimeNode(ctx, n.Index, 1)
-				if err != nil {
-					return 0, 0, err
-				}
-				total += d
-			}
-			c.times = append(c.times, total)
-		}
+	if err := timeRounds(ctx, differ, max(rounds, 1)); err != nil {
+		return 0, 0, err
 	}
 	for _, c := range differ {
-		slices.Sort(c.times)
-		ms := float64(c.times[len(c.times)/2]) / float64(time.Millisecond)
+		ms := m.keep(c)
 		if c.count > 0 {
 			aMs += float64(c.count) * ms
 		} else {
@@ -221,6 +179,92 @@ func (m *Measured) Confirm(a, b *Graph, rounds int) (aMs, bMs float64, err error
 		}
 	}
 	return aMs, bMs, nil
+}
+
+// rival is an operator configuration that one of two graphs has more of
+// (count > 0: the first), loaded to be timed again.
+type rival struct {
+	sig   string
+	count int
+	rt    *runtime.Model
+	s     *runtime.Session
+	times [][]time.Duration // by round, by runtime node
+}
+
+// differences loads the configurations that a and b do not share.
+func (m *Measured) differences(a, b *Graph) ([]*rival, error) {
+	counts := map[string]int{}
+	var order []string
+	where := map[string]func() (*runtime.Model, *runtime.Session, error){}
+	collect := func(g *Graph, sign int) {
+		g.eachPriced(func(i, bias int, weight []bool) {
+			sig := g.signature(i, bias, weight)
+			if _, ok := where[sig]; !ok {
+				where[sig] = func() (*runtime.Model, *runtime.Session, error) { return m.open(g, i, bias, weight) }
+				order = append(order, sig)
+			}
+			counts[sig] += sign
+		})
+	}
+	collect(a, 1)
+	collect(b, -1)
+	var differ []*rival
+	for _, sig := range order {
+		if counts[sig] == 0 {
+			continue
+		}
+		rt, s, err := where[sig]()
+		if err != nil {
+			return nil, fmt.Errorf("load %s: %w", sig, err)
+		}
+		differ = append(differ, &rival{sig: sig, count: counts[sig], rt: rt, s: s})
+	}
+	return differ, nil
+}
+
+// timeRounds times every rival once a round, in alternating order, so that
+// neither graph's configurations always run first.
+func timeRounds(ctx context.Context, differ []*rival, rounds int) error {
+	for r := range rounds {
+		for k := range differ {
+			c := differ[k]
+			if r%2 == 1 {
+				c = differ[len(differ)-1-k]
+			}
+			var times []time.Duration
+			for _, n := range c.rt.Nodes() {
+				d, err := c.s.TimeNode(ctx, n.Index, 1)
+				if err != nil {
+					return fmt.Errorf("time %s: %w", c.sig, err)
+				}
+				times = append(times, d)
+			}
+			c.times = append(c.times, times)
+		}
+	}
+	return nil
+}
+
+// keep stores a rival's fresh medians, per runtime node for the store and
+// in all for the search's cache, and returns the latter in milliseconds.
+func (m *Measured) keep(c *rival) float64 {
+	total := 0.0
+	for k, n := range c.rt.Nodes() {
+		ts := make([]time.Duration, len(c.times))
+		for r := range c.times {
+			ts[r] = c.times[r][k]
+		}
+		slices.Sort(ts)
+		ms := float64(ts[len(ts)/2]) / float64(time.Millisecond)
+		if m.Record != nil {
+			m.Record(OpKey{Operator: n.Op, Shapes: n.ShapeKey(), Params: n.Params}, ms)
+		}
+		total += ms
+	}
+	if m.cache != nil {
+		m.cache[c.sig] = total
+	}
+	return total
 }
 
 // nodeModel is an ONNX model of node i alone, as lowering writes it:

@@ -42,17 +42,22 @@ type Options struct {
 // a that differs from b, and of the part of b that differs from a, timed
 // together in rounds.
 type Confirmer interface {
-	Confirm(a, b *Graph, rounds int) (aMs, bMs float64, err error)
+	Confirm(ctx context.Context, a, b *Graph, rounds int) (aMs, bMs float64, err error)
 }
 
 // Confirmation is the best graph's gain timed again side by side.
 type Confirmation struct {
+	Rounds int
 	// Before and After are the times of the operator configurations in
-	// which the start and the best graph differ, in milliseconds.
+	// which the start and the best graph differ, in milliseconds: those
+	// the rewrite removed, and those it added.
 	Before, After float64
-	// Held says whether the gain still reaches MinGain of the start's
-	// cost; when it does not, the search returns the start graph.
+	// Held says whether the gain, Before − After, exceeds MinGain of the
+	// start's cost as the search priced it; when it does not, or when the
+	// configurations could not be timed (Err), the search returns the
+	// start graph.
 	Held bool
+	Err  string
 }
 
 // DefaultOptions are TASO's α and bounds that keep each shared model
@@ -77,7 +82,8 @@ type Result struct {
 	Seen     int // distinct graphs generated
 	Elapsed  time.Duration
 	Stopped  string // "queue empty", "budget", "timeout"
-	// Trace is the best cost over time: the start and every improvement.
+	// Trace is the best cost over time: the start, every improvement, and
+	// the confirmed cost when the search's gain was timed again.
 	Trace []Progress
 	// OverMemory counts the graphs dropped for the memory limit.
 	OverMemory int
@@ -154,7 +160,7 @@ func Optimize(ctx context.Context, g *Graph, rs *RuleSet, opt Options) (*Result,
 			return nil, err
 		}
 	}
-	if err := s.confirm(g); err != nil {
+	if err := s.confirm(ctx, g); err != nil {
 		return nil, err
 	}
 	res := s.res
@@ -169,21 +175,30 @@ func Optimize(ctx context.Context, g *Graph, rs *RuleSet, opt Options) (*Result,
 
 // confirm times the best graph's changes against the start graph's
 // afresh, when the cost model drifts, and falls back to the start graph
-// when the gain does not hold.
-func (s *search) confirm(start *Graph) error {
+// when the gain does not hold or cannot be timed.
+func (s *search) confirm(ctx context.Context, start *Graph) error {
 	c, ok := s.opt.Cost.(Confirmer)
-	if !ok || s.opt.ConfirmRounds == 0 || s.best.g == start {
+	if !ok || s.opt.ConfirmRounds <= 0 || s.best.g == start {
 		return nil
 	}
-	before, after, err := c.Confirm(start, s.best.g, s.opt.ConfirmRounds)
-	if err != nil {
-		return fmt.Errorf("optimizer: confirm the gain: %w", err)
+	conf := &Confirmation{Rounds: s.opt.ConfirmRounds}
+	before, after, err := c.Confirm(ctx, start, s.best.g, s.opt.ConfirmRounds)
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err != nil:
+		conf.Err = err.Error()
+	default:
+		conf.Before, conf.After = before, after
+		conf.Held = before-after > s.opt.MinGain*s.res.Before
 	}
-	held := before-after > s.opt.MinGain*s.res.Before
-	s.res.Confirmed = &Confirmation{Before: before, After: after, Held: held}
-	if !held {
-		s.best = &candidate{g: start, cost: s.res.Before}
+	s.res.Confirmed = conf
+	if !conf.Held {
+		s.best = &candidate{g: start}
 	}
+	// Priced again: the fresh times replaced the search's.
+	s.res.Before, s.best.cost = s.opt.Cost.Cost(start), s.opt.Cost.Cost(s.best.g)
+	s.res.Trace = append(s.res.Trace, Progress{Elapsed: time.Since(s.start), Explored: s.res.Explored, Best: s.best.cost})
 	return nil
 }
 

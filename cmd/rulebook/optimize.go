@@ -51,7 +51,8 @@ operator configuration from the database's op_costs table (filled by
 'rulebook bench-ops'); a missing one is timed on demand and stored. Timings taken minutes apart drift
 with the machine's load, so before a measured search keeps its rewrite, the
 operators it changed are timed again against the original's, side by side
-(--confirm rounds); if the gain does not hold, the model is written unchanged.
+(--confirm rounds); if the gain does not hold, no rewrite is kept. The fresh
+times replace the stored ones.
 --memory-limit drops rewrites whose estimated peak memory (weights plus the
 activations alive at once) exceeds it.
 
@@ -77,7 +78,8 @@ largest output difference.`,
 	f.StringVar(&o.cost, "cost", "analytic", "cost model: analytic or measured")
 	f.Float64Var(&o.opt.MinGain, "min-gain", 0, "smallest improvement that counts, a fraction of the cost (default 0 for analytic costs, 0.005 for measured ones, which are noisy)")
 	f.Int64Var(&o.memoryMiB, "memory-limit", 0, "most estimated peak memory of a rewritten model, in MiB (0: no limit)")
-	f.IntVar(&o.opt.ConfirmRounds, "confirm", o.opt.ConfirmRounds, "with measured costs, rounds that time the search's changes against the original side by side before they are kept (0: keep them untimed)")
+	f.IntVar(&o.opt.ConfirmRounds, "confirm", o.opt.ConfirmRounds,
+		"with measured costs, rounds that time the search's changes against the original side by side before they are kept (0: keep them untimed)")
 	f.IntVar(&o.compare, "compare", 0, "time the original and the rewritten model this many runs each (0: do not)")
 	f.IntVar(&o.threads, "threads", 0, "CPU threads for measured costs and --compare (default: all cores)")
 	f.StringVar(&o.weights, "weights", "auto", "auto, file or random (see rulebook run)")
@@ -338,10 +340,11 @@ type optimizeReport struct {
 
 // confirmation is a measured search's gain timed again side by side.
 type confirmation struct {
-	Rounds int     `json:"rounds"`
-	Before float64 `json:"changed_before_ms"` // the configurations the rewrite removed
-	After  float64 `json:"changed_after_ms"`  // the configurations it added
-	Held   bool    `json:"held"`
+	Rounds  int     `json:"rounds"`
+	Removed float64 `json:"removed_ms"` // the configurations the rewrite removed
+	Added   float64 `json:"added_ms"`   // the configurations it added
+	Held    bool    `json:"held"`
+	Error   string  `json:"error,omitempty"`
 }
 
 func newReport(model string, o optimizeOptions, rs *optimizer.RuleSet, g *optimizer.Graph, res *optimizer.Result, measured *sideBySide) *optimizeReport {
@@ -352,7 +355,7 @@ func newReport(model string, o optimizeOptions, rs *optimizer.RuleSet, g *optimi
 	r.Search.OverMemory, r.Unshaped = res.OverMemory, res.Unshaped
 	r.ByOperator = costByOperator(res.BeforeByOperator, res.AfterByOperator)
 	if c := res.Confirmed; c != nil {
-		r.Confirmed = &confirmation{Rounds: o.opt.ConfirmRounds, Before: c.Before, After: c.After, Held: c.Held}
+		r.Confirmed = &confirmation{Rounds: c.Rounds, Removed: c.Before, Added: c.After, Held: c.Held, Error: c.Err}
 	}
 	for _, p := range res.Trace {
 		r.Search.Trace = append(r.Search.Trace, tracePoint{Seconds: p.Elapsed.Seconds(), Explored: p.Explored, Best: p.Best})
@@ -413,13 +416,7 @@ func printOptimization(w io.Writer, r *optimizeReport, output string, rec *recor
 	if r.Unshaped > 0 {
 		fmt.Fprintf(w, "%d rules left out: they record no shapes, so the ranks they hold at are unknown\n", r.Unshaped)
 	}
-	if c := r.Confirmed; c != nil {
-		verdict := "the gain holds"
-		if !c.Held {
-			verdict = "the gain does not hold, so the model is written unchanged"
-		}
-		fmt.Fprintf(w, "timed again side by side (%d rounds), the operators the rewrite changed take %.3f ms before and %.3f ms after: %s\n", c.Rounds, c.Before, c.After, verdict)
-	}
+	printConfirmation(w, r.Confirmed, r.Before)
 	if m := r.Measured; m != nil {
 		fmt.Fprintf(w, "measured (CPU runtime, %d runs each): original %.3f ms, rewritten %.3f ms (%.2fx); outputs differ by %.2g at most (relative)\n",
 			m.Runs, m.Original, m.Optimized, m.Speedup, m.MaxRelDiff)
@@ -445,5 +442,20 @@ func printChanges(w io.Writer, ops []operatorCost) {
 			}
 			fmt.Fprintf(w, "  %-14s %4d nodes %9.3f ms -> %4d nodes %9.3f ms\n", c.Operator, c.NodesBefore, c.Before, c.NodesAfter, c.After)
 		}
+	}
+}
+
+// printConfirmation says whether a measured gain held when timed again.
+func printConfirmation(w io.Writer, c *confirmation, before float64) {
+	switch {
+	case c == nil:
+	case c.Error != "":
+		fmt.Fprintf(w, "the rewrite could not be timed again (%s), so the model is written without it\n", c.Error)
+	case c.Held:
+		fmt.Fprintf(w, "timed again side by side (%d rounds): the operators the rewrite removed take %.3f ms, those it added %.3f ms; it holds, a gain of %.1f%% of the model\n",
+			c.Rounds, c.Removed, c.Added, 100*(c.Removed-c.Added)/before)
+	default:
+		fmt.Fprintf(w, "timed again side by side (%d rounds): the operators the rewrite removed take %.3f ms, those it added %.3f ms; the gain does not hold, so the model is written without rewrites\n",
+			c.Rounds, c.Removed, c.Added)
 	}
 }
