@@ -16,7 +16,7 @@ type Analytic struct {
 
 // DefaultCPU roughly matches the CPU runtime on this project's 2-core
 // machine: ~300 GFLOPS in GEMMs, ~20 GB/s, a few microseconds a node.
-var DefaultCPU = Analytic{FLOPS: 300e9, Bandwidth: 20e9, Launch: 3e-6}
+func DefaultCPU() Analytic { return Analytic{FLOPS: 300e9, Bandwidth: 20e9, Launch: 3e-6} }
 
 // Cost is the graph's modelled time in milliseconds.
 func (a Analytic) Cost(g *Graph) float64 { return sumPrices(g, a) }

@@ -47,7 +47,7 @@ func TestMeasuredCost(t *testing.T) {
 		t.Errorf("%d configurations timed again though all were known", fresh.Measurements())
 	}
 
-	opt := DefaultOptions
+	opt := DefaultOptions()
 	opt.Budget, opt.Cost = 10, cost
 	res, err := Optimize(context.Background(), g, ruleSet(t, "(concat 1 (relu ?a) (relu ?b)) => (relu (concat 1 ?a ?b))"), opt)
 	if err != nil {
@@ -69,8 +69,8 @@ func TestCostByOperator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	by := ByOperator(DefaultCPU, g)
-	assertSplit(t, DefaultCPU, g, DefaultCPU.Cost(g), by)
+	by := ByOperator(DefaultCPU(), g)
+	assertSplit(t, DefaultCPU(), g, DefaultCPU().Cost(g), by)
 	want := map[string]int{"conv2d": 26, "relu": 26, "concat": 8, "MaxPool": 3, "GlobalAveragePool": 1, "Flatten": 1}
 	for op, n := range want {
 		if by[op].Nodes != n {
@@ -109,7 +109,7 @@ func TestMemory(t *testing.T) {
 	if got, want := g.Memory(), int64(4*4+2*4*256); got != want {
 		t.Errorf("memory %d bytes, want %d", got, want)
 	}
-	opt := DefaultOptions
+	opt := DefaultOptions()
 	opt.MemoryLimit = g.Memory() - 1
 	if _, err := Optimize(context.Background(), g, ruleSet(t, "(ewadd ?a ?b) => (ewadd ?b ?a)"), opt); err == nil || !strings.Contains(err.Error(), "memory limit") {
 		t.Errorf("a model above the memory limit: %v", err)
@@ -156,7 +156,7 @@ func TestConfirmMeasuredGain(t *testing.T) {
 				}
 				return 0, false
 			}
-			opt := DefaultOptions
+			opt := DefaultOptions()
 			opt.Cost, opt.MinGain = &Measured{Repeat: 3, Known: stale}, 0.005
 			res, err := Optimize(context.Background(), g, shapedRuleSet(t, c.rule[0], c.rule[1], c.rule[2]), opt)
 			if err != nil {

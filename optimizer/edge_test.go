@@ -143,7 +143,7 @@ func TestRewriteWouldCycle(t *testing.T) {
 	}
 	rs := shapedRuleSet(t, "(let ((%0 (matmul ?a (concat 1 ?b ?c)))) (outputs (split0 1 %0) (split1 1 %0)))",
 		"(outputs (matmul ?a ?b) (matmul ?a ?c))", "?a:4x4 ?b:4x4 ?c:4x4")
-	opt := DefaultOptions
+	opt := DefaultOptions()
 	opt.Cost = products{}
 	res, err := Optimize(context.Background(), g, rs, opt)
 	if err != nil {
@@ -184,7 +184,7 @@ func TestLiftedRule(t *testing.T) {
 	if len(vs) != 2 || !vs[1].lifted || !slices.Equal(vs[1].ranks, []int{3, 3, 3}) {
 		t.Fatalf("variants %+v, want the rule and its lift to rank 3", vs)
 	}
-	opt := DefaultOptions
+	opt := DefaultOptions()
 	opt.Budget, opt.Cost = 5, products{}
 	res, err := Optimize(context.Background(), g, rs, opt)
 	if err != nil {
@@ -374,7 +374,7 @@ func TestFusedActivationCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := shapedRuleSet(t, "(relu (conv2d 1 same none 1 ?a ?b))", "(conv2d 1 same relu 1 ?a ?b)", "?a:2x4x5x5 ?b:4x4x3x3")
-	res, err := Optimize(context.Background(), g, rs, DefaultOptions)
+	res, err := Optimize(context.Background(), g, rs, DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -168,7 +168,7 @@ func TestOpaqueNodesIntact(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		opt := DefaultOptions
+		opt := DefaultOptions()
 		opt.Budget = 3
 		res, err := Optimize(context.Background(), g, rs, opt)
 		if err != nil {

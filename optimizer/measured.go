@@ -68,7 +68,7 @@ func (m *Measured) price(g *Graph, i, bias int, weight []bool) float64 {
 		if m.err == nil {
 			m.err = fmt.Errorf("measure %s: %w", sig, err)
 		}
-		ms = DefaultCPU.node(g, i) * 1e3
+		ms = DefaultCPU().node(g, i) * 1e3
 	}
 	m.cache[sig] = ms
 	return ms

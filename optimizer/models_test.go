@@ -38,7 +38,7 @@ func TestOptimizeModels(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			opt := DefaultOptions
+			opt := DefaultOptions()
 			opt.Budget, opt.Timeout = c.budget, time.Minute
 			res, err := Optimize(context.Background(), g, rs, opt)
 			if err != nil {
@@ -65,7 +65,7 @@ func BenchmarkSearch(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	opt := DefaultOptions
+	opt := DefaultOptions()
 	opt.Budget, opt.Timeout = 20, time.Hour
 	b.ResetTimer()
 	for range b.N {

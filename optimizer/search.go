@@ -62,7 +62,9 @@ type Confirmation struct {
 
 // DefaultOptions are TASO's α and bounds that keep each shared model
 // under a minute on two cores.
-var DefaultOptions = Options{Alpha: 1.05, Budget: 300, Timeout: 45 * time.Second, Cost: DefaultCPU, ConfirmRounds: 11}
+func DefaultOptions() Options {
+	return Options{Alpha: 1.05, Budget: 300, Timeout: 45 * time.Second, Cost: DefaultCPU(), ConfirmRounds: 11}
+}
 
 // Progress reports the best cost found so far.
 type Progress struct {

@@ -33,7 +33,7 @@ func TestOptimizeKeepsOutputs(t *testing.T) {
 		"(concat 1 (relu ?a) (relu ?b)) => (relu (concat 1 ?a ?b))",
 		"(ewadd ?a ?b) => (ewadd ?b ?a)",
 	)
-	opt := DefaultOptions
+	opt := DefaultOptions()
 	opt.Budget = 20
 	res, err := Optimize(context.Background(), g, rs, opt)
 	if err != nil {
@@ -63,7 +63,7 @@ func TestOptimizeWithoutApplicableRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Optimize(context.Background(), g, ruleSet(t, "(transpose (transpose ?a)) => ?a"), DefaultOptions)
+	res, err := Optimize(context.Background(), g, ruleSet(t, "(transpose (transpose ?a)) => ?a"), DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestMinGain(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := ruleSet(t, "(concat 1 (relu ?a) (relu ?b)) => (relu (concat 1 ?a ?b))")
-	opt := DefaultOptions
+	opt := DefaultOptions()
 	opt.Budget = 20
 	for _, c := range []struct {
 		minGain  float64

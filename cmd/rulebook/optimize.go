@@ -31,7 +31,7 @@ type optimizeOptions struct {
 }
 
 func newOptimizeCmd() *cobra.Command {
-	o := optimizeOptions{opt: optimizer.DefaultOptions}
+	o := optimizeOptions{opt: optimizer.DefaultOptions()}
 	cmd := &cobra.Command{
 		Use:   "optimize MODEL.onnx --rules TAG|HASH|BUNDLE.json",
 		Short: "Rewrite an ONNX model with one pinned rule version (cost-based search)",
