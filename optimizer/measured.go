@@ -25,6 +25,10 @@ type OpKey struct {
 	Operator, Shapes, Params string
 }
 
+func opKey(n runtime.NodeInfo) OpKey {
+	return OpKey{Operator: n.Op, Shapes: n.ShapeKey(), Params: n.Params}
+}
+
 // Measured prices each node by the CPU runtime's measured time of the ONNX
 // nodes it lowers to. Known supplies stored measurements; a configuration
 // it lacks is timed on demand and handed to Record, so that the next
@@ -68,7 +72,7 @@ func (m *Measured) price(g *Graph, i, bias int, weight []bool) float64 {
 		if m.err == nil {
 			m.err = fmt.Errorf("measure %s: %w", sig, err)
 		}
-		ms = DefaultCPU().node(g, i) * 1e3
+		ms = DefaultCPU().price(g, i, bias, weight)
 	}
 	m.cache[sig] = ms
 	return ms
@@ -115,7 +119,7 @@ func (m *Measured) time(g *Graph, i, bias int, weight []bool) (float64, error) {
 	ctx := m.context()
 	total := 0.0
 	for _, n := range rt.Nodes() {
-		key := OpKey{Operator: n.Op, Shapes: n.ShapeKey(), Params: n.Params}
+		key := opKey(n)
 		if ms, ok := m.Known(key); ok {
 			total += ms
 			continue
@@ -186,6 +190,7 @@ func (m *Measured) Confirm(ctx context.Context, a, b *Graph, rounds int) (aMs, b
 type rival struct {
 	sig   string
 	count int
+	load  func() (*runtime.Model, *runtime.Session, error)
 	rt    *runtime.Model
 	s     *runtime.Session
 	times [][]time.Duration // by round, by runtime node
@@ -193,31 +198,32 @@ type rival struct {
 
 // differences loads the configurations that a and b do not share.
 func (m *Measured) differences(a, b *Graph) ([]*rival, error) {
-	counts := map[string]int{}
-	var order []string
-	where := map[string]func() (*runtime.Model, *runtime.Session, error){}
+	bySig := map[string]*rival{}
+	var all []*rival
 	collect := func(g *Graph, sign int) {
 		g.eachPriced(func(i, bias int, weight []bool) {
 			sig := g.signature(i, bias, weight)
-			if _, ok := where[sig]; !ok {
-				where[sig] = func() (*runtime.Model, *runtime.Session, error) { return m.open(g, i, bias, weight) }
-				order = append(order, sig)
+			c := bySig[sig]
+			if c == nil {
+				c = &rival{sig: sig, load: func() (*runtime.Model, *runtime.Session, error) { return m.open(g, i, bias, weight) }}
+				bySig[sig] = c
+				all = append(all, c)
 			}
-			counts[sig] += sign
+			c.count += sign
 		})
 	}
 	collect(a, 1)
 	collect(b, -1)
 	var differ []*rival
-	for _, sig := range order {
-		if counts[sig] == 0 {
+	for _, c := range all {
+		if c.count == 0 {
 			continue
 		}
-		rt, s, err := where[sig]()
-		if err != nil {
-			return nil, fmt.Errorf("load %s: %w", sig, err)
+		var err error
+		if c.rt, c.s, err = c.load(); err != nil {
+			return nil, fmt.Errorf("load %s: %w", c.sig, err)
 		}
-		differ = append(differ, &rival{sig: sig, count: counts[sig], rt: rt, s: s})
+		differ = append(differ, c)
 	}
 	return differ, nil
 }
@@ -257,7 +263,7 @@ func (m *Measured) keep(c *rival) float64 {
 		slices.Sort(ts)
 		ms := float64(ts[len(ts)/2]) / float64(time.Millisecond)
 		if m.Record != nil {
-			m.Record(OpKey{Operator: n.Op, Shapes: n.ShapeKey(), Params: n.Params}, ms)
+			m.Record(opKey(n), ms)
 		}
 		total += ms
 	}

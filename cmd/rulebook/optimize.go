@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -281,22 +283,21 @@ type operatorCost struct {
 
 // costByOperator pairs the two splits, the costliest operator first.
 func costByOperator(before, after map[string]optimizer.OperatorCost) []operatorCost {
-	var out []operatorCost
-	for op := range maps.Keys(before) {
-		out = append(out, operatorCost{Operator: op})
-	}
+	ops := slices.Sorted(maps.Keys(before))
 	for op := range maps.Keys(after) {
 		if _, ok := before[op]; !ok {
-			out = append(out, operatorCost{Operator: op})
+			ops = append(ops, op)
 		}
 	}
-	for i := range out {
-		b, a := before[out[i].Operator], after[out[i].Operator]
-		out[i].NodesBefore, out[i].Before, out[i].NodesAfter, out[i].After = b.Nodes, b.Ms, a.Nodes, a.Ms
+	slices.Sort(ops)
+	var out []operatorCost
+	for _, op := range ops {
+		b, a := before[op], after[op]
+		out = append(out, operatorCost{Operator: op, NodesBefore: b.Nodes, Before: b.Ms, NodesAfter: a.Nodes, After: a.Ms})
 	}
-	sort.Slice(out, func(a, b int) bool {
-		return max(out[a].Before, out[a].After) > max(out[b].Before, out[b].After) ||
-			max(out[a].Before, out[a].After) == max(out[b].Before, out[b].After) && out[a].Operator < out[b].Operator
+	// Costliest first; ties stay in name order.
+	slices.SortStableFunc(out, func(x, y operatorCost) int {
+		return cmp.Compare(max(y.Before, y.After), max(x.Before, x.After))
 	})
 	return out
 }
