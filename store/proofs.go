@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"rulebook/rules"
 )
 
 // AxiomSet is a set of axioms rules are verified against, by content hash.
@@ -23,7 +25,7 @@ type Proof struct {
 	RuleID   int64
 	RunID    int64
 	AxiomSet string
-	Status   string // proved, unknown, refuted
+	Status   rules.Status // proved, unknown or refuted
 	Reason   string
 	Core     []string // axioms the proof used
 	Elapsed  time.Duration

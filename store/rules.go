@@ -8,14 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
-)
 
-// Rule statuses.
-const (
-	StatusCandidate = "candidate"
-	StatusProved    = "proved"
-	StatusRefuted   = "refuted"
-	StatusUnknown   = "unknown"
+	"rulebook/rules"
 )
 
 // Rule is one rewrite rule as stored.
@@ -29,8 +23,8 @@ type Rule struct {
 	NumInputs, NumOutputs int
 	Operators             []string // distinct operator names used on either side, sorted
 	Fingerprint           uint64   // stored as INTEGER (int64 bit pattern)
-	Status                string   // "candidate", "proved", "refuted", "unknown"
-	RunID                 int64    // run that first found it
+	Status                rules.Status
+	RunID                 int64 // run that first found it
 	// Origin names the rule in the file it was imported from ("rule 17",
 	// "taso_rule_304"); empty for generated rules.
 	Origin string
@@ -42,10 +36,10 @@ type Rule struct {
 
 // InsertRules inserts rules in one transaction: all or nothing, and nothing
 // if ctx is cancelled midway. Rules whose hash is already stored (or repeated
-// earlier in rules) are skipped; the result is the number of new rows. For
+// earlier in batch) are skipped; the result is the number of new rows. For
 // each new rule its operators go to rule_operators. An empty Status means
 // "candidate". The input slice is not modified.
-func (s *Store) InsertRules(ctx context.Context, rules []Rule) (int64, error) {
+func (s *Store) InsertRules(ctx context.Context, batch []Rule) (int64, error) {
 	// fail reports err, or the context's error if the context ended: then
 	// database/sql has already rolled back and closed the statements, and
 	// err is only a consequence.
@@ -83,14 +77,14 @@ func (s *Store) InsertRules(ctx context.Context, rules []Rule) (int64, error) {
 
 	now := formatTime(time.Now())
 	var added int64
-	for i := range rules {
-		r := &rules[i]
+	for i := range batch {
+		r := &batch[i]
 		if err := ctx.Err(); err != nil {
 			return fail("", err)
 		}
 		status := r.Status
 		if status == "" {
-			status = StatusCandidate
+			status = rules.StatusCandidate
 		}
 		res, err := insRule.ExecContext(ctx, r.Hash, r.Src, r.Dst, r.Inputs, r.Constants,
 			r.SrcOps, r.DstOps, r.NumInputs, r.NumOutputs, int64(r.Fingerprint), status, r.RunID, now)
@@ -128,11 +122,11 @@ func (s *Store) InsertRules(ctx context.Context, rules []Rule) (int64, error) {
 
 // Filter selects rules for ListRules. Zero values mean "no restriction".
 type Filter struct {
-	MinOps, MaxOps int    // bounds on max(SrcOps, DstOps); 0 = no bound
-	Operator       string // only rules that use this operator
-	Status         string // only rules with this status
-	Limit          int    // at most this many rules; 0 = no limit
-	Unpruned       bool   // only rules not pruned
+	MinOps, MaxOps int          // bounds on max(SrcOps, DstOps); 0 = no bound
+	Operator       string       // only rules that use this operator
+	Status         rules.Status // only rules with this status
+	Limit          int          // at most this many rules; 0 = no limit
+	Unpruned       bool         // only rules not pruned
 }
 
 const ruleColumns = `r.id, r.hash, r.src, r.dst, r.inputs, r.constants, r.src_ops, r.dst_ops,

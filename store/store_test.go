@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"rulebook/rules"
 )
 
 func openTemp(t *testing.T) *Store {
@@ -38,7 +40,7 @@ func sampleRules(run int64) []Rule {
 			Operators: []string{"matmul"}, Fingerprint: 1<<63 + 5, RunID: run},
 		{Hash: "00000000000000a1", Src: "(add ?a ?b)", Dst: "(add ?b ?a)",
 			Inputs: "?a:4x4 ?b:4x4", SrcOps: 1, DstOps: 1, NumInputs: 2, NumOutputs: 1,
-			Operators: []string{"add"}, Fingerprint: 42, Status: StatusProved, RunID: run},
+			Operators: []string{"add"}, Fingerprint: 42, Status: rules.StatusProved, RunID: run},
 		{Hash: "00000000000000a2", Src: "(matmul ?a (add ?b ?c))", Dst: "(add (matmul ?a ?b) (matmul ?a ?c))",
 			Inputs: "?a:4x4 ?b:4x4 ?c:4x4", SrcOps: 2, DstOps: 3, NumInputs: 3, NumOutputs: 1,
 			Operators: []string{"add", "matmul"}, Fingerprint: 7, RunID: run},
@@ -48,7 +50,7 @@ func sampleRules(run int64) []Rule {
 			Operators: []string{"concat", "matmul", "split"}, Fingerprint: 9, RunID: run},
 		{Hash: "00000000000000a4", Src: "(relu (relu ?a))", Dst: "(relu ?a)", Inputs: "?a:4x4",
 			SrcOps: 2, DstOps: 1, NumInputs: 1, NumOutputs: 1, Operators: []string{"relu"},
-			Fingerprint: 11, Status: StatusRefuted, RunID: run},
+			Fingerprint: 11, Status: rules.StatusRefuted, RunID: run},
 		{Hash: "00000000000000a5", Src: "(ewmul ?a #c)", Dst: "(ewmul #c ?a)", Inputs: "?a:4x4", Constants: "4x4",
 			SrcOps: 1, DstOps: 1, NumInputs: 1, NumOutputs: 1, Operators: []string{"ewmul"},
 			Fingerprint: 13, RunID: run},
@@ -280,10 +282,10 @@ func TestOpenEmptyFile(t *testing.T) {
 func TestInsertAndQuery(t *testing.T) {
 	ctx := context.Background()
 	s := openTemp(t)
-	run, rules := populate(t, s)
+	run, inserted := populate(t, s)
 
 	// Re-inserting the same rules adds nothing.
-	n, err := s.InsertRules(ctx, rules)
+	n, err := s.InsertRules(ctx, inserted)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +295,7 @@ func TestInsertAndQuery(t *testing.T) {
 	// A batch with one new rule and a duplicate within the batch.
 	extra := Rule{Hash: "00000000000000b1", Src: "(transpose (transpose ?a))", Dst: "?a", Inputs: "?a:2x4",
 		SrcOps: 2, DstOps: 0, NumInputs: 1, NumOutputs: 1, Operators: []string{"transpose"}, RunID: run}
-	n, err = s.InsertRules(ctx, []Rule{rules[0], extra, extra})
+	n, err = s.InsertRules(ctx, []Rule{inserted[0], extra, extra})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,14 +307,14 @@ func TestInsertAndQuery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(all) != len(rules)+1 {
-		t.Fatalf("%d rules, want %d", len(all), len(rules)+1)
+	if len(all) != len(inserted)+1 {
+		t.Fatalf("%d rules, want %d", len(all), len(inserted)+1)
 	}
-	for i, r := range all[:len(rules)] {
-		want := rules[i]
+	for i, r := range all[:len(inserted)] {
+		want := inserted[i]
 		want.ID = r.ID
 		if want.Status == "" {
-			want.Status = StatusCandidate
+			want.Status = rules.StatusCandidate
 		}
 		if !reflect.DeepEqual(r, want) {
 			t.Errorf("rule %d:\n got %+v\nwant %+v", i, r, want)
@@ -338,13 +340,13 @@ func TestInsertAndQuery(t *testing.T) {
 		{"operator matmul", Filter{Operator: "matmul"}, []string{"0123456789abcdef", "00000000000000a2", "00000000000000a3"}},
 		{"operator add", Filter{Operator: "add"}, []string{"00000000000000a1", "00000000000000a2"}},
 		{"operator none", Filter{Operator: "conv2d"}, nil},
-		{"status proved", Filter{Status: StatusProved}, []string{"00000000000000a1"}},
-		{"status candidate", Filter{Status: StatusCandidate}, []string{"0123456789abcdef", "00000000000000a2", "00000000000000a3", "00000000000000a5", "00000000000000b1"}},
+		{"status proved", Filter{Status: rules.StatusProved}, []string{"00000000000000a1"}},
+		{"status candidate", Filter{Status: rules.StatusCandidate}, []string{"0123456789abcdef", "00000000000000a2", "00000000000000a3", "00000000000000a5", "00000000000000b1"}},
 		{"min 3", Filter{MinOps: 3}, []string{"00000000000000a2", "00000000000000a3"}},
 		{"max 1", Filter{MaxOps: 1}, []string{"00000000000000a1", "00000000000000a5"}},
 		{"size 2", Filter{MinOps: 2, MaxOps: 2}, []string{"0123456789abcdef", "00000000000000a4", "00000000000000b1"}},
 		{"limit", Filter{Limit: 2}, []string{"0123456789abcdef", "00000000000000a1"}},
-		{"combined", Filter{Operator: "matmul", MinOps: 3, Status: StatusCandidate, Limit: 1}, []string{"00000000000000a2"}},
+		{"combined", Filter{Operator: "matmul", MinOps: 3, Status: rules.StatusCandidate, Limit: 1}, []string{"00000000000000a2"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,11 +18,14 @@ const (
 	Inconsistent = "inconsistent"
 	Redundant    = "redundant"
 	Independent  = "independent"
+	// Undetermined is a check Z3 could not decide; a verdict about axioms,
+	// spelled as the rule status Unknown is.
+	Undetermined = "unknown"
 )
 
 // Consistency asks whether the axioms are satisfiable together. It
 // returns Consistent, Inconsistent (with the axioms that conflict) or
-// Unknown (with Z3's reason).
+// Undetermined (with Z3's reason).
 func Consistency(ctx context.Context, reg *rules.Registry, set *axioms.Set, timeout time.Duration) (string, []string, error) {
 	p, err := newProver(reg, set)
 	if err != nil {
@@ -45,13 +48,13 @@ func Consistency(ctx context.Context, reg *rules.Registry, set *axioms.Set, time
 	case res == z3.Unsat:
 		return Inconsistent, s.UnsatCore(), nil
 	}
-	return Unknown, []string{s.ReasonUnknown()}, nil
+	return Undetermined, []string{s.ReasonUnknown()}, nil
 }
 
 // Redundancy is whether the other axioms entail one axiom.
 type Redundancy struct {
 	Axiom  string
-	Status string   // Redundant, Independent or Unknown
+	Status string   // Redundant, Independent or Undetermined
 	By     []string // the axioms that entail it, when redundant
 	Reason string   // why unknown
 }
@@ -102,7 +105,7 @@ func (p *prover) redundancy(ctx context.Context, a *axioms.Axiom, i int, timeout
 		return Redundancy{}, fmt.Errorf("negate: %v", err)
 	}
 	start := time.Now()
-	r := Redundancy{Axiom: a.Name, Status: Unknown}
+	r := Redundancy{Axiom: a.Name, Status: Undetermined}
 	for _, mbqi := range []bool{false, true} {
 		s := p.ctx.NewSolver()
 		s.SetTimeout(max(timeout-time.Since(start), time.Millisecond))
@@ -128,7 +131,7 @@ func (p *prover) redundancy(ctx context.Context, a *axioms.Axiom, i int, timeout
 			r.Reason = s.ReasonUnknown()
 		}
 		s.Close()
-		if r.Status != Unknown || time.Since(start) >= timeout {
+		if r.Status != Undetermined || time.Since(start) >= timeout {
 			break
 		}
 	}

@@ -14,11 +14,11 @@ import (
 	"rulebook/verify/z3"
 )
 
-// Outcomes of a verification.
+// Outcomes of a verification: the rule statuses it decides.
 const (
-	Proved  = "proved"
-	Unknown = "unknown"
-	Refuted = "refuted"
+	Proved  = rules.StatusProved
+	Unknown = rules.StatusUnknown
+	Refuted = rules.StatusRefuted
 )
 
 // Reasons for an unknown outcome.
@@ -29,7 +29,7 @@ const (
 
 // Result is the outcome for one rule.
 type Result struct {
-	Status string
+	Status rules.Status
 	// Reason explains unknown and refuted outcomes.
 	Reason string
 	// Core names the axioms the proof used (proved only).

@@ -88,7 +88,7 @@ func TestFalseCandidatesAreNotProved(t *testing.T) {
 	cfg := Config{Registry: rules.Default(), Axioms: set, Timeout: 2 * time.Second, Seed: 3}
 	cases := []struct {
 		text, inputs string
-		want         string
+		want         rules.Status
 	}{
 		{"(relu (ewadd ?a ?b)) => (ewadd (relu ?a) (relu ?b))", "?a:2x4 ?b:2x4", Refuted},
 		{"(concat 0 (concat 1 ?a ?b) ?c) => (concat 1 ?a (concat 0 ?b ?c))", "", Unknown},
@@ -129,7 +129,7 @@ func TestGeneratedCandidatesAreDecided(t *testing.T) {
 		jobs = append(jobs, Job{ID: int64(i), Rule: r})
 	}
 	res := runJobs(t, Config{Registry: rules.Default(), Axioms: loadAxioms(t), Timeout: 5 * time.Second, Seed: 11}, jobs)
-	counts := map[string]int{}
+	counts := map[rules.Status]int{}
 	for id, r := range res {
 		counts[r.Status]++
 		switch r.Status {

@@ -96,7 +96,7 @@ func runAxiomsCheck(ctx context.Context, out io.Writer, dir string, timeout time
 		}
 	}
 	fmt.Fprintf(out, "redundancy: %d redundant, %d independent, %d not shown redundant within %s (reported, not an error)\n",
-		n[verify.Redundant], n[verify.Independent], n[verify.Unknown], timeout)
+		n[verify.Redundant], n[verify.Independent], n[verify.Undetermined], timeout)
 
 	bound := axioms.DefaultBound()
 	bound.Dims = bound.Dims[:0]

@@ -139,7 +139,7 @@ func readRuleFile(reg *rules.Registry, path, format string) ([]compare.Foreign, 
 
 func printComparison(w io.Writer, path string, v store.Version, ours []store.Rule, vs []compare.Verdict, proofs []verify.Result, skipped []string, all bool) {
 	relations := map[compare.Relation]int{}
-	statuses := map[string]int{}
+	statuses := map[rules.Status]int{}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	header := false
 	for i, vd := range vs {
@@ -153,7 +153,7 @@ func printComparison(w io.Writer, path string, v store.Version, ours []store.Rul
 			fmt.Fprintln(tw, "RULE\tOURS\tPROOF\tTEXT")
 			header = true
 		}
-		proof := proofs[i].Status
+		proof := string(proofs[i].Status)
 		if proofs[i].Reason != "" {
 			proof += " (" + proofs[i].Reason + ")"
 		}

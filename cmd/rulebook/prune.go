@@ -67,14 +67,14 @@ what is proved. 'rulebook release' leaves pruned rules out.`,
 func pruneInput(reg *rules.Registry, all []store.Rule) ([]prune.Rule, error) {
 	var in []prune.Rule
 	for _, r := range all {
-		if r.Status == store.StatusRefuted {
+		if r.Status == rules.StatusRefuted {
 			continue
 		}
 		parsed, err := rules.ParseRule(reg, r.Src+" => "+r.Dst)
 		if err != nil {
 			return nil, fmt.Errorf("prune: rule %d: %w", r.ID, err)
 		}
-		in = append(in, prune.Rule{ID: r.ID, Rule: parsed, Proved: r.Status == store.StatusProved})
+		in = append(in, prune.Rule{ID: r.ID, Rule: parsed, Proved: r.Status == rules.StatusProved})
 	}
 	return in, nil
 }

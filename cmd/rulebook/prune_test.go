@@ -66,7 +66,7 @@ func testPrune(t *testing.T, db string) {
 		switch {
 		case r.PrunedBy != 0:
 			pruned = append(pruned, r)
-		case r.Status == store.StatusProved:
+		case r.Status == rules.StatusProved:
 			kept = append(kept, rewrite.Both(mustParse(t, reg, r), int(r.ID))...)
 		}
 	}
@@ -75,7 +75,7 @@ func testPrune(t *testing.T, db string) {
 	}
 	for _, r := range pruned {
 		by := byID[r.PrunedBy]
-		if by.Status != store.StatusProved || by.PrunedBy != 0 {
+		if by.Status != rules.StatusProved || by.PrunedBy != 0 {
 			t.Errorf("rule %d is pruned in favour of rule %d, which is %s and pruned by %d", r.ID, by.ID, by.Status, by.PrunedBy)
 		}
 		parsed := mustParse(t, reg, r)
@@ -91,7 +91,7 @@ func testPrune(t *testing.T, db string) {
 	}
 	n := 0
 	for _, r := range all {
-		if r.PrunedBy == 0 && r.Status == store.StatusProved {
+		if r.PrunedBy == 0 && r.Status == rules.StatusProved {
 			n++
 		}
 	}

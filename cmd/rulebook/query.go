@@ -58,7 +58,7 @@ side) and the canonical text.`,
 	}
 	cmd.Flags().IntVar(&size, "size", 0, "only rules whose larger side has this many operators")
 	cmd.Flags().StringVar(&f.Operator, "op", "", "only rules that use this operator")
-	cmd.Flags().StringVar(&f.Status, "status", "", "only rules with this status (candidate, proved, refuted, unknown)")
+	cmd.Flags().StringVar((*string)(&f.Status), "status", "", "only rules with this status (candidate, proved, refuted, unknown)")
 	cmd.Flags().IntVar(&f.Limit, "limit", 0, "at most this many rules (0: all)")
 	return cmd
 }

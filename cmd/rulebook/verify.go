@@ -103,7 +103,7 @@ func runVerify(ctx context.Context, cmd *cobra.Command, dir string, o verifyOpti
 	if err != nil {
 		return err
 	}
-	w := &proofWriter{db: db, run: runID, set: set.Hash, solver: verify.SolverVersion(), counts: map[string]int{}}
+	w := &proofWriter{db: db, run: runID, set: set.Hash, solver: verify.SolverVersion(), counts: map[rules.Status]int{}}
 	bar := newProgress(cmd.ErrOrStderr(), o.noProgress)
 	start := time.Now()
 	err = verify.Run(ctx, verify.Config{Registry: reg, Axioms: set, Timeout: o.timeout, Workers: o.workers, Seed: o.seed,
@@ -170,7 +170,7 @@ type proofWriter struct {
 	set, solver string
 	pending     []store.Proof
 	written     int
-	counts      map[string]int
+	counts      map[rules.Status]int
 	unproved    []string
 }
 
