@@ -15,7 +15,7 @@ func BenchmarkGenerate(b *testing.B) {
 			var res *Result
 			for i := 0; i < b.N; i++ {
 				var err error
-				res, err = Generate(context.Background(), Config{Registry: rules.Default(), Pool: DefaultPool(), MaxOps: n, Seed: 1})
+				res, err = Generate(context.Background(), Config{Registry: rules.Default(), Pool: rules.DefaultPool(), MaxOps: n, Seed: 1})
 				if err != nil {
 					b.Fatal(err)
 				}

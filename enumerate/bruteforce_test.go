@@ -14,13 +14,13 @@ import (
 // of operator applications, each DAG identified by the sorted set of its
 // nodes' structural terms (without duplicated computation a DAG is exactly
 // that set), keeping graphs whose inputs form a prefix of each class.
-func bruteCount(t *testing.T, reg *rules.Registry, pool Pool, maxOps int) []int {
+func bruteCount(t *testing.T, reg *rules.Registry, pool rules.Pool, maxOps int) []int {
 	t.Helper()
 	tmpls := templates(reg, pool)
 	type value struct {
 		term  string
 		shape rules.Shape
-		role  Role
+		role  rules.Role
 		input int // −1 for node outputs
 		op    *rules.Op
 	}
@@ -81,19 +81,19 @@ func bruteCount(t *testing.T, reg *rules.Registry, pool Pool, maxOps int) []int 
 					continue
 				}
 				var shapes []rules.Shape
-				role := Neutral
+				role := rules.RoleNeutral
 				ok := true
 				for i, a := range args {
 					v := values[a]
-					if v.role == Weight && tm.op.DataOperand(i) || v.role == Data && tm.op.WeightOperand(i) || (v.role == Neutral) != tm.op.ScalarOperand(i) ||
+					if v.role == rules.RoleWeight && tm.op.DataOperand(i) || v.role == rules.RoleData && tm.op.WeightOperand(i) || (v.role == rules.RoleNeutral) != tm.op.ScalarOperand(i) ||
 						v.input < 0 && (tm.op.InputOperand(i) || !v.op.CanFeed(tm.op)) {
 						ok = false
 					}
 					shapes = append(shapes, v.shape)
-					role = role.join(v.role)
+					role = role.Join(v.role)
 				}
 				if tm.op.IsConstant() {
-					shapes, role = []rules.Shape{tm.constShape}, Weight
+					shapes, role = []rules.Shape{tm.constShape}, rules.RoleWeight
 				}
 				out, err := tm.op.InferShapes(tm.params, shapes)
 				if !ok || err != nil {
@@ -133,15 +133,15 @@ func TestExhaustiveMatchesBruteForce(t *testing.T) {
 	cases := []struct {
 		name string
 		ops  []string
-		pool Pool
+		pool rules.Pool
 		max  int
 	}{
 		{"ewadd relu transpose", []string{"ewadd", "relu", "transpose"},
-			Pool{Classes: []InputClass{{"x", rules.NewShape(2, 4), 3, Data}, {"w", rules.NewShape(4, 4), 2, Weight}}}, 3},
+			rules.Pool{Classes: []rules.InputClass{{Name: "x", Shape: rules.NewShape(2, 4), Copies: 3, Role: rules.RoleData}, {Name: "w", Shape: rules.NewShape(4, 4), Copies: 2, Role: rules.RoleWeight}}}, 3},
 		{"matmul transpose smul", []string{"matmul", "transpose", "smul"},
-			Pool{Classes: []InputClass{{"x", rules.NewShape(2, 4), 2, Data}, {"w", rules.NewShape(4, 4), 2, Weight}, {"s", rules.NewShape(), 1, Neutral}}}, 3},
+			rules.Pool{Classes: []rules.InputClass{{Name: "x", Shape: rules.NewShape(2, 4), Copies: 2, Role: rules.RoleData}, {Name: "w", Shape: rules.NewShape(4, 4), Copies: 2, Role: rules.RoleWeight}, {Name: "s", Shape: rules.NewShape(), Copies: 1, Role: rules.RoleNeutral}}}, 3},
 		{"concat split ewmul I_matmul", []string{"concat", "split", "ewmul", "I_matmul"},
-			Pool{Classes: []InputClass{{"x", rules.NewShape(2, 4), 2, Data}, {"w", rules.NewShape(4, 4), 2, Weight}},
+			rules.Pool{Classes: []rules.InputClass{{Name: "x", Shape: rules.NewShape(2, 4), Copies: 2, Role: rules.RoleData}, {Name: "w", Shape: rules.NewShape(4, 4), Copies: 2, Role: rules.RoleWeight}},
 				Constants: map[string][]rules.Shape{"I_matmul": {rules.NewShape(4, 4)}}}, 3},
 	}
 	for _, c := range cases {

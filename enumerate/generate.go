@@ -16,7 +16,7 @@ import (
 // Config selects what to enumerate.
 type Config struct {
 	Registry *rules.Registry
-	Pool     Pool
+	Pool     rules.Pool
 	MaxOps   int
 	Seed     uint64
 	Workers  int

@@ -25,7 +25,7 @@ func generateThree(t *testing.T) *enumerate.Result {
 	}
 	threeOnce.Do(func() {
 		three, threeErr = enumerate.Generate(context.Background(), enumerate.Config{
-			Registry: rules.Default(), Pool: enumerate.DefaultPool(), MaxOps: 3, Seed: 1,
+			Registry: rules.Default(), Pool: rules.DefaultPool(), MaxOps: 3, Seed: 1,
 		})
 	})
 	if threeErr != nil {
@@ -150,9 +150,9 @@ func TestCanonicalTextRoundTrips(t *testing.T) {
 }
 
 func TestTooManyInputClassesIsAnError(t *testing.T) {
-	var pool enumerate.Pool
+	var pool rules.Pool
 	for i := 0; i < 17; i++ {
-		pool.Classes = append(pool.Classes, enumerate.InputClass{Name: "x", Shape: rules.NewShape(2, 4), Copies: 1, Role: enumerate.Data})
+		pool.Classes = append(pool.Classes, rules.InputClass{Name: "x", Shape: rules.NewShape(2, 4), Copies: 1, Role: rules.RoleData})
 	}
 	reg, _ := rules.Default().Select([]string{"ewadd"})
 	if _, err := enumerate.Generate(context.Background(), enumerate.Config{Registry: reg, Pool: pool, MaxOps: 2}); err == nil {

@@ -12,7 +12,7 @@ type valState struct {
 	t    *rules.IntTensor
 	h    uint64
 	sid  int32
-	role Role
+	role rules.Role
 }
 
 type memoKey struct {
@@ -314,7 +314,7 @@ func (w *worker) attempt(t uint16, args [2]uint8) {
 	for a := 0; a < ar; a++ {
 		v := args[a]
 		role := w.vals[v].role
-		if role == Weight && op.DataOperand(a) || role == Data && op.WeightOperand(a) || (role == Neutral) != op.ScalarOperand(a) {
+		if role == rules.RoleWeight && op.DataOperand(a) || role == rules.RoleData && op.WeightOperand(a) || (role == rules.RoleNeutral) != op.ScalarOperand(a) {
 			return
 		}
 		if l.isInput(v) {
@@ -460,13 +460,13 @@ func (w *worker) apply(t uint16, args [2]uint8) (*memoVal, error) {
 }
 
 // roleOf joins the roles of a node's operands; constants are weights.
-func (w *worker) roleOf(t uint16, args [2]uint8) Role {
-	role := Neutral
+func (w *worker) roleOf(t uint16, args [2]uint8) rules.Role {
+	role := rules.RoleNeutral
 	if w.l.arity[t] == 0 {
-		return Weight
+		return rules.RoleWeight
 	}
 	for a := 0; a < w.l.arity[t]; a++ {
-		role = role.join(w.vals[args[a]].role)
+		role = role.Join(w.vals[args[a]].role)
 	}
 	return role
 }

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"rulebook/enumerate"
 	"rulebook/rules"
 )
 
@@ -534,12 +533,8 @@ func (im importer) side(ops []xOp, out []xMap, side int, in inputNumbering) (*ru
 // tasoInputShapes are the shapes of TASO's input pool, which its rules
 // were found with.
 func tasoInputShapes() ([]rules.Shape, map[string][]rules.Shape) {
-	pool := enumerate.DefaultPool()
-	var inputs []rules.Shape
-	for _, c := range pool.Classes {
-		inputs = append(inputs, c.Shape)
-	}
-	return inputs, pool.Constants
+	pool := rules.DefaultPool()
+	return pool.Shapes(), pool.Constants
 }
 
 // guessGroups settles the groups TASO leaves to the shapes when no shapes

@@ -5,15 +5,6 @@ import (
 	"testing"
 )
 
-// tasoPool is TASO's input pool (enumerate.DefaultPool), repeated here
-// because package enumerate depends on this one.
-var (
-	tasoInputs = []Shape{NewShape(2, 4), NewShape(4, 4), NewShape(2, 4, 5, 5), NewShape(4, 4, 3, 3),
-		NewShape(4, 4, 1, 3), NewShape(4, 4, 3, 1), NewShape(4, 1, 3, 3), NewShape()}
-	tasoConstants = map[string][]Shape{"C_pool": {NewShape(4, 1, 3, 3)}, "I_conv": {NewShape(4, 4, 3, 3)},
-		"I_matmul": {NewShape(4, 4)}, "I_ewmul": {NewShape(2, 4, 5, 5)}}
-)
-
 func TestFindShapes(t *testing.T) {
 	cases := []struct {
 		rule   string
@@ -25,6 +16,7 @@ func TestFindShapes(t *testing.T) {
 		{"(concat 1 (conv2d 1 same none 1 ?a ?b) (conv2d 1 same none 1 ?c ?d)) => (conv2d 1 same none 1 (concat 1 ?a ?c) (concat 0 ?b ?d))", "2x4x5x5 2x4x5x5 2x4x5x5 2x4x5x5", []int{1, 1, 2}},
 		{"(matmul ?a ?a) => (transpose (conv2d 1 same none 1 ?a ?a))", "", nil},
 	}
+	pool := DefaultPool()
 	for _, c := range cases {
 		r, err := ParseRule(Default(), c.rule)
 		if err != nil {
@@ -40,7 +32,7 @@ func TestFindShapes(t *testing.T) {
 				}
 			}
 		}
-		found := r.FindShapes(tasoInputs, tasoConstants)
+		found := r.FindShapes(pool.Shapes(), pool.Constants)
 		if found != (c.inputs != "") {
 			t.Errorf("%s: found shapes %v, want %q", c.rule, found, c.inputs)
 			continue

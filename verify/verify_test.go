@@ -116,7 +116,7 @@ func TestGeneratedCandidatesAreDecided(t *testing.T) {
 	if testing.Short() {
 		t.Skip("generation and verification take seconds; skipped with -short")
 	}
-	gen, err := enumerate.Generate(context.Background(), enumerate.Config{Registry: rules.Default(), Pool: enumerate.DefaultPool(), MaxOps: 3, Seed: 1})
+	gen, err := enumerate.Generate(context.Background(), enumerate.Config{Registry: rules.Default(), Pool: rules.DefaultPool(), MaxOps: 3, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

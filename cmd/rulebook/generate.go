@@ -89,7 +89,7 @@ func runGenerate(ctx context.Context, cmd *cobra.Command, o generateOptions) err
 	}
 	defer db.Close()
 
-	pool := enumerate.DefaultPool()
+	pool := rules.DefaultPool()
 	config, _ := json.Marshal(map[string]any{
 		"max_ops": o.maxOps, "ops": reg.Names(), "pool": pool.String(), "exhaustive": o.exhaustive, "workers": o.workers,
 	})

@@ -1,0 +1,64 @@
+// Package enumerate lists small graphs over an operator set, fingerprints
+// them and pairs equivalent ones into candidate rules (TASO Algorithm 1,
+// with Quartz's RepGen restriction to representatives).
+package enumerate
+
+import (
+	"fmt"
+
+	"rulebook/rules"
+)
+
+// template is an operator with concrete parameters (and, for a constant,
+// a concrete shape): one choice the generator makes when adding a node.
+type template struct {
+	op         *rules.Op
+	params     []int
+	constShape rules.Shape
+	constKey   string // identifies a constant regardless of its shape
+}
+
+func (t template) String() string {
+	s := t.op.Name
+	for i, p := range t.params {
+		s += " " + t.op.Params[i].Format(p)
+	}
+	if t.op.IsConstant() {
+		s += " :" + t.constShape.String()
+	}
+	return s
+}
+
+// templates expands every operator over its generated parameter values and,
+// for constants, over the shapes the pool offers it.
+func templates(reg *rules.Registry, pool rules.Pool) []template {
+	var out []template
+	for _, op := range reg.Ops() {
+		for _, params := range paramProduct(op.Params) {
+			if !op.IsConstant() {
+				out = append(out, template{op: op, params: params})
+				continue
+			}
+			for _, s := range pool.Constants[op.Name] {
+				if _, err := op.InferShapes(params, []rules.Shape{s}); err == nil {
+					out = append(out, template{op: op, params: params, constShape: s, constKey: fmt.Sprint(op.Name, params)})
+				}
+			}
+		}
+	}
+	return out
+}
+
+func paramProduct(specs []rules.ParamSpec) [][]int {
+	combos := [][]int{{}}
+	for _, s := range specs {
+		var next [][]int
+		for _, c := range combos {
+			for _, v := range s.Generate {
+				next = append(next, append(append([]int(nil), c...), v))
+			}
+		}
+		combos = next
+	}
+	return combos
+}
