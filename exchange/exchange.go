@@ -15,15 +15,6 @@ import (
 	"rulebook/rules"
 )
 
-// Rule is one rule as exchanged: canonical text plus the shapes it was
-// found with, if known.
-type Rule struct {
-	Src       string `json:"src"`
-	Dst       string `json:"dst"`
-	Inputs    string `json:"inputs,omitempty"`
-	Constants string `json:"constants,omitempty"`
-}
-
 // Header describes where a rule set comes from.
 type Header struct {
 	Version string `json:"version,omitempty"`
@@ -36,19 +27,20 @@ const jsonFormat = "rulebook-rules/1"
 type jsonFile struct {
 	Format string `json:"format"`
 	Header
-	Rules []Rule `json:"rules"`
+	Rules []rules.Text `json:"rules"`
 }
 
 // WriteJSON writes a rule set as JSON.
-func WriteJSON(w io.Writer, h Header, rs []Rule) error {
+func WriteJSON(w io.Writer, h Header, rs []rules.Text) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(jsonFile{Format: jsonFormat, Header: h, Rules: rs})
 }
 
 // ReadJSON reads a rule set written by WriteJSON; errors name the file and
-// the line and column.
-func ReadJSON(name string, data []byte) (Header, []Rule, error) {
+// the line and column. The rules are as decoded, plain fields: Checked
+// parses them.
+func ReadJSON(name string, data []byte) (Header, []rules.Text, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var f jsonFile
@@ -107,7 +99,7 @@ func position(data []byte, off int64) string {
 
 // WriteSexpr writes one rule per line, its shapes in a trailing comment
 // ("; ?a:2x4 ?b:4x4 | 4x4").
-func WriteSexpr(w io.Writer, h Header, rs []Rule) error {
+func WriteSexpr(w io.Writer, h Header, rs []rules.Text) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "; rulebook rules, version %s, hash %s, %d rules\n", h.Version, h.Hash, len(rs))
 	for _, r := range rs {
@@ -122,55 +114,41 @@ func WriteSexpr(w io.Writer, h Header, rs []Rule) error {
 
 // ReadSexpr reads a file written by WriteSexpr; each rule must parse, and
 // errors name the file, line and column.
-func ReadSexpr(name string, data []byte, reg *rules.Registry) ([]Rule, error) {
-	var out []Rule
+func ReadSexpr(name string, data []byte, reg *rules.Registry) ([]rules.Text, error) {
+	var out []rules.Text
 	for i, line := range strings.Split(string(data), "\n") {
 		text, shapes, _ := strings.Cut(line, ";")
 		if strings.TrimSpace(text) == "" {
 			continue
 		}
-		if _, err := rules.ParseRule(reg, text); err != nil {
+		var inputs, constants string
+		if in, cs, ok := strings.Cut(shapes, "|"); ok {
+			inputs, constants = strings.TrimSpace(in), strings.TrimSpace(cs)
+		}
+		r, err := rules.ParseText(reg, text, inputs, constants)
+		if err != nil {
 			var syn *rules.SyntaxError
 			if errors.As(err, &syn) {
 				return nil, fmt.Errorf("%s:%d:%d: %s", name, i+1, syn.Col, syn.Msg)
 			}
 			return nil, fmt.Errorf("%s:%d: %v", name, i+1, err)
 		}
-		src, dst, _ := strings.Cut(text, " => ")
-		r := Rule{Src: strings.TrimSpace(src), Dst: strings.TrimSpace(dst)}
-		if in, cs, ok := strings.Cut(shapes, "|"); ok {
-			r.Inputs, r.Constants = strings.TrimSpace(in), strings.TrimSpace(cs)
-		}
 		out = append(out, r)
 	}
 	return out, nil
 }
 
-// Parse turns an exchanged rule into canonical form, with its shapes.
-func Parse(reg *rules.Registry, r Rule) (*rules.Rule, rules.Text, error) {
-	parsed, err := rules.ParseRule(reg, r.Src+" => "+r.Dst)
-	if err != nil {
-		return nil, rules.Text{}, err
-	}
-	if r.Inputs != "" {
-		if err := parsed.SetShapes(r.Inputs, r.Constants); err != nil {
-			return nil, rules.Text{}, err
-		}
-	}
-	canon, text := parsed.Oriented()
-	return canon, text, nil
-}
-
 // WriteDot draws each rule as a Graphviz cluster pair: source on the left,
 // target on the right, inputs shared.
-func WriteDot(w io.Writer, reg *rules.Registry, rs []Rule) error {
+func WriteDot(w io.Writer, reg *rules.Registry, rs []rules.Text) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintln(bw, "digraph rules {\n  rankdir=BT;\n  node [shape=box, fontname=\"monospace\"];")
 	for k, r := range rs {
-		parsed, err := rules.ParseRule(reg, r.Src+" => "+r.Dst)
+		checked, err := r.Checked(reg)
 		if err != nil {
 			return fmt.Errorf("rule %d: %w", k, err)
 		}
+		parsed := checked.Rule()
 		fmt.Fprintf(bw, "  subgraph cluster_%d {\n    label=%q;\n", k, fmt.Sprintf("rule %d", k+1))
 		for i := 0; i < parsed.NumInputs; i++ {
 			fmt.Fprintf(bw, "    r%d_in%d [label=\"?%c\", shape=ellipse];\n", k, i, 'a'+i%26)

@@ -1119,25 +1119,33 @@ func Read(name string, data []byte, reg *rules.Registry, format string) (*Foreig
 	case "flexflow-json":
 		return ReadFlexFlow(name, data, reg)
 	case "json", "sexpr":
-		var in []Rule
-		var err error
-		if format == "json" {
-			_, in, err = ReadJSON(name, data)
-		} else {
-			in, err = ReadSexpr(name, data, reg)
-		}
+		texts, err := readOwn(name, data, reg, format)
 		if err != nil {
 			return nil, err
 		}
 		f := &Foreign{Unknown: map[string]int{}}
-		for i, r := range in {
-			canon, _, err := Parse(reg, r)
-			if err != nil {
-				return nil, fmt.Errorf("%s: rule %d: %w", name, i+1, err)
-			}
+		for i, t := range texts {
+			canon, _ := t.Rule().Oriented()
 			f.Rules = append(f.Rules, Named{Name: fmt.Sprintf("rule %d", i+1), Rule: canon})
 		}
 		return f, nil
 	}
 	return nil, fmt.Errorf("unknown rule file format %q: expected one of %s", format, strings.Join(Formats, ", "))
+}
+
+// readOwn reads rulebook's own json or sexpr format, every rule checked.
+func readOwn(name string, data []byte, reg *rules.Registry, format string) ([]rules.Text, error) {
+	if format == "sexpr" {
+		return ReadSexpr(name, data, reg)
+	}
+	_, texts, err := ReadJSON(name, data)
+	if err != nil {
+		return nil, err
+	}
+	for i, t := range texts {
+		if texts[i], err = t.Checked(reg); err != nil {
+			return nil, fmt.Errorf("%s: rule %d: %w", name, i+1, err)
+		}
+	}
+	return texts, nil
 }

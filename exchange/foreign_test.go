@@ -64,8 +64,12 @@ func texts(t testing.TB, rs []*rules.Rule) []string {
 		}
 		_, text := r.Oriented()
 		out[i] = text.String()
-		if _, again, err := Parse(reg, Rule{Src: text.Src, Dst: text.Dst}); err != nil || again.String() != out[i] {
-			t.Fatalf("rule %d: %s reads back as %s (%v)", i+1, out[i], again, err)
+		back, err := rules.NewText(reg, text.Src, text.Dst, "", "")
+		if err != nil {
+			t.Fatalf("rule %d: %s does not read back: %v", i+1, out[i], err)
+		}
+		if _, again := back.Rule().Oriented(); again.String() != out[i] {
+			t.Fatalf("rule %d: %s reads back as %s", i+1, out[i], again)
 		}
 	}
 	slices.Sort(out)
@@ -185,9 +189,7 @@ func ours3(t testing.TB) []*rules.Rule {
 	}
 	out := make([]*rules.Rule, len(in))
 	for i, r := range in {
-		if out[i], _, err = Parse(reg, r); err != nil {
-			t.Fatalf("rule %d: %v", i+1, err)
-		}
+		out[i], _ = r.Rule().Oriented()
 	}
 	return out
 }
@@ -287,10 +289,11 @@ func TestForeignRoundTrip(t *testing.T) {
 
 // TestFlexFlowLayout checks that written JSON looks like FlexFlow's own.
 func TestFlexFlowLayout(t *testing.T) {
-	r, _, err := Parse(rules.Default(), Rule{Src: "(relu (concat 1 ?a ?b))", Dst: "(concat 1 (relu ?a) (relu ?b))", Inputs: "?a:2x4 ?b:2x4"})
+	text, err := rules.NewText(rules.Default(), "(relu (concat 1 ?a ?b))", "(concat 1 (relu ?a) (relu ?b))", "?a:2x4 ?b:2x4", "")
 	if err != nil {
 		t.Fatal(err)
 	}
+	r, _ := text.Rule().Oriented()
 	var buf bytes.Buffer
 	if _, err := WriteFlexFlow(&buf, []*rules.Rule{r}); err != nil {
 		t.Fatal(err)
@@ -432,16 +435,11 @@ func TestTASOExportParams(t *testing.T) {
 			[]xParam{{key: pmOpType, value: tPoolAvg}, {key: pmKernelH, value: 3}, {key: pmKernelW, value: 3}, {key: pmStrideH, value: 2}, {key: pmStrideW, value: 2}, {key: pmPad, value: 1}, {key: pmActi, value: 0}}},
 	}
 	for _, tt := range tests {
-		r, err := rules.ParseRule(rules.Default(), tt.src+" => "+tt.dst)
+		text, err := rules.NewText(rules.Default(), tt.src, tt.dst, tt.inputs, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tt.inputs != "" {
-			if err := r.SetShapes(tt.inputs, ""); err != nil {
-				t.Fatal(err)
-			}
-		}
-		x, reason := exportRule(r, "TASO")
+		x, reason := exportRule(text.Rule(), "TASO")
 		if reason != "" {
 			t.Fatalf("%s: %s", tt.src, reason)
 		}

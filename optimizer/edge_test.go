@@ -6,7 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	"rulebook/exchange"
 	"rulebook/onnx"
 	"rulebook/rewrite"
 	"rulebook/rules"
@@ -159,10 +158,11 @@ func TestRewriteWouldCycle(t *testing.T) {
 // shapedRuleSet is a rule set of one rule found at the given input shapes.
 func shapedRuleSet(t *testing.T, src, dst, inputs string) *RuleSet {
 	t.Helper()
-	r, text, err := exchange.Parse(rules.Default(), exchange.Rule{Src: src, Dst: dst, Inputs: inputs})
+	checked, err := rules.NewText(rules.Default(), src, dst, inputs, "")
 	if err != nil {
 		t.Fatal(err)
 	}
+	r, text := checked.Rule().Oriented()
 	return &RuleSet{Version: "test", Rules: []*rules.Rule{r}, Texts: []string{text.String()}}
 }
 

@@ -37,11 +37,10 @@ func LoadVersion(ctx context.Context, db *store.Store, ref string) (*RuleSet, er
 	if err != nil {
 		return nil, err
 	}
-	in := make([]exchange.Rule, len(stored))
+	in := make([]rules.Text, len(stored))
 	ids := make([]int64, len(stored))
 	for i, r := range stored {
-		in[i] = exchange.Rule{Src: r.Src, Dst: r.Dst, Inputs: r.Inputs, Constants: r.Constants}
-		ids[i] = r.ID
+		in[i], ids[i] = r.Text, r.ID
 	}
 	rs, err := newRuleSet(fmt.Sprintf("version %s", v.Tag), v.Tag, v.Hash, in)
 	if rs != nil {
@@ -68,14 +67,17 @@ func LoadBundle(path string) (*RuleSet, error) {
 	return newRuleSet(path, h.Version, h.Hash, in)
 }
 
-func newRuleSet(source, tag, hash string, in []exchange.Rule) (*RuleSet, error) {
+// newRuleSet checks the texts read from source (as plain fields) and their
+// content hash.
+func newRuleSet(source, tag, hash string, in []rules.Text) (*RuleSet, error) {
 	reg := rules.Default()
 	rs := &RuleSet{Version: tag, Hash: hash}
 	for i, r := range in {
-		parsed, text, err := exchange.Parse(reg, r)
+		checked, err := r.Checked(reg)
 		if err != nil {
 			return nil, fmt.Errorf("%s: rule %d: %w", source, i+1, err)
 		}
+		parsed, text := checked.Rule().Oriented()
 		rs.Rules = append(rs.Rules, parsed)
 		rs.Texts = append(rs.Texts, text.String())
 		rs.RuleHashes = append(rs.RuleHashes, text.Hash())

@@ -18,15 +18,74 @@ type Rule struct {
 	Src, Dst    Graph
 }
 
-// Text is the canonical text of a rule: "SRC => DST".
+// Text is a rule as it is written, exchanged and stored: the text of its
+// two sides and the shapes it was found with. It is the one record of a
+// rule outside memory: exchange files hold it (in JSON with these keys),
+// the store's rules embed it.
+//
+// A Text is built by NewText (or Rule.Canonical and Rule.Oriented), which
+// parse and check it once: from then on Rule is its parsed rule. A Text
+// that arrives as plain fields (decoded from JSON, read from the store)
+// is only strings until Checked parses it.
 type Text struct {
-	Src, Dst string
+	// Src and Dst are the two sides ("SRC => DST" joins them), canonical
+	// when the Text comes from Canonical or Oriented.
+	Src string `json:"src"`
+	Dst string `json:"dst"`
 	// Inputs lists the input names with their shapes ("?a:2x4 ?b:4x4")
 	// when shapes are known.
-	Inputs string
+	Inputs string `json:"inputs,omitempty"`
 	// Constants lists the shapes of constant nodes in order of first
 	// appearance in the text, when known.
-	Constants string
+	Constants string `json:"constants,omitempty"`
+
+	rule *Rule // parsed, with the shapes; nil until checked
+}
+
+// NewText parses a rule's two sides and attaches its shapes (inputs and
+// constants as Text records them; without input shapes the rule has none),
+// or says why they are not a rule over reg's operators.
+func NewText(reg *Registry, src, dst, inputs, constants string) (Text, error) {
+	t := Text{Src: src, Dst: dst, Inputs: inputs, Constants: constants}
+	return checkText(reg, t, t.String())
+}
+
+// ParseText is NewText for a rule written whole, "SRC => DST": a
+// *SyntaxError's position is one in text.
+func ParseText(reg *Registry, text, inputs, constants string) (Text, error) {
+	src, dst, _ := strings.Cut(text, " => ")
+	return checkText(reg, Text{Src: strings.TrimSpace(src), Dst: strings.TrimSpace(dst), Inputs: inputs, Constants: constants}, text)
+}
+
+// checkText parses text, the whole of t, and attaches t's shapes.
+func checkText(reg *Registry, t Text, text string) (Text, error) {
+	r, err := ParseRule(reg, text)
+	if err != nil {
+		return Text{}, err
+	}
+	if t.Inputs != "" {
+		if err := r.SetShapes(t.Inputs, t.Constants); err != nil {
+			return Text{}, err
+		}
+	}
+	t.rule = r
+	return t, nil
+}
+
+// Checked parses and checks a Text that arrived as plain fields (see
+// NewText), so that Rule can be used.
+func (t Text) Checked(reg *Registry) (Text, error) {
+	return NewText(reg, t.Src, t.Dst, t.Inputs, t.Constants)
+}
+
+// Rule is the parsed rule, with its shapes when the text records them. It
+// is shared by every copy of the Text: callers must not change it. Asking
+// a Text that was never checked is a programming error, and panics.
+func (t Text) Rule() *Rule {
+	if t.rule == nil {
+		panic("rules: Rule of a Text that was not checked (build it with NewText or Checked)")
+	}
+	return t.rule
 }
 
 // String joins source and target.
@@ -305,7 +364,7 @@ func (r *Rule) Canonical() (*Rule, Text) {
 	c.Src = renumber(&r.Src, best.src.nodeOrder(), best.outputs, newInput)
 	c.Dst = renumber(&r.Dst, best.dst.nodeOrder(), best.outputs, newInput)
 	srcText, dstText, _ := strings.Cut(best.text, " => ")
-	t := Text{Src: srcText, Dst: dstText}
+	t := Text{Src: srcText, Dst: dstText, rule: c}
 	if len(c.InputShapes) > 0 {
 		parts := make([]string, c.NumInputs)
 		for i, s := range c.InputShapes {

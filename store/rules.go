@@ -12,13 +12,13 @@ import (
 	"rulebook/rules"
 )
 
-// Rule is one rewrite rule as stored.
+// Rule is one rewrite rule as stored: its text (canonical, with the
+// shapes it was found with) and what the store records about it. The text
+// is read back as plain fields; Checked parses it.
 type Rule struct {
-	ID                    int64
-	Hash                  string // 16 lower-case hex chars, unique
-	Src, Dst              string // canonical s-expression text of the two sides
-	Inputs                string // e.g. "?a:2x4 ?b:4x4"
-	Constants             string // shapes of constants, e.g. "4x4"; may be ""
+	ID   int64
+	Hash string // 16 lower-case hex chars, unique: the text's Hash
+	rules.Text
 	SrcOps, DstOps        int
 	NumInputs, NumOutputs int
 	Operators             []string // distinct operator names used on either side, sorted
@@ -32,6 +32,18 @@ type Rule struct {
 	// PruneReason says why.
 	PrunedBy    int64
 	PruneReason string
+}
+
+// NewRule is the record to store for a rule's checked text (one that
+// Rule.Canonical or Rule.Oriented made, or Checked): its hash, sizes and
+// operators come from the parsed rule. It is a candidate of no run yet.
+func NewRule(t rules.Text) Rule {
+	r := t.Rule()
+	ops := append(r.Src.OpNames(), r.Dst.OpNames()...)
+	slices.Sort(ops)
+	return Rule{Hash: t.Hash(), Text: t,
+		SrcOps: len(r.Src.Nodes), DstOps: len(r.Dst.Nodes), NumInputs: r.NumInputs, NumOutputs: len(r.Src.Outputs),
+		Operators: slices.Compact(ops), Status: rules.StatusCandidate}
 }
 
 // InsertRules inserts rules in one transaction: all or nothing, and nothing

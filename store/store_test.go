@@ -35,23 +35,19 @@ func openTemp(t *testing.T) *Store {
 // sampleRules returns a small, varied set of rules found by run.
 func sampleRules(run int64) []Rule {
 	return []Rule{
-		{Hash: "0123456789abcdef", Src: "(matmul (matmul ?a ?b) ?c)", Dst: "(matmul ?a (matmul ?b ?c))",
-			Inputs: "?a:2x4 ?b:4x4 ?c:4x4", SrcOps: 2, DstOps: 2, NumInputs: 3, NumOutputs: 1,
+		{Hash: "0123456789abcdef", Text: rules.Text{Src: "(matmul (matmul ?a ?b) ?c)", Dst: "(matmul ?a (matmul ?b ?c))", Inputs: "?a:2x4 ?b:4x4 ?c:4x4"}, SrcOps: 2, DstOps: 2, NumInputs: 3, NumOutputs: 1,
 			Operators: []string{"matmul"}, Fingerprint: 1<<63 + 5, RunID: run},
-		{Hash: "00000000000000a1", Src: "(add ?a ?b)", Dst: "(add ?b ?a)",
-			Inputs: "?a:4x4 ?b:4x4", SrcOps: 1, DstOps: 1, NumInputs: 2, NumOutputs: 1,
+		{Hash: "00000000000000a1", Text: rules.Text{Src: "(add ?a ?b)", Dst: "(add ?b ?a)", Inputs: "?a:4x4 ?b:4x4"}, SrcOps: 1, DstOps: 1, NumInputs: 2, NumOutputs: 1,
 			Operators: []string{"add"}, Fingerprint: 42, Status: rules.StatusProved, RunID: run},
-		{Hash: "00000000000000a2", Src: "(matmul ?a (add ?b ?c))", Dst: "(add (matmul ?a ?b) (matmul ?a ?c))",
-			Inputs: "?a:4x4 ?b:4x4 ?c:4x4", SrcOps: 2, DstOps: 3, NumInputs: 3, NumOutputs: 1,
+		{Hash: "00000000000000a2", Text: rules.Text{Src: "(matmul ?a (add ?b ?c))", Dst: "(add (matmul ?a ?b) (matmul ?a ?c))", Inputs: "?a:4x4 ?b:4x4 ?c:4x4"}, SrcOps: 2, DstOps: 3, NumInputs: 3, NumOutputs: 1,
 			Operators: []string{"add", "matmul"}, Fingerprint: 7, RunID: run},
-		{Hash: "00000000000000a3", Src: "(let ((x (matmul ?a ?b)) (y (matmul ?a ?c))) (x y))",
-			Dst: "(split 1 (matmul ?a (concat 1 ?b ?c)))", Inputs: "?a:4x4 ?b:4x4 ?c:4x4", Constants: "",
+		{Hash: "00000000000000a3", Text: rules.Text{Src: "(let ((x (matmul ?a ?b)) (y (matmul ?a ?c))) (x y))", Dst: "(split 1 (matmul ?a (concat 1 ?b ?c)))", Inputs: "?a:4x4 ?b:4x4 ?c:4x4", Constants: ""},
 			SrcOps: 2, DstOps: 3, NumInputs: 3, NumOutputs: 2,
 			Operators: []string{"concat", "matmul", "split"}, Fingerprint: 9, RunID: run},
-		{Hash: "00000000000000a4", Src: "(relu (relu ?a))", Dst: "(relu ?a)", Inputs: "?a:4x4",
+		{Hash: "00000000000000a4", Text: rules.Text{Src: "(relu (relu ?a))", Dst: "(relu ?a)", Inputs: "?a:4x4"},
 			SrcOps: 2, DstOps: 1, NumInputs: 1, NumOutputs: 1, Operators: []string{"relu"},
 			Fingerprint: 11, Status: rules.StatusRefuted, RunID: run},
-		{Hash: "00000000000000a5", Src: "(ewmul ?a #c)", Dst: "(ewmul #c ?a)", Inputs: "?a:4x4", Constants: "4x4",
+		{Hash: "00000000000000a5", Text: rules.Text{Src: "(ewmul ?a #c)", Dst: "(ewmul #c ?a)", Inputs: "?a:4x4", Constants: "4x4"},
 			SrcOps: 1, DstOps: 1, NumInputs: 1, NumOutputs: 1, Operators: []string{"ewmul"},
 			Fingerprint: 13, RunID: run},
 	}
@@ -293,7 +289,7 @@ func TestInsertAndQuery(t *testing.T) {
 		t.Fatalf("re-insert: %d new rows, want 0", n)
 	}
 	// A batch with one new rule and a duplicate within the batch.
-	extra := Rule{Hash: "00000000000000b1", Src: "(transpose (transpose ?a))", Dst: "?a", Inputs: "?a:2x4",
+	extra := Rule{Hash: "00000000000000b1", Text: rules.Text{Src: "(transpose (transpose ?a))", Dst: "?a", Inputs: "?a:2x4"},
 		SrcOps: 2, DstOps: 0, NumInputs: 1, NumOutputs: 1, Operators: []string{"transpose"}, RunID: run}
 	n, err = s.InsertRules(ctx, []Rule{inserted[0], extra, extra})
 	if err != nil {
@@ -474,13 +470,14 @@ func TestInsertRulesCancelled(t *testing.T) {
 
 func manyRules(run int64, n int) []Rule {
 	ops := []string{"add", "matmul", "relu", "concat", "split", "transpose"}
-	rules := make([]Rule, n)
-	for i := range rules {
-		rules[i] = Rule{Hash: fmt.Sprintf("%016x", uint64(i)*0x9E3779B97F4A7C15), Src: fmt.Sprintf("(add ?a (relu ?b%d))", i),
-			Dst: fmt.Sprintf("(add (relu ?b%d) ?a)", i), Inputs: "?a:4x4 ?b:4x4", SrcOps: 1 + i%3, DstOps: 1 + i%4,
+	many := make([]Rule, n)
+	for i := range many {
+		many[i] = Rule{Hash: fmt.Sprintf("%016x", uint64(i)*0x9E3779B97F4A7C15),
+			Text:   rules.Text{Src: fmt.Sprintf("(add ?a (relu ?b%d))", i), Dst: fmt.Sprintf("(add (relu ?b%d) ?a)", i), Inputs: "?a:4x4 ?b:4x4"},
+			SrcOps: 1 + i%3, DstOps: 1 + i%4,
 			NumInputs: 2, NumOutputs: 1 + i%2, Operators: []string{ops[i%6], ops[(i+1)%6]}, Fingerprint: uint64(i), RunID: run}
 	}
-	return rules
+	return many
 }
 
 func TestInsertManyRules(t *testing.T) {

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"rulebook/rules"
 )
 
 // Version is a released, immutable rule set.
@@ -45,7 +47,8 @@ func ContentHash(texts []string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-func ruleText(src, dst string) string { return src + " => " + dst }
+// ruleText is the text a version's content hash covers, "SRC => DST".
+func ruleText(src, dst string) string { return rules.Text{Src: src, Dst: dst}.String() }
 
 // Release freezes every proved, unpruned rule as version tag, with the
 // previous version as parent. It refuses an existing tag and a release with nothing

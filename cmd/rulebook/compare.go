@@ -83,9 +83,11 @@ func runCompare(cmd *cobra.Command, db *store.Store, path string, o compareOptio
 	}
 	ours := make([]*rules.Rule, len(stored))
 	for i, r := range stored {
-		if ours[i], err = rules.ParseRule(reg, r.Src+" => "+r.Dst); err != nil {
+		t, err := r.Checked(reg)
+		if err != nil {
 			return fmt.Errorf("version %s: rule %d: %w", v.Tag, r.ID, err)
 		}
+		ours[i] = t.Rule()
 	}
 	bar := newProgress(cmd.ErrOrStderr(), o.noProgress)
 	start := time.Now()

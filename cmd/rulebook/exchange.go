@@ -53,9 +53,9 @@ and defaults to 3x3 kernels and 4-D tensors otherwise.`,
 			if err != nil {
 				return err
 			}
-			out := make([]exchange.Rule, len(rs))
+			out := make([]rules.Text, len(rs))
 			for i, r := range rs {
-				out[i] = exchange.Rule{Src: r.Src, Dst: r.Dst, Inputs: r.Inputs, Constants: r.Constants}
+				out[i] = r.Text
 			}
 			if format == "taso-pb" || format == "flexflow-json" {
 				return exportForeign(cmd, format, output, rs, out)
@@ -80,15 +80,15 @@ and defaults to 3x3 kernels and 4-D tensors otherwise.`,
 
 // exportForeign writes a version's rules in TASO's or FlexFlow's format and
 // reports the rules left out on standard error, by reason.
-func exportForeign(cmd *cobra.Command, format, output string, stored []store.Rule, rs []exchange.Rule) error {
+func exportForeign(cmd *cobra.Command, format, output string, stored []store.Rule, rs []rules.Text) error {
 	reg := rules.Default()
 	parsed := make([]*rules.Rule, len(rs))
 	for i, r := range rs {
-		canon, _, err := exchange.Parse(reg, r)
+		checked, err := r.Checked(reg)
 		if err != nil {
 			return fmt.Errorf("rule %d: %w", stored[i].ID, err)
 		}
-		parsed[i] = canon
+		parsed[i], _ = checked.Rule().Oriented()
 	}
 	var skipped []exchange.Skip
 	err := writeOutput(cmd, output, func(w io.Writer) error {
@@ -186,12 +186,6 @@ func runImport(ctx context.Context, cmd *cobra.Command, format, path string) err
 	}
 	reg := rules.Default()
 	var parsed []store.Rule
-	add := func(origin string, canon *rules.Rule, text rules.Text) {
-		ops := append(canon.Src.OpNames(), canon.Dst.OpNames()...)
-		parsed = append(parsed, store.Rule{Hash: text.Hash(), Src: text.Src, Dst: text.Dst, Inputs: text.Inputs, Constants: text.Constants,
-			SrcOps: len(canon.Src.Nodes), DstOps: len(canon.Dst.Nodes), NumInputs: canon.NumInputs, NumOutputs: len(canon.Src.Outputs),
-			Operators: uniqueSorted(ops), Status: "candidate", Origin: origin})
-	}
 	if format == "" {
 		format = exchange.GuessFormat(path, data)
 	}
@@ -200,8 +194,10 @@ func runImport(ctx context.Context, cmd *cobra.Command, format, path string) err
 		return err
 	}
 	for _, n := range foreign.Rules {
-		canon, text := n.Rule.Oriented()
-		add(n.Name, canon, text)
+		_, text := n.Rule.Oriented()
+		r := store.NewRule(text)
+		r.Origin = n.Name
+		parsed = append(parsed, r)
 	}
 	db, err := store.Open(ctx, dbPath(cmd))
 	if err != nil {

@@ -174,27 +174,9 @@ func printStages(w io.Writer, s enumerate.Stats, distinct int, stored int64, ela
 func toStoreRules(cands []enumerate.Candidate, runID int64) []store.Rule {
 	out := make([]store.Rule, len(cands))
 	for i, c := range cands {
-		ops := append(c.Rule.Src.OpNames(), c.Rule.Dst.OpNames()...)
-		out[i] = store.Rule{
-			Hash: c.Text.Hash(), Src: c.Text.Src, Dst: c.Text.Dst, Inputs: c.Text.Inputs, Constants: c.Text.Constants,
-			SrcOps: len(c.Rule.Src.Nodes), DstOps: len(c.Rule.Dst.Nodes),
-			NumInputs: c.Rule.NumInputs, NumOutputs: len(c.Rule.Src.Outputs),
-			Operators: uniqueSorted(ops), Fingerprint: c.Fingerprint, Status: "candidate", RunID: runID,
-		}
+		out[i] = store.NewRule(c.Text)
+		out[i].Fingerprint, out[i].RunID = c.Fingerprint, runID
 	}
-	return out
-}
-
-func uniqueSorted(xs []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, x := range xs {
-		if !seen[x] {
-			seen[x] = true
-			out = append(out, x)
-		}
-	}
-	sortStrings(out)
 	return out
 }
 

@@ -70,11 +70,11 @@ func pruneInput(reg *rules.Registry, all []store.Rule) ([]prune.Rule, error) {
 		if r.Status == rules.StatusRefuted {
 			continue
 		}
-		parsed, err := rules.ParseRule(reg, r.Src+" => "+r.Dst)
+		t, err := r.Checked(reg)
 		if err != nil {
 			return nil, fmt.Errorf("prune: rule %d: %w", r.ID, err)
 		}
-		in = append(in, prune.Rule{ID: r.ID, Rule: parsed, Proved: r.Status == rules.StatusProved})
+		in = append(in, prune.Rule{ID: r.ID, Rule: t.Rule(), Proved: r.Status == rules.StatusProved})
 	}
 	return in, nil
 }

@@ -105,11 +105,11 @@ func testPrune(t *testing.T, db string) {
 
 func mustParse(t *testing.T, reg *rules.Registry, r store.Rule) *rules.Rule {
 	t.Helper()
-	parsed, err := rules.ParseRule(reg, r.Src+" => "+r.Dst)
+	checked, err := r.Checked(reg)
 	if err != nil {
 		t.Fatalf("rule %d: %v", r.ID, err)
 	}
-	return parsed
+	return checked.Rule()
 }
 
 // testCompare relates TASO's hand-written rules and FlexFlow's to the

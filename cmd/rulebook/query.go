@@ -16,8 +16,6 @@ import (
 	"rulebook/store"
 )
 
-func sortStrings(s []string) { sort.Strings(s) }
-
 func newListCmd() *cobra.Command {
 	var f store.Filter
 	var size int
@@ -100,7 +98,7 @@ func drawRule(r store.Rule, path string) error {
 		return fmt.Errorf("--svg needs Graphviz's dot on the PATH (apt-get install graphviz)")
 	}
 	var src bytes.Buffer
-	if err := exchange.WriteDot(&src, rules.Default(), []exchange.Rule{{Src: r.Src, Dst: r.Dst}}); err != nil {
+	if err := exchange.WriteDot(&src, rules.Default(), []rules.Text{r.Text}); err != nil {
 		return err
 	}
 	c := exec.Command(dot, "-Tsvg", "-o", path)

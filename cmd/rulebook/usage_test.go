@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"rulebook/rules"
 	"rulebook/store"
 )
 
@@ -31,8 +32,7 @@ func releasedDB(t *testing.T) (string, string) {
 	defer db.Close()
 	run, err := db.BeginRun(ctx, "generate", "{}", 0, "test")
 	must(t, err)
-	_, err = db.InsertRules(ctx, []store.Rule{{Hash: "00000000000000a1", Src: "(ewadd ?a ?b)", Dst: "(ewadd ?b ?a)",
-		Inputs: "?a:4x4 ?b:4x4", SrcOps: 1, DstOps: 1, NumInputs: 2, NumOutputs: 1, Operators: []string{"ewadd"}, RunID: run}})
+	_, err = db.InsertRules(ctx, []store.Rule{{Hash: "00000000000000a1", Text: rules.Text{Src: "(ewadd ?a ?b)", Dst: "(ewadd ?b ?a)", Inputs: "?a:4x4 ?b:4x4"}, SrcOps: 1, DstOps: 1, NumInputs: 2, NumOutputs: 1, Operators: []string{"ewadd"}, RunID: run}})
 	must(t, err)
 	set := store.AxiomSet{Hash: "00112233aabbccdd", Dir: "axioms", Axioms: 1, Text: "ewadd-comm\t\t(forall ...)\n"}
 	must(t, db.SaveAxiomSet(ctx, set))

@@ -141,16 +141,11 @@ func selectRules(ctx context.Context, db *store.Store, set string, o verifyOptio
 func verifyJobs(reg *rules.Registry, rs []store.Rule) ([]verify.Job, error) {
 	jobs := make([]verify.Job, len(rs))
 	for i, r := range rs {
-		parsed, err := rules.ParseRule(reg, r.Src+" => "+r.Dst)
+		t, err := r.Checked(reg)
 		if err != nil {
 			return nil, fmt.Errorf("rule %d: %w", r.ID, err)
 		}
-		if r.Inputs != "" {
-			if err := parsed.SetShapes(r.Inputs, r.Constants); err != nil {
-				return nil, fmt.Errorf("rule %d: %w", r.ID, err)
-			}
-		}
-		jobs[i] = verify.Job{ID: r.ID, Rule: parsed}
+		jobs[i] = verify.Job{ID: r.ID, Rule: t.Rule()}
 	}
 	return jobs, nil
 }
