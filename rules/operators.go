@@ -40,20 +40,52 @@ func axisParam() ParamSpec {
 	return ParamSpec{Name: "axis", Min: 0, Max: MaxRank - 1, Generate: []int{0, 1}, Check: []int{0, 1, 2, 3}}
 }
 
-// Default returns the default operator set: TASO's Table 2.1.
+// windowAttrs are the ONNX attributes of a 2-D sliding window, with the
+// operator's own.
+func windowAttrs(own ...string) []string {
+	return append([]string{ONNXAttrKernelShape, ONNXAttrStrides, ONNXAttrPads, ONNXAttrAutoPad, ONNXAttrDilations}, own...)
+}
+
+// TASO's parameters of pooling, which TASO and FlexFlow share.
+func poolTASOParams() []TASOParam {
+	return []TASOParam{PMOpType, PMKernelH, PMKernelW, PMStrideH, PMStrideW, PMPad, PMActi}
+}
+func poolFlexFlowParams() []string {
+	return []string{"PM_OP_TYPE", "PM_KERNEL_H", "PM_KERNEL_W", "PM_STRIDE_H", "PM_STRIDE_W", "PM_PAD", "PM_ACTI"}
+}
+
+// Default returns the default operator set: TASO's Table 2.1. Each row also
+// says how the operator appears in ONNX, TASO's protobuf and FlexFlow's
+// JSON (see formats.go).
 func Default() *Registry {
 	return newRegistry([]*Op{
 		{Name: "ewadd", Doc: "element-wise addition", Arity: 2, Outputs: 1, Z3: []string{"ewadd"}, Commutative: true,
-			Shape: elementwiseShape, IntKernel: ewaddKernel[uint32, Mod], FloatKernel: ewaddKernel[float64, Real]},
+			Shape: elementwiseShape, IntKernel: ewaddKernel[uint32, Mod], FloatKernel: ewaddKernel[float64, Real],
+			ONNX:     ONNXForm{Types: []string{"Add"}},
+			TASO:     TASOForm{Type: 16, Name: "OP_EW_ADD", Operands: []int{2}},
+			FlexFlow: FlexFlowForm{Type: "OP_EW_ADD"}},
 		{Name: "ewmul", Doc: "element-wise multiplication", Arity: 2, Outputs: 1, Z3: []string{"ewmul"}, Commutative: true,
-			Shape: elementwiseShape, IntKernel: ewmulKernel[uint32, Mod], FloatKernel: ewmulKernel[float64, Real]},
+			Shape: elementwiseShape, IntKernel: ewmulKernel[uint32, Mod], FloatKernel: ewmulKernel[float64, Real],
+			ONNX:     ONNXForm{Types: []string{"Mul"}},
+			TASO:     TASOForm{Type: 17, Name: "OP_EW_MUL", Operands: []int{2}},
+			FlexFlow: FlexFlowForm{Type: "OP_EW_MUL"}},
 		{Name: "smul", Doc: "multiplication by a scalar tensor", Arity: 2, Outputs: 1, Z3: []string{"smul"},
 			Operands: []Operand{{Name: "input"}, {Name: "scalar", Scalar: true}},
-			Shape:    smulShape, IntKernel: smulKernel[uint32, Mod], FloatKernel: smulKernel[float64, Real]},
+			Shape:    smulShape, IntKernel: smulKernel[uint32, Mod], FloatKernel: smulKernel[float64, Real],
+			ONNX:     ONNXForm{Types: []string{"Mul"}},
+			TASO:     TASOForm{Type: 19, Name: "OP_MUL", Operands: []int{2}},
+			FlexFlow: FlexFlowForm{Type: "OP_MUL"}},
 		{Name: "transpose", Doc: "transpose a matrix", Arity: 1, Outputs: 1, Z3: []string{"transpose"},
-			Shape: transposeShape, IntKernel: transposeKernel[uint32], FloatKernel: transposeKernel[float64]},
+			Shape: transposeShape, IntKernel: transposeKernel[uint32], FloatKernel: transposeKernel[float64],
+			ONNX: ONNXForm{Types: []string{"Transpose"}, Attrs: []string{ONNXAttrPerm}},
+			TASO: TASOForm{Type: 15, Name: "OP_TRANSPOSE", Params: []TASOParam{PMNumDim, PMPerm, PMOutShuffle},
+				Required: []TASOParam{PMPerm}, Operands: []int{1}},
+			FlexFlow: FlexFlowForm{Type: "OP_TRANSPOSE", Params: []string{"PM_NUMDIM", "PM_PERM", "PM_OUTSHUFFLE"}}},
 		{Name: "matmul", Doc: "(batched) matrix multiplication", Arity: 2, Outputs: 1, Z3: []string{"matmul"},
-			Shape: matmulShape, IntKernel: matmulKernel[uint32, Mod], FloatKernel: matmulKernel[float64, Real]},
+			Shape: matmulShape, IntKernel: matmulKernel[uint32, Mod], FloatKernel: matmulKernel[float64, Real],
+			ONNX:     ONNXForm{Types: []string{"MatMul", ONNXGemm}, Attrs: []string{ONNXAttrAlpha, ONNXAttrBeta, ONNXAttrTransA, ONNXAttrTransB}},
+			TASO:     TASOForm{Type: 18, Name: "OP_MATMUL", Params: []TASOParam{PMActi}, Operands: []int{2}},
+			FlexFlow: FlexFlowForm{Type: "OP_MATMUL", Params: []string{"PM_ACTI"}}},
 		{Name: "conv2d", Doc: "grouped 2-D convolution, NCHW input, OIHW kernel; input channels = groups × kernel input channels", Arity: 2, Outputs: 1, Z3: []string{"conv2d"},
 			Operands: []Operand{{Name: "input", Data: true}, {Name: "kernel", Weight: true}},
 			Params: []ParamSpec{strideParam(), paddingParam(),
@@ -65,37 +97,81 @@ func Default() *Registry {
 				{Name: "groups", Min: 1, Max: 1024, Named: map[int]string{GroupsDepthwise: "dw"},
 					Generate: []int{1, GroupsDepthwise}, Check: []int{1, 2, 3, GroupsDepthwise}}},
 			Piecewise: func(p []int) bool { return p[2] == ActRelu },
-			Shape:     convShape, IntKernel: convKernel[uint32, Mod], FloatKernel: convKernel[float64, Real]},
+			Shape:     convShape, IntKernel: convKernel[uint32, Mod], FloatKernel: convKernel[float64, Real],
+			// A relu activation is the relu operator's node after the Conv.
+			ONNX: ONNXForm{Types: []string{"Conv"}, Attrs: windowAttrs(ONNXAttrGroup)},
+			// TASO leaves groups to the shapes; FlexFlow may give them.
+			TASO: TASOForm{Type: 3, Name: "OP_CONV2D", Params: []TASOParam{PMGroup, PMKernelH, PMKernelW, PMStrideH, PMStrideW, PMPad, PMActi},
+				Required: []TASOParam{PMStrideH, PMStrideW, PMPad}, Operands: []int{2}},
+			FlexFlow: FlexFlowForm{Type: "OP_CONV2D", Params: []string{"PM_GROUP", "PM_KERNEL_H", "PM_KERNEL_W", "PM_STRIDE_H", "PM_STRIDE_W", "PM_PAD", "PM_ACTI"}}},
 		{Name: "enlarge", Doc: "pad a convolution kernel with zeros to kernel×kernel, centred", Arity: 1, Outputs: 1, Z3: []string{"enlarge"},
 			Operands: []Operand{{Name: "kernel", Weight: true, Input: true}},
 			Params:   []ParamSpec{kernelParam()},
-			Shape:    enlargeShape, IntKernel: enlargeKernel[uint32, Mod], FloatKernel: enlargeKernel[float64, Real]},
+			Shape:    enlargeShape, IntKernel: enlargeKernel[uint32, Mod], FloatKernel: enlargeKernel[float64, Real],
+			ONNX: ONNXForm{None: true},
+			TASO: TASOForm{Type: 20, Name: "OP_ENLARGE", Params: []TASOParam{PMKernelH, PMKernelW},
+				Required: []TASOParam{PMKernelH, PMKernelW}, Operands: []int{1, 2}},
+			FlexFlow: FlexFlowForm{Type: "OP_ENLARGE", Params: []string{"PM_KERNEL_H", "PM_KERNEL_W"}}},
 		{Name: "relu", Doc: "rectified linear unit", Arity: 1, Outputs: 1, Z3: []string{"relu"}, Piecewise: always,
-			Shape: sameShape, IntKernel: reluKernel[uint32, Mod], FloatKernel: reluKernel[float64, Real]},
+			Shape: sameShape, IntKernel: reluKernel[uint32, Mod], FloatKernel: reluKernel[float64, Real],
+			ONNX:     ONNXForm{Types: []string{"Relu"}},
+			TASO:     TASOForm{Type: 8, Name: "OP_RELU", Operands: []int{1}},
+			FlexFlow: FlexFlowForm{Type: "OP_RELU"}},
 		{Name: "pool_avg", Doc: "average pooling, NCHW; padded cells count as zeros", Arity: 1, Outputs: 1, Z3: []string{"pool_avg"},
 			Operands: []Operand{{Name: "input", Data: true}},
 			Params:   []ParamSpec{kernelParam(), strideParam(), paddingParam()},
-			Shape:    poolShape, IntKernel: poolAvgKernel[uint32, Mod], FloatKernel: poolAvgKernel[float64, Real]},
+			Shape:    poolShape, IntKernel: poolAvgKernel[uint32, Mod], FloatKernel: poolAvgKernel[float64, Real],
+			ONNX: ONNXForm{Types: []string{"AveragePool", ONNXPad},
+				Attrs: windowAttrs(ONNXAttrCeilMode, ONNXAttrCountIncludePad, ONNXAttrMode, ONNXAttrValue)},
+			TASO: TASOForm{Type: 7, Name: "OP_POOL2D_AVG", Params: poolTASOParams(),
+				Required: []TASOParam{PMKernelH, PMKernelW, PMStrideH, PMStrideW, PMPad}, Operands: []int{1, 2}},
+			FlexFlow: FlexFlowForm{Type: "OP_POOL2D_AVG", Params: poolFlexFlowParams()}},
 		{Name: "pool_max", Doc: "max pooling, NCHW; padded cells are ignored", Arity: 1, Outputs: 1, Z3: []string{"pool_max"}, Piecewise: always,
 			Operands: []Operand{{Name: "input", Data: true}},
 			Params:   []ParamSpec{kernelParam(), strideParam(), paddingParam()},
-			Shape:    poolShape, IntKernel: poolMaxKernel[uint32, Mod], FloatKernel: poolMaxKernel[float64, Real]},
+			Shape:    poolShape, IntKernel: poolMaxKernel[uint32, Mod], FloatKernel: poolMaxKernel[float64, Real],
+			ONNX: ONNXForm{Types: []string{"MaxPool"}, Attrs: windowAttrs(ONNXAttrCeilMode, ONNXAttrStorageOrder)},
+			TASO: TASOForm{Type: 6, Name: "OP_POOL2D_MAX", Params: poolTASOParams(),
+				Required: []TASOParam{PMKernelH, PMKernelW, PMStrideH, PMStrideW, PMPad}, Operands: []int{1, 2}},
+			FlexFlow: FlexFlowForm{Type: "OP_POOL2D_MAX", Params: poolFlexFlowParams()}},
 		{Name: "concat", Doc: "concatenation of two tensors along an axis", Arity: 2, Outputs: 1, Z3: []string{"concat"},
 			Params: []ParamSpec{axisParam()},
-			Shape:  concatShape, IntKernel: concatKernel[uint32], FloatKernel: concatKernel[float64]},
+			Shape:  concatShape, IntKernel: concatKernel[uint32], FloatKernel: concatKernel[float64],
+			ONNX: ONNXForm{Types: []string{"Concat"}, Attrs: []string{ONNXAttrAxis}},
+			TASO: TASOForm{Type: 12, Name: "OP_CONCAT", Params: []TASOParam{PMNumInputs, PMAxis, PMNumDim},
+				Required: []TASOParam{PMAxis}, Operands: []int{2}},
+			FlexFlow: FlexFlowForm{Type: "OP_CONCAT", Params: []string{"PM_NUM_INPUTS", "PM_AXIS", "PM_NUMDIM"}}},
 		{Name: "split", Doc: "undo the most recent concat along an axis; outputs split0 and split1", Arity: 1, Outputs: 2, Z3: []string{"split0", "split1"},
 			Params: []ParamSpec{axisParam()},
-			Shape:  splitShape, IntKernel: splitKernel[uint32], FloatKernel: splitKernel[float64]},
+			Shape:  splitShape, IntKernel: splitKernel[uint32], FloatKernel: splitKernel[float64],
+			ONNX: ONNXForm{Types: []string{"Split"}, Attrs: []string{ONNXAttrAxis, ONNXAttrSplit, ONNXAttrNumOutputs}},
+			TASO: TASOForm{Type: 13, Name: "OP_SPLIT", Params: []TASOParam{PMNumOutputs, PMAxis},
+				Required: []TASOParam{PMAxis}, Operands: []int{1}},
+			FlexFlow: FlexFlowForm{Type: "OP_SPLIT", Params: []string{"PM_NUM_OUTPUTS", "PM_AXIS"}}},
 		{Name: "C_pool", Doc: "constant kernel (c,1,k,k) of 1/(k·k): average pooling as a depth-wise convolution", Z3: []string{"C_pool"}, Feeds: []string{"conv2d"},
 			Outputs: 1, Params: []ParamSpec{kernelParam()},
-			Shape: cPoolShape, IntKernel: cPoolKernel[uint32, Mod], FloatKernel: cPoolKernel[float64, Real]},
+			Shape: cPoolShape, IntKernel: cPoolKernel[uint32, Mod], FloatKernel: cPoolKernel[float64, Real],
+			ONNX: ONNXForm{None: true},
+			TASO: TASOForm{Type: 25, Name: "OP_CONSTANT_POOL", Params: []TASOParam{PMKernelH, PMKernelW},
+				Required: []TASOParam{PMKernelH, PMKernelW}, Operands: []int{0}},
+			FlexFlow: FlexFlowForm{Type: "OP_CONSTANT_POOL", Aliases: []string{"OP_CONSTANT_POOl"}, Params: []string{"PM_KERNEL_H", "PM_KERNEL_W"}}},
 		{Name: "I_conv", Doc: "identity convolution kernel (c,c,k,k)", Z3: []string{"I_conv"}, Feeds: []string{"conv2d"},
 			Outputs: 1, Params: []ParamSpec{kernelParam()},
-			Shape: iConvShape, IntKernel: iConvKernel[uint32, Mod], FloatKernel: iConvKernel[float64, Real]},
+			Shape: iConvShape, IntKernel: iConvKernel[uint32, Mod], FloatKernel: iConvKernel[float64, Real],
+			ONNX: ONNXForm{None: true},
+			TASO: TASOForm{Type: 23, Name: "OP_CONSTANT_ICONV", Params: []TASOParam{PMKernelH, PMKernelW},
+				Required: []TASOParam{PMKernelH, PMKernelW}, Operands: []int{0}},
+			FlexFlow: FlexFlowForm{Type: "OP_CONSTANT_ICONV", Params: []string{"PM_KERNEL_H", "PM_KERNEL_W"}}},
 		{Name: "I_matmul", Doc: "identity matrix (n,n)", Z3: []string{"I_matmul"}, Outputs: 1, Feeds: []string{"matmul"},
-			Shape: iMatmulShape, IntKernel: iMatmulKernel[uint32, Mod], FloatKernel: iMatmulKernel[float64, Real]},
+			Shape: iMatmulShape, IntKernel: iMatmulKernel[uint32, Mod], FloatKernel: iMatmulKernel[float64, Real],
+			ONNX:     ONNXForm{None: true},
+			TASO:     TASOForm{Type: 22, Name: "OP_CONSTANT_IMM", Operands: []int{0}},
+			FlexFlow: FlexFlowForm{Type: "OP_CONSTANT_IMM"}},
 		{Name: "I_ewmul", Doc: "tensor of ones", Z3: []string{"I_ewmul"}, Outputs: 1, Feeds: []string{"ewmul"},
-			Shape: plainShape, IntKernel: onesKernel[uint32, Mod], FloatKernel: onesKernel[float64, Real]},
+			Shape: plainShape, IntKernel: onesKernel[uint32, Mod], FloatKernel: onesKernel[float64, Real],
+			ONNX:     ONNXForm{None: true},
+			TASO:     TASOForm{Type: 24, Name: "OP_CONSTANT_ONE", Operands: []int{0}},
+			FlexFlow: FlexFlowForm{Type: "OP_CONSTANT_ONE"}},
 	})
 }
 

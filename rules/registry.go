@@ -118,6 +118,11 @@ type Op struct {
 	Shape       func(p []int, in []Shape) ([]Shape, error)
 	IntKernel   func(p []int, in []*IntTensor, out []*IntTensor)
 	FloatKernel func(p []int, in []*FloatTensor, out []*FloatTensor)
+	// ONNX, TASO and FlexFlow name the operator in those formats, or say
+	// it has no name there (see formats.go).
+	ONNX     ONNXForm
+	TASO     TASOForm
+	FlexFlow FlexFlowForm
 }
 
 // DataOperand reports whether operand i takes activations only.
