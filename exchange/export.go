@@ -1,0 +1,193 @@
+package exchange
+
+import (
+	"fmt"
+
+	"rulebook/rules"
+)
+
+// Defaults for what TASO needs and our rules do not say.
+const (
+	// defaultKernel is the conv2d kernel height and width written when
+	// neither the rule's shapes nor its kernel operand tell (TASO's own
+	// rules mostly use 3×3 kernels).
+	defaultKernel = 3
+	// defaultNumDim is the concat rank written when nothing in the rule
+	// fixes it (TASO's activations are 4-D).
+	defaultNumDim = 4
+)
+
+// exportRules turns our rules into the shared schema; format names the
+// target in reasons. Graph input i becomes opId -(i+1), tsId 0.
+func exportRules(rs []*rules.Rule, format string) ([]xRule, []Skip) {
+	var out []xRule
+	var skipped []Skip
+	for i, r := range rs {
+		name := fmt.Sprintf("rule %d", i+1)
+		x, reason := exportRule(r, format)
+		if reason == "" {
+			reason = readsBack(r, &x)
+		}
+		if reason != "" {
+			skipped = append(skipped, Skip{Name: name, Reason: reason})
+			continue
+		}
+		x.name = fmt.Sprintf("rulebook_rule_%d", i+1)
+		out = append(out, x)
+	}
+	return out, skipped
+}
+
+// readsBack checks that a written rule reads back as the same rule. The
+// formats leave convolution groups to the shapes, so a rule whose groups
+// TASO's pool of shapes would settle differently cannot be carried.
+func readsBack(r *rules.Rule, x *xRule) string {
+	back, reason, _ := importer{reg: rules.Default()}.convert(x)
+	if reason != "" {
+		return "does not read back: " + reason
+	}
+	_, want := r.Oriented()
+	if _, got := back.Oriented(); got.String() != want.String() {
+		return "conv2d groups that TASO's shapes do not imply (TASO infers groups from shapes)"
+	}
+	return ""
+}
+
+func exportRule(r *rules.Rule, format string) (xRule, string) {
+	var x xRule
+	ranks := inferRanks(r)
+	tensor := func(v rules.Value) xTensor {
+		if v.IsInput() {
+			return xTensor{op: -1 - v.Input()}
+		}
+		return xTensor{op: v.Node, ts: v.Out}
+	}
+	for s, g := range []*rules.Graph{&r.Src, &r.Dst} {
+		if len(g.Outputs) == 0 {
+			return x, "a side without outputs"
+		}
+		for _, o := range g.Outputs {
+			if o.IsInput() {
+				return x, fmt.Sprintf("an output is a graph input (%s's mappedOutput pairs operators)", format)
+			}
+		}
+		ops := make([]xOp, len(g.Nodes))
+		for j, n := range g.Nodes {
+			typ, ok := tasoTypeOf[n.Op.Name]
+			if !ok {
+				return x, fmt.Sprintf("%s has no %s operator type", n.Op.Name, format)
+			}
+			para, reason := exportParams(r, s, g, j, typ, ranks)
+			if reason != "" {
+				return x, reason
+			}
+			ops[j] = xOp{typ: typ, para: para}
+			for _, a := range n.Args {
+				ops[j].in = append(ops[j].in, tensor(a))
+			}
+		}
+		if s == 0 {
+			x.src = ops
+		} else {
+			x.dst = ops
+		}
+	}
+	for k := range r.Src.Outputs {
+		a, b := tensor(r.Src.Outputs[k]), tensor(r.Dst.Outputs[k])
+		x.out = append(x.out, xMap{srcOp: a.op, srcTs: a.ts, dstOp: b.op, dstTs: b.ts})
+	}
+	return x, ""
+}
+
+func exportParams(r *rules.Rule, side int, g *rules.Graph, j, typ int, ranks *rankInfo) ([]xParam, string) {
+	n := g.Nodes[j]
+	kv := func(pairs ...int) []xParam {
+		var out []xParam
+		for i := 0; i < len(pairs); i += 2 {
+			out = append(out, xParam{key: pairs[i], value: pairs[i+1]})
+		}
+		return out
+	}
+	pad := func(v int) int {
+		if v == rules.PadValid {
+			return tasoPadValid
+		}
+		return tasoPadSame
+	}
+	switch typ {
+	case tConv2D:
+		// Groups are not written: TASO infers them from shapes (see readsBack).
+		stride, padding, act := n.Params[0], n.Params[1], n.Params[2]
+		acti := tasoActNone
+		if act == rules.ActRelu {
+			acti = tasoActRelu
+		}
+		h, w := kernelSize(r, g, n.Args[1], 0)
+		return kv(pmKernelH, h, pmKernelW, w, pmStrideH, stride, pmStrideW, stride, pmPad, pad(padding), pmActi, acti), ""
+	case tPoolMax, tPoolAvg:
+		return kv(pmOpType, typ, pmKernelH, n.Params[0], pmKernelW, n.Params[0], pmStrideH, n.Params[1], pmStrideW, n.Params[1],
+			pmPad, pad(n.Params[2]), pmActi, tasoActNone), ""
+	case tConcat:
+		axis := n.Params[0]
+		dim := ranks.rank(side, rules.Value{Node: j})
+		if dim < 0 {
+			dim = defaultNumDim
+		}
+		dim = max(dim, axis+1)
+		return kv(pmNumInputs, 2, pmAxis, axis, pmNumDim, dim), ""
+	case tSplit:
+		return kv(pmNumOutputs, 2, pmAxis, n.Params[0]), ""
+	case tTranspose:
+		// PM_OUTSHUFFLE 0: TASO's default, a transpose without a copy.
+		return kv(pmNumDim, 2, pmPerm, tasoSwap, pmOutShuffle, 0), ""
+	case tMatmul:
+		return kv(pmActi, tasoActNone), ""
+	case tEnlarge, tCPool, tIConv:
+		return kv(pmKernelH, n.Params[0], pmKernelW, n.Params[0]), ""
+	}
+	return nil, ""
+}
+
+// kernelSize infers the height and width of a conv2d kernel operand: from
+// the rule's input shapes, the kernel of enlarge, C_pool and I_conv, or
+// through operators that keep the spatial size; defaultKernel otherwise.
+func kernelSize(r *rules.Rule, g *rules.Graph, v rules.Value, depth int) (int, int) {
+	if h, w, ok := kernelSizeOf(r, g, v, depth); ok {
+		return h, w
+	}
+	return defaultKernel, defaultKernel
+}
+
+func kernelSizeOf(r *rules.Rule, g *rules.Graph, v rules.Value, depth int) (int, int, bool) {
+	if depth > len(g.Nodes) {
+		return 0, 0, false
+	}
+	if v.IsInput() {
+		if i := v.Input(); i < len(r.InputShapes) && r.InputShapes[i].Rank == 4 {
+			return r.InputShapes[i].Dims[2], r.InputShapes[i].Dims[3], true
+		}
+		return 0, 0, false
+	}
+	n := g.Nodes[v.Node]
+	switch n.Op.Name {
+	case "enlarge", "C_pool", "I_conv":
+		return n.Params[0], n.Params[0], true
+	case "smul", "split":
+		return kernelSizeOf(r, g, n.Args[0], depth+1)
+	case "ewadd", "ewmul", "relu":
+		for _, a := range n.Args {
+			if h, w, ok := kernelSizeOf(r, g, a, depth+1); ok {
+				return h, w, true
+			}
+		}
+	case "concat":
+		if n.Params[0] < 2 {
+			for _, a := range n.Args {
+				if h, w, ok := kernelSizeOf(r, g, a, depth+1); ok {
+					return h, w, true
+				}
+			}
+		}
+	}
+	return 0, 0, false
+}

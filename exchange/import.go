@@ -1,0 +1,285 @@
+package exchange
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"rulebook/rules"
+)
+
+// importRules turns decoded rules into ours, or fails on the first
+// structural error (see Foreign).
+func importRules(reg *rules.Registry, st style, xs []xRule) (*Foreign, error) {
+	f := &Foreign{Unknown: map[string]int{}}
+	im := importer{reg: reg, st: st}
+	for i := range xs {
+		x := &xs[i]
+		name := x.name
+		if name == "" {
+			name = fmt.Sprintf("rule %d", i+1)
+		}
+		if err := im.check(i, x); err != nil {
+			return nil, err
+		}
+		r, reason, unknown := im.convert(x)
+		if reason != "" {
+			f.Skipped = append(f.Skipped, Skip{Name: name, Reason: reason})
+			for _, u := range unknown {
+				f.Unknown[u]++
+			}
+			continue
+		}
+		f.Rules = append(f.Rules, Named{Name: name, Rule: r})
+	}
+	return f, nil
+}
+
+type importer struct {
+	reg *rules.Registry
+	st  style
+}
+
+// check verifies the structure of a rule.
+func (im importer) check(i int, x *xRule) error {
+	rule := im.st.ruleName(i)
+	who := "" // JSON paths count rules from 0: name the rule too
+	if x.name != "" && im.st.json {
+		who = fmt.Sprintf(" (rule %q)", x.name)
+	}
+	fail := func(pos int64, path []string, format string, args ...any) error {
+		return im.st.errorf(pos, path, "%s%s", fmt.Sprintf(format, args...), who)
+	}
+	for _, side := range []struct {
+		name string
+		ops  []xOp
+	}{{"srcOp", x.src}, {"dstOp", x.dst}} {
+		for j, op := range side.ops {
+			for k, t := range op.in {
+				path := []string{rule, im.st.elem(side.name, j), im.st.elem("input", k)}
+				switch {
+				case t.ts < 0:
+					return fail(t.pos, path, "expected a tsId >= 0, got %d", t.ts)
+				case t.op >= len(side.ops):
+					return fail(t.pos, path, "opId %d: there is no operator %d in %s (%d operators)", t.op, t.op, side.name, len(side.ops))
+				case t.op >= j:
+					return fail(t.pos, path, "opId %d: expected an operator earlier in %s than %d", t.op, side.name, j)
+				}
+			}
+		}
+	}
+	if len(x.out) == 0 {
+		return fail(x.pos, []string{rule}, "expected at least one mappedOutput")
+	}
+	for k, m := range x.out {
+		path := []string{rule, im.st.elem("mappedOutput", k)}
+		switch {
+		case m.srcOp >= len(x.src):
+			return fail(m.pos, path, "srcOpId %d: srcOp has %d operators", m.srcOp, len(x.src))
+		case m.dstOp >= len(x.dst):
+			return fail(m.pos, path, "dstOpId %d: dstOp has %d operators", m.dstOp, len(x.dst))
+		case m.srcTs < 0 || m.dstTs < 0:
+			return fail(m.pos, path, "expected tsIds >= 0, got %d and %d", m.srcTs, m.dstTs)
+		}
+	}
+	return nil
+}
+
+// foreignName names an operator type as the file does, for reports.
+func (im importer) foreignName(op *xOp) string {
+	if im.st.json {
+		return op.name
+	}
+	if op.typ >= 0 && op.typ < len(tasoTypeNames) {
+		return fmt.Sprintf("%s (type %d)", tasoTypeNames[op.typ], op.typ)
+	}
+	return fmt.Sprintf("type %d", op.typ)
+}
+
+// convert builds our rule, or says why it cannot (and which operators are
+// unknown). Graph inputs are numbered in order of first appearance, source
+// first; identical operator applications on one side are merged, as the
+// text parser merges them, so that the canonical text reads back the same.
+func (im importer) convert(x *xRule) (*rules.Rule, string, []string) {
+	if unknown := im.unknownOps(x); len(unknown) > 0 {
+		distinct := slices.Clone(unknown)
+		slices.Sort(distinct)
+		return nil, unknownPrefix + strings.Join(slices.Compact(distinct), ", "), unknown
+	}
+	if len(x.out) > maxOutputs {
+		return nil, fmt.Sprintf("more than %d outputs", maxOutputs), nil
+	}
+	in := inputNumbering{}
+	var graphs [2]rules.Graph
+	for side, ops := range [][]xOp{x.src, x.dst} {
+		g, reason := im.side(ops, x.out, side, in)
+		if reason != "" {
+			return nil, reason, nil
+		}
+		graphs[side] = *g
+	}
+	r := &rules.Rule{NumInputs: len(in), Src: graphs[0], Dst: graphs[1]}
+	r.Src.NumInputs, r.Dst.NumInputs = r.NumInputs, r.NumInputs
+	if !r.FindShapes(tasoInputShapes()) {
+		guessGroups(r)
+	}
+	for _, g := range []*rules.Graph{&r.Src, &r.Dst} {
+		if err := g.Validate(); err != nil {
+			return nil, err.Error(), nil
+		}
+	}
+	return r, "", nil
+}
+
+// unknownOps names the operators of a rule we do not have.
+func (im importer) unknownOps(x *xRule) []string {
+	var unknown []string
+	for _, ops := range [][]xOp{x.src, x.dst} {
+		for j := range ops {
+			name, ok := ourOpOf[ops[j].typ]
+			if ok {
+				_, ok = im.reg.Lookup(name)
+			}
+			if !ok {
+				unknown = append(unknown, im.foreignName(&ops[j]))
+			}
+		}
+	}
+	return unknown
+}
+
+// inputNumbering numbers a rule's graph inputs, (opId, tsId) with a
+// negative opId, in order of first appearance across both sides.
+type inputNumbering map[[2]int]int
+
+func (in inputNumbering) value(t xTensor) rules.Value {
+	key := [2]int{t.op, t.ts}
+	i, ok := in[key]
+	if !ok {
+		i = len(in)
+		in[key] = i
+	}
+	return rules.InputValue(i)
+}
+
+// side builds one side of a rule (0 source, 1 target) with its outputs.
+func (im importer) side(ops []xOp, out []xMap, side int, in inputNumbering) (*rules.Graph, string) {
+	g := &rules.Graph{}
+	seen := map[string]int{}
+	nodeOf := make([]int, len(ops))
+	ref := func(opID, ts int, what string) (rules.Value, string) {
+		if opID < 0 {
+			return in.value(xTensor{op: opID, ts: ts}), ""
+		}
+		v := rules.Value{Node: nodeOf[opID], Out: ts}
+		if from := g.Nodes[v.Node].Op; ts >= from.Outputs {
+			return v, fmt.Sprintf("%s has %d outputs, %s uses output %d", from.Name, from.Outputs, what, ts)
+		}
+		return v, ""
+	}
+	for j := range ops {
+		op, params, operands, reason := im.operator(&ops[j])
+		if reason != "" {
+			return nil, reason
+		}
+		n := rules.Node{Op: op, Params: params}
+		for _, t := range operands {
+			v, reason := ref(t.op, t.ts, "an operand")
+			if reason != "" {
+				return nil, reason
+			}
+			n.Args = append(n.Args, v)
+		}
+		key := fmt.Sprint(op.Name, n.Params, n.Args)
+		if idx, ok := seen[key]; ok {
+			nodeOf[j] = idx
+			continue
+		}
+		seen[key] = len(g.Nodes)
+		nodeOf[j] = len(g.Nodes)
+		g.Nodes = append(g.Nodes, n)
+	}
+	for _, m := range out {
+		opID, ts := m.srcOp, m.srcTs
+		if side == 1 {
+			opID, ts = m.dstOp, m.dstTs
+		}
+		v, reason := ref(opID, ts, "mappedOutput")
+		if reason != "" {
+			return nil, reason
+		}
+		g.Outputs = append(g.Outputs, v)
+	}
+	return g, ""
+}
+
+// operator maps one known operator: our operator, its parameters and the
+// operands it keeps, or the reason it cannot be imported.
+//
+// Operand counts are TASO's (as its generator writes them: pooling and
+// enlarge take one operand). A second operand of pooling or enlarge, which
+// older TASO code passed only to provide a shape (a weight for pooling, the
+// kernel to match for enlarge), is accepted and dropped. Parameters that
+// describe shapes rather than values are ignored: conv2d's kernel height
+// and width (PM_KERNEL_H/W: the weight's size), concat's PM_NUMDIM, and
+// transpose's PM_OUTSHUFFLE (a layout flag: TASO's rules that only change
+// it import as identities, X => X). Groups are not written by TASO
+// (it infers them from shapes): they are read off the first shapes from
+// TASO's input pool under which both sides type-check (rules.FindShapes),
+// which also become the rule's input shapes; where none fit, conv2d has
+// groups 1, or "dw" over a C_pool kernel. FlexFlow's PM_GROUP is used when
+// given.
+// Anything our operators cannot express makes the rule unimportable:
+// different heights and widths of strides and kernels, activations the
+// operator lacks (pooling or matmul with relu, any sigmoid or tanh), a
+// transpose that is not the swap of two axes, concat or split with other
+// than two parts, and unexpected or missing parameters.
+func (im importer) operator(x *xOp) (*rules.Op, []int, []xTensor, string) {
+	ours := ourOpOf[x.typ]
+	op, _ := im.reg.Lookup(ours)
+	p, reason := readParams(ours, x)
+	if reason != "" {
+		return nil, nil, nil, reason
+	}
+	params, reason := p.ours(x.typ)
+	if reason != "" {
+		return nil, nil, nil, reason
+	}
+	for i, spec := range op.Params {
+		if op.Name == "conv2d" && spec.Name == "groups" && params[i] == rules.GroupsInferred {
+			continue
+		}
+		if err := checkParam(spec, params[i]); err != "" {
+			return nil, nil, nil, fmt.Sprintf("%s: %s", ours, err)
+		}
+	}
+	_, _, operands := opSchema(x.typ)
+	if !slices.Contains(operands, len(x.in)) {
+		return nil, nil, nil, fmt.Sprintf("%s: %d operands, expected %d", ours, len(x.in), op.Arity)
+	}
+	return op, params, x.in[:op.Arity], ""
+}
+
+// readParams collects an operator's parameters, refusing unknown,
+// repeated, unexpected and missing ones.
+func readParams(ours string, x *xOp) (opParams, string) {
+	p := opParams{name: ours, m: map[int]int{}}
+	allowed, required, _ := opSchema(x.typ)
+	for _, q := range x.para {
+		switch _, dup := p.m[q.key]; {
+		case q.key < 0:
+			return p, fmt.Sprintf("%s: unknown parameter %s", ours, paramName(q))
+		case dup:
+			return p, fmt.Sprintf("%s: parameter %s given twice", ours, paramName(q))
+		case !slices.Contains(allowed, q.key):
+			return p, fmt.Sprintf("%s: unexpected parameter %s", ours, paramName(q))
+		}
+		p.m[q.key] = q.value
+	}
+	for _, k := range required {
+		if !p.has(k) {
+			return p, fmt.Sprintf("%s: missing parameter %s", ours, paramNames[k])
+		}
+	}
+	return p, ""
+}
