@@ -17,8 +17,15 @@ const (
 	defaultNumDim = 4
 )
 
-// exportRules turns our rules into the shared schema; format names the
-// target in reasons. Graph input i becomes opId -(i+1), tsId 0.
+// The formats written on the shared schema, as reasons name them.
+const (
+	tasoFormat     = "TASO"
+	flexFlowFormat = "FlexFlow"
+)
+
+// exportRules turns our rules into the shared schema, for tasoFormat or
+// flexFlowFormat. Graph input i becomes opId -(i+1), tsId 0; operators
+// carry both their TASO type and their FlexFlow name.
 func exportRules(rs []*rules.Rule, format string) ([]xRule, []Skip) {
 	var out []xRule
 	var skipped []Skip
@@ -73,15 +80,10 @@ func exportRule(r *rules.Rule, format string) (xRule, string) {
 		}
 		ops := make([]xOp, len(g.Nodes))
 		for j, n := range g.Nodes {
-			typ, ok := tasoTypeOf[n.Op.Name]
-			if !ok {
+			if n.Op.TASO.None || format == flexFlowFormat && n.Op.FlexFlow.None {
 				return x, fmt.Sprintf("%s has no %s operator type", n.Op.Name, format)
 			}
-			para, reason := exportParams(r, s, g, j, typ, ranks)
-			if reason != "" {
-				return x, reason
-			}
-			ops[j] = xOp{typ: typ, para: para}
+			ops[j] = xOp{typ: n.Op.TASO.Type, name: n.Op.FlexFlow.Type, para: exportParams(r, s, g, j, ranks)}
 			for _, a := range n.Args {
 				ops[j].in = append(ops[j].in, tensor(a))
 			}
@@ -99,23 +101,19 @@ func exportRule(r *rules.Rule, format string) (xRule, string) {
 	return x, ""
 }
 
-func exportParams(r *rules.Rule, side int, g *rules.Graph, j, typ int, ranks *rankInfo) ([]xParam, string) {
+// exportParams writes node j's parameters as TASO's keys, with what TASO
+// needs and the rule does not say inferred (kernel sizes, ranks).
+func exportParams(r *rules.Rule, side int, g *rules.Graph, j int, ranks *rankInfo) []xParam {
 	n := g.Nodes[j]
-	kv := func(pairs ...int) []xParam {
-		var out []xParam
-		for i := 0; i < len(pairs); i += 2 {
-			out = append(out, xParam{key: pairs[i], value: pairs[i+1]})
-		}
-		return out
-	}
+	kv := func(key rules.TASOParam, value int) xParam { return xParam{key: key, value: value} }
 	pad := func(v int) int {
 		if v == rules.PadValid {
 			return tasoPadValid
 		}
 		return tasoPadSame
 	}
-	switch typ {
-	case tConv2D:
+	switch n.Op.Name {
+	case "conv2d":
 		// Groups are not written: TASO infers them from shapes (see readsBack).
 		stride, padding, act := n.Params[0], n.Params[1], n.Params[2]
 		acti := tasoActNone
@@ -123,29 +121,31 @@ func exportParams(r *rules.Rule, side int, g *rules.Graph, j, typ int, ranks *ra
 			acti = tasoActRelu
 		}
 		h, w := kernelSize(r, g, n.Args[1], 0)
-		return kv(pmKernelH, h, pmKernelW, w, pmStrideH, stride, pmStrideW, stride, pmPad, pad(padding), pmActi, acti), ""
-	case tPoolMax, tPoolAvg:
-		return kv(pmOpType, typ, pmKernelH, n.Params[0], pmKernelW, n.Params[0], pmStrideH, n.Params[1], pmStrideW, n.Params[1],
-			pmPad, pad(n.Params[2]), pmActi, tasoActNone), ""
-	case tConcat:
+		return []xParam{kv(rules.PMKernelH, h), kv(rules.PMKernelW, w), kv(rules.PMStrideH, stride), kv(rules.PMStrideW, stride),
+			kv(rules.PMPad, pad(padding)), kv(rules.PMActi, acti)}
+	case "pool_max", "pool_avg":
+		k, stride := n.Params[0], n.Params[1]
+		return []xParam{kv(rules.PMOpType, int(n.Op.TASO.Type)), kv(rules.PMKernelH, k), kv(rules.PMKernelW, k),
+			kv(rules.PMStrideH, stride), kv(rules.PMStrideW, stride), kv(rules.PMPad, pad(n.Params[2])), kv(rules.PMActi, tasoActNone)}
+	case "concat":
 		axis := n.Params[0]
 		dim := ranks.rank(side, rules.Value{Node: j})
 		if dim < 0 {
 			dim = defaultNumDim
 		}
 		dim = max(dim, axis+1)
-		return kv(pmNumInputs, 2, pmAxis, axis, pmNumDim, dim), ""
-	case tSplit:
-		return kv(pmNumOutputs, 2, pmAxis, n.Params[0]), ""
-	case tTranspose:
+		return []xParam{kv(rules.PMNumInputs, 2), kv(rules.PMAxis, axis), kv(rules.PMNumDim, dim)}
+	case "split":
+		return []xParam{kv(rules.PMNumOutputs, 2), kv(rules.PMAxis, n.Params[0])}
+	case "transpose":
 		// PM_OUTSHUFFLE 0: TASO's default, a transpose without a copy.
-		return kv(pmNumDim, 2, pmPerm, tasoSwap, pmOutShuffle, 0), ""
-	case tMatmul:
-		return kv(pmActi, tasoActNone), ""
-	case tEnlarge, tCPool, tIConv:
-		return kv(pmKernelH, n.Params[0], pmKernelW, n.Params[0]), ""
+		return []xParam{kv(rules.PMNumDim, 2), kv(rules.PMPerm, tasoSwap), kv(rules.PMOutShuffle, 0)}
+	case "matmul":
+		return []xParam{kv(rules.PMActi, tasoActNone)}
+	case "enlarge", "C_pool", "I_conv":
+		return []xParam{kv(rules.PMKernelH, n.Params[0]), kv(rules.PMKernelW, n.Params[0])}
 	}
-	return nil, ""
+	return nil
 }
 
 // kernelSize infers the height and width of a conv2d kernel operand: from

@@ -24,14 +24,10 @@ import (
 //	  "dstOp": [...],
 //	  "mappedOutput": [{"_t": "MapOutput", "srcOpId": 0, "srcTsId": 0, "dstOpId": 0, "dstTsId": 0}]}]}
 //
-// FlexFlow's operator names for our operators: OP_CONV2D, OP_POOL2D_MAX,
-// OP_POOL2D_AVG, OP_RELU, OP_CONCAT, OP_SPLIT, OP_TRANSPOSE, OP_EW_ADD,
-// OP_EW_MUL, OP_MATMUL, OP_MUL (smul), OP_ENLARGE, OP_CONSTANT_IMM
-// (I_matmul), OP_CONSTANT_ICONV (I_conv), OP_CONSTANT_ONE (I_ewmul) and
-// OP_CONSTANT_POOL (C_pool; FlexFlow's converter misspells it
-// "OP_CONSTANT_POOl", which is read too). Its parallel operators
-// (OP_PARTITION, OP_COMBINE, OP_REPLICATE, OP_REDUCE) and OP_LINEAR have
-// no counterpart here.
+// Each operator's FlexFlow name and parameter names are in its registry
+// row (rules.Op.FlexFlow): TASO's enum names, with one misspelling
+// FlexFlow's converter writes read too. Its parallel operators and linear
+// layers have no counterpart here (rules.UnsupportedForeignOps).
 
 // ReadFlexFlow reads FlexFlow's JSON rule collection. Rules with operators
 // we lack are skipped, and Unknown counts those operators; a malformed file
@@ -55,7 +51,7 @@ func ReadFlexFlow(name string, data []byte, reg *rules.Registry) (*Foreign, erro
 // "rulebook_rule_N", N counting rs from 1; the rules it cannot carry are
 // those WriteTASO cannot, and are returned likewise.
 func WriteFlexFlow(w io.Writer, rs []*rules.Rule) ([]Skip, error) {
-	xs, skipped := exportRules(rs, "FlexFlow")
+	xs, skipped := exportRules(rs, flexFlowFormat)
 	c := ffCollection{T: "RuleCollection", Rule: []ffRule{}}
 	for _, x := range xs {
 		fr := ffRule{T: "Rule", Name: x.name, SrcOp: ffOps(x.src), DstOp: ffOps(x.dst), MappedOutput: []ffMap{}}
@@ -73,12 +69,12 @@ func WriteFlexFlow(w io.Writer, rs []*rules.Rule) ([]Skip, error) {
 func ffOps(ops []xOp) []ffOp {
 	out := []ffOp{}
 	for _, op := range ops {
-		fo := ffOp{T: "Operator", Type: tasoTypeNames[op.typ], Input: []ffTensor{}, Para: []ffParam{}}
+		fo := ffOp{T: "Operator", Type: op.name, Input: []ffTensor{}, Para: []ffParam{}}
 		for _, t := range op.in {
 			fo.Input = append(fo.Input, ffTensor{T: "Tensor", OpID: t.op, TsID: t.ts})
 		}
 		for _, p := range op.para {
-			fo.Para = append(fo.Para, ffParam{T: "Parameter", Key: paramNames[p.key], Value: p.value})
+			fo.Para = append(fo.Para, ffParam{T: "Parameter", Key: p.key.String(), Value: p.value})
 		}
 		out = append(out, fo)
 	}
@@ -347,9 +343,6 @@ func (r *jsonReader) operator(path []string) (xOp, error) {
 		case "type":
 			name, _, err := r.str(fpath)
 			op.name = name
-			if t, ok := typeByName[name]; ok {
-				op.typ = t
-			}
 			return err
 		case "input":
 			return r.array(fpath, "Tensor", func(i int, tpath []string) error {
@@ -367,7 +360,7 @@ func (r *jsonReader) operator(path []string) (xOp, error) {
 					case "key":
 						name, _, err := r.str(kpath)
 						p.name = name
-						if key, ok := paramByName[name]; ok {
+						if key, ok := rules.TASOParamNamed(name); ok {
 							p.key = key
 						}
 						return err

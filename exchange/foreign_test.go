@@ -320,10 +320,44 @@ func tasoFile(xs ...xRule) []byte {
 	return b
 }
 
+// TASO's numbers of the operator types and parameter keys the crafted
+// rules use: the wire format, as TASO's rules.proto has it.
+const (
+	tConv2D    = 3
+	tPoolMax   = 6
+	tPoolAvg   = 7
+	tRelu      = 8
+	tConcat    = 12
+	tSplit     = 13
+	tTranspose = 15
+	tEwAdd     = 16
+	tMatmul    = 18
+	tMul       = 19
+	tEnlarge   = 20
+	tIMatmul   = 22
+	tIConv     = 23
+	tIEwMul    = 24
+	tCPool     = 25
+
+	pmOpType     = 0
+	pmNumInputs  = 1
+	pmNumOutputs = 2
+	pmKernelH    = 4
+	pmKernelW    = 5
+	pmStrideH    = 6
+	pmStrideW    = 7
+	pmPad        = 8
+	pmActi       = 9
+	pmNumDim     = 10
+	pmAxis       = 11
+	pmPerm       = 12
+	pmOutShuffle = 13
+)
+
 func op(typ int, in []xTensor, para ...int) xOp {
-	o := xOp{typ: typ, in: in}
+	o := xOp{typ: rules.TASOType(typ), in: in}
 	for i := 0; i+1 < len(para); i += 2 {
-		o.para = append(o.para, xParam{key: para[i], value: para[i+1]})
+		o.para = append(o.para, xParam{key: rules.TASOParam(para[i]), value: para[i+1]})
 	}
 	return o
 }

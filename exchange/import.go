@@ -90,10 +90,19 @@ func (im importer) foreignName(op *xOp) string {
 	if im.st.json {
 		return op.name
 	}
-	if op.typ >= 0 && op.typ < len(tasoTypeNames) {
-		return fmt.Sprintf("%s (type %d)", tasoTypeNames[op.typ], op.typ)
+	if name, ok := rules.TASOTypeName(op.typ); ok {
+		return fmt.Sprintf("%s (type %d)", name, op.typ)
 	}
 	return fmt.Sprintf("type %d", op.typ)
+}
+
+// lookup finds our operator of a file's operator type, by the registry's
+// TASO or FlexFlow form.
+func (im importer) lookup(op *xOp) (*rules.Op, bool) {
+	if im.st.json {
+		return im.reg.LookupFlexFlow(op.name)
+	}
+	return im.reg.LookupTASO(op.typ)
 }
 
 // convert builds our rule, or says why it cannot (and which operators are
@@ -136,11 +145,7 @@ func (im importer) unknownOps(x *xRule) []string {
 	var unknown []string
 	for _, ops := range [][]xOp{x.src, x.dst} {
 		for j := range ops {
-			name, ok := ourOpOf[ops[j].typ]
-			if ok {
-				_, ok = im.reg.Lookup(name)
-			}
-			if !ok {
+			if _, ok := im.lookup(&ops[j]); !ok {
 				unknown = append(unknown, im.foreignName(&ops[j]))
 			}
 		}
@@ -235,13 +240,12 @@ func (im importer) side(ops []xOp, out []xMap, side int, in inputNumbering) (*ru
 // transpose that is not the swap of two axes, concat or split with other
 // than two parts, and unexpected or missing parameters.
 func (im importer) operator(x *xOp) (*rules.Op, []int, []xTensor, string) {
-	ours := ourOpOf[x.typ]
-	op, _ := im.reg.Lookup(ours)
-	p, reason := readParams(ours, x)
+	op, _ := im.lookup(x)
+	p, reason := im.readParams(op, x)
 	if reason != "" {
 		return nil, nil, nil, reason
 	}
-	params, reason := p.ours(x.typ)
+	params, reason := p.ours()
 	if reason != "" {
 		return nil, nil, nil, reason
 	}
@@ -250,36 +254,44 @@ func (im importer) operator(x *xOp) (*rules.Op, []int, []xTensor, string) {
 			continue
 		}
 		if err := checkParam(spec, params[i]); err != "" {
-			return nil, nil, nil, fmt.Sprintf("%s: %s", ours, err)
+			return nil, nil, nil, fmt.Sprintf("%s: %s", op.Name, err)
 		}
 	}
-	_, _, operands := opSchema(x.typ)
-	if !slices.Contains(operands, len(x.in)) {
-		return nil, nil, nil, fmt.Sprintf("%s: %d operands, expected %d", ours, len(x.in), op.Arity)
+	if !slices.Contains(op.TASO.Operands, len(x.in)) {
+		return nil, nil, nil, fmt.Sprintf("%s: %d operands, expected %d", op.Name, len(x.in), op.Arity)
 	}
 	return op, params, x.in[:op.Arity], ""
 }
 
 // readParams collects an operator's parameters, refusing unknown,
-// repeated, unexpected and missing ones.
-func readParams(ours string, x *xOp) (opParams, string) {
-	p := opParams{name: ours, m: map[int]int{}}
-	allowed, required, _ := opSchema(x.typ)
+// repeated, unexpected and missing ones. Which keys the operator may and
+// must carry is in its TASO and FlexFlow forms.
+func (im importer) readParams(op *rules.Op, x *xOp) (opParams, string) {
+	p := opParams{op: op, m: map[rules.TASOParam]int{}}
 	for _, q := range x.para {
 		switch _, dup := p.m[q.key]; {
 		case q.key < 0:
-			return p, fmt.Sprintf("%s: unknown parameter %s", ours, paramName(q))
+			return p, fmt.Sprintf("%s: unknown parameter %s", op.Name, paramName(q))
 		case dup:
-			return p, fmt.Sprintf("%s: parameter %s given twice", ours, paramName(q))
-		case !slices.Contains(allowed, q.key):
-			return p, fmt.Sprintf("%s: unexpected parameter %s", ours, paramName(q))
+			return p, fmt.Sprintf("%s: parameter %s given twice", op.Name, paramName(q))
+		case !im.allowed(op, q):
+			return p, fmt.Sprintf("%s: unexpected parameter %s", op.Name, paramName(q))
 		}
 		p.m[q.key] = q.value
 	}
-	for _, k := range required {
+	for _, k := range op.TASO.Required {
 		if !p.has(k) {
-			return p, fmt.Sprintf("%s: missing parameter %s", ours, paramNames[k])
+			return p, fmt.Sprintf("%s: missing parameter %s", op.Name, k)
 		}
 	}
 	return p, ""
+}
+
+// allowed reports whether an operator may carry a parameter: one of its
+// TASO keys, or in FlexFlow's JSON one of its FlexFlow names.
+func (im importer) allowed(op *rules.Op, q xParam) bool {
+	if im.st.json {
+		return slices.Contains(op.FlexFlow.Params, q.name)
+	}
+	return slices.Contains(op.TASO.Params, q.key)
 }

@@ -6,7 +6,7 @@ import (
 	"rulebook/rules"
 )
 
-// TASO's activation and padding values.
+// TASO's values of PM_ACTI and PM_PAD, and of PM_PERM for a matrix.
 const (
 	tasoActNone    = 0
 	tasoActSigmoid = 1
@@ -19,48 +19,48 @@ const (
 	tasoSwap = 2
 )
 
-// opParams reads an operator's parameters.
+// opParams are an operator's parameters, by TASO's keys.
 type opParams struct {
-	name string // our operator, for reasons
-	m    map[int]int
+	op *rules.Op // ours, for its name in reasons
+	m  map[rules.TASOParam]int
 }
 
-func (p opParams) has(key int) bool { _, ok := p.m[key]; return ok }
+func (p opParams) has(key rules.TASOParam) bool { _, ok := p.m[key]; return ok }
 
-// ours turns TASO's parameters of an operator type into our parameter
-// list, or says why they cannot be expressed.
-func (p opParams) ours(typ int) ([]int, string) {
-	switch typ {
-	case tConv2D:
+// ours turns TASO's parameters of an operator into our parameter list, or
+// says why they cannot be expressed.
+func (p opParams) ours() ([]int, string) {
+	switch p.op.Name {
+	case "conv2d":
 		return p.conv()
-	case tPoolMax, tPoolAvg:
-		return p.pool(typ)
-	case tConcat:
-		if n, ok := p.m[pmNumInputs]; ok && n != 2 {
+	case "pool_max", "pool_avg":
+		return p.pool()
+	case "concat":
+		if n, ok := p.m[rules.PMNumInputs]; ok && n != 2 {
 			return nil, fmt.Sprintf("concat of %d inputs", n)
 		}
-		axis := p.m[pmAxis]
-		if d, ok := p.m[pmNumDim]; ok && axis >= d {
+		axis := p.m[rules.PMAxis]
+		if d, ok := p.m[rules.PMNumDim]; ok && axis >= d {
 			return nil, fmt.Sprintf("concat: axis %d of a %d-dimensional tensor", axis, d)
 		}
 		return []int{axis}, ""
-	case tSplit:
-		if n, ok := p.m[pmNumOutputs]; ok && n != 2 {
+	case "split":
+		if n, ok := p.m[rules.PMNumOutputs]; ok && n != 2 {
 			return nil, fmt.Sprintf("split into %d outputs", n)
 		}
-		return []int{p.m[pmAxis]}, ""
-	case tTranspose:
-		if d, ok := p.m[pmNumDim]; ok && d != 2 {
+		return []int{p.m[rules.PMAxis]}, ""
+	case "transpose":
+		if d, ok := p.m[rules.PMNumDim]; ok && d != 2 {
 			return nil, fmt.Sprintf("transpose of a %d-dimensional tensor", d)
 		}
-		if perm := p.m[pmPerm]; perm != tasoSwap {
+		if perm := p.m[rules.PMPerm]; perm != tasoSwap {
 			return nil, fmt.Sprintf("transpose: permutation %d is not the swap of two axes (%d)", perm, tasoSwap)
 		}
-	case tMatmul:
+	case "matmul":
 		_, reason := p.activation(false)
 		return nil, reason
-	case tEnlarge, tCPool, tIConv:
-		kernel, reason := p.square(pmKernelH, pmKernelW, "kernel")
+	case "enlarge", "C_pool", "I_conv":
+		kernel, reason := p.square(rules.PMKernelH, rules.PMKernelW, "kernel")
 		return []int{kernel}, reason
 	}
 	return nil, ""
@@ -69,7 +69,7 @@ func (p opParams) ours(typ int) ([]int, string) {
 // conv reads conv2d's stride, padding, activation and groups; TASO leaves
 // groups to the shapes (see guessGroups), FlexFlow may give PM_GROUP.
 func (p opParams) conv() ([]int, string) {
-	stride, reason := p.square(pmStrideH, pmStrideW, "stride")
+	stride, reason := p.square(rules.PMStrideH, rules.PMStrideW, "stride")
 	if reason != "" {
 		return nil, reason
 	}
@@ -82,9 +82,9 @@ func (p opParams) conv() ([]int, string) {
 		return nil, reason
 	}
 	groups := rules.GroupsInferred
-	if g, ok := p.m[pmGroup]; ok {
+	if g, ok := p.m[rules.PMGroup]; ok {
 		if g < 1 {
-			return nil, fmt.Sprintf("conv2d: PM_GROUP %d", g)
+			return nil, fmt.Sprintf("conv2d: %s %d", rules.PMGroup, g)
 		}
 		groups = g
 	}
@@ -93,15 +93,15 @@ func (p opParams) conv() ([]int, string) {
 
 // pool reads a pooling operator's kernel, stride and padding; TASO's pools
 // carry an activation that must be none.
-func (p opParams) pool(typ int) ([]int, string) {
-	if t, ok := p.m[pmOpType]; ok && t != typ {
-		return nil, fmt.Sprintf("%s: PM_OP_TYPE %d disagrees with the operator type", p.name, t)
+func (p opParams) pool() ([]int, string) {
+	if t, ok := p.m[rules.PMOpType]; ok && t != int(p.op.TASO.Type) {
+		return nil, fmt.Sprintf("%s: %s %d disagrees with the operator type", p.op.Name, rules.PMOpType, t)
 	}
-	kernel, reason := p.square(pmKernelH, pmKernelW, "kernel")
+	kernel, reason := p.square(rules.PMKernelH, rules.PMKernelW, "kernel")
 	if reason != "" {
 		return nil, reason
 	}
-	stride, reason := p.square(pmStrideH, pmStrideW, "stride")
+	stride, reason := p.square(rules.PMStrideH, rules.PMStrideW, "stride")
 	if reason != "" {
 		return nil, reason
 	}
@@ -128,39 +128,39 @@ func checkParam(spec rules.ParamSpec, v int) string {
 	return fmt.Sprintf("%s %d outside [%d, %d]", spec.Name, v, spec.Min, spec.Max)
 }
 
-func (p opParams) square(h, w int, what string) (int, string) {
+func (p opParams) square(h, w rules.TASOParam, what string) (int, string) {
 	if p.m[h] != p.m[w] {
-		return 0, fmt.Sprintf("%s: %s height and width differ", p.name, what)
+		return 0, fmt.Sprintf("%s: %s height and width differ", p.op.Name, what)
 	}
 	return p.m[h], ""
 }
 
 func (p opParams) padding() (int, string) {
-	switch v := p.m[pmPad]; v {
+	switch v := p.m[rules.PMPad]; v {
 	case tasoPadSame:
 		return rules.PadSame, ""
 	case tasoPadValid:
 		return rules.PadValid, ""
 	default:
-		return 0, fmt.Sprintf("%s: padding %d", p.name, v)
+		return 0, fmt.Sprintf("%s: padding %d", p.op.Name, v)
 	}
 }
 
 // activation maps PM_ACTI; withRelu says whether the operator has a fused
 // relu.
 func (p opParams) activation(withRelu bool) (int, string) {
-	switch v := p.m[pmActi]; {
+	switch v := p.m[rules.PMActi]; {
 	case v == tasoActNone:
 		return rules.ActNone, ""
 	case v == tasoActRelu && withRelu:
 		return rules.ActRelu, ""
 	case v == tasoActRelu:
-		return 0, fmt.Sprintf("%s with relu activation", p.name)
+		return 0, fmt.Sprintf("%s with relu activation", p.op.Name)
 	case v == tasoActSigmoid:
-		return 0, fmt.Sprintf("%s with sigmoid activation", p.name)
+		return 0, fmt.Sprintf("%s with sigmoid activation", p.op.Name)
 	case v == tasoActTanh:
-		return 0, fmt.Sprintf("%s with tanh activation", p.name)
+		return 0, fmt.Sprintf("%s with tanh activation", p.op.Name)
 	default:
-		return 0, fmt.Sprintf("%s: activation %d", p.name, v)
+		return 0, fmt.Sprintf("%s: activation %d", p.op.Name, v)
 	}
 }

@@ -3,6 +3,8 @@ package exchange
 import (
 	"fmt"
 	"strings"
+
+	"rulebook/rules"
 )
 
 // The schema TASO's protobuf and FlexFlow's JSON share.
@@ -12,7 +14,9 @@ import (
 // the same list and one of its outputs (opId, tsId), or a graph input (a
 // negative opId; inputs are told apart by opId and tsId), plus the list of
 // output pairs (mappedOutput). Operator types and parameter keys are TASO's
-// numbers; FlexFlow writes the same enums by name.
+// numbers; FlexFlow writes the same enums by name. Which operator and
+// which keys each type is, in either spelling, the registry says
+// (rules.Op's TASO and FlexFlow forms).
 
 type xTensor struct {
 	op, ts int
@@ -20,13 +24,14 @@ type xTensor struct {
 }
 
 type xParam struct {
-	key, value int
-	name       string // FlexFlow's key name when it is not one of TASO's (key -1)
+	key   rules.TASOParam // -1 for a FlexFlow name TASO lacks
+	value int
+	name  string // FlexFlow's key name, "" in TASO files
 }
 
 type xOp struct {
-	typ  int    // TASO operator type; -1 for a FlexFlow name TASO lacks
-	name string // FlexFlow's type name, "" in TASO files
+	typ  rules.TASOType // TASO's operator type, -1 in FlexFlow files
+	name string         // FlexFlow's type name, "" in TASO files
 	in   []xTensor
 	para []xParam
 	pos  int64
@@ -42,6 +47,14 @@ type xRule struct {
 	src, dst []xOp
 	out      []xMap
 	pos      int64
+}
+
+// paramName names a parameter as the file does, for reasons.
+func paramName(p xParam) string {
+	if p.name != "" {
+		return p.name
+	}
+	return p.key.String()
 }
 
 // maxOutputs bounds the outputs of an imported rule: canonical forms try

@@ -45,7 +45,7 @@ func ReadTASO(name string, data []byte, reg *rules.Registry) (*Foreign, error) {
 // 1): an output that is a graph input, and conv2d groups TASO would infer
 // differently (see exportParams). Graph input i is written as opId -(i+1).
 func WriteTASO(w io.Writer, rs []*rules.Rule) ([]Skip, error) {
-	xs, skipped := exportRules(rs, "TASO")
+	xs, skipped := exportRules(rs, tasoFormat)
 	var b []byte
 	for i := range xs {
 		b = protowire.AppendTag(b, 1, protowire.BytesType)
@@ -70,7 +70,7 @@ func encodeRule(x *xRule) []byte {
 	for s, ops := range [][]xOp{x.src, x.dst} {
 		for _, op := range ops {
 			var o []byte
-			o = appendInt32(o, 1, op.typ)
+			o = appendInt32(o, 1, int(op.typ))
 			for _, t := range op.in {
 				var m []byte
 				m = appendInt32(m, 1, t.op)
@@ -79,7 +79,7 @@ func encodeRule(x *xRule) []byte {
 			}
 			for _, p := range op.para {
 				var m []byte
-				m = appendInt32(m, 1, p.key)
+				m = appendInt32(m, 1, int(p.key))
 				m = appendInt32(m, 2, p.value)
 				o = appendMessage(o, 3, m)
 			}
@@ -301,7 +301,7 @@ func (d *pbDecoder) operator(f *pbField, path []string) (xOp, error) {
 			if err := d.expect(g, path, "type", protowire.VarintType); err != nil {
 				return err
 			}
-			op.typ = g.int32()
+			op.typ = rules.TASOType(g.int32())
 			return nil
 		case 2:
 			if err := d.expect(g, path, "input", protowire.BytesType); err != nil {
@@ -315,9 +315,9 @@ func (d *pbDecoder) operator(f *pbField, path []string) (xOp, error) {
 			if err := d.expect(g, path, "para", protowire.BytesType); err != nil {
 				return err
 			}
-			var p xParam
-			err := d.ints(g, append(path[:len(path):len(path)], g.name), "a Parameter (expected key = 1, value = 2)", []string{"key", "value"}, &p.key, &p.value)
-			op.para = append(op.para, p)
+			var key, value int
+			err := d.ints(g, append(path[:len(path):len(path)], g.name), "a Parameter (expected key = 1, value = 2)", []string{"key", "value"}, &key, &value)
+			op.para = append(op.para, xParam{key: rules.TASOParam(key), value: value})
 			return err
 		}
 		return d.unexpected(g, path, "an Operator (expected type = 1, input = 2, para = 3)")
