@@ -29,10 +29,23 @@ type Graph struct {
 	// by the node's only parameter.
 	opaque []opaqueNode
 	model  *onnx.Model
+	// reg is the registry G's operators come from, and with them their
+	// ONNX names.
+	reg *rules.Registry
 	// prefix starts every name the optimizer makes up; no name in the
 	// model starts with it, so made-up names never collide with the
 	// model's (a model optimized before has "rb." names already).
 	prefix string
+}
+
+// onnxType is the ONNX node type of the registry operator called name
+// ("" when ONNX has none).
+func (g *Graph) onnxType(name string) string {
+	op, ok := g.reg.Lookup(name)
+	if !ok {
+		return ""
+	}
+	return op.ONNXType()
 }
 
 // gen makes up a name from parts, under the graph's prefix.
@@ -77,7 +90,7 @@ func FromONNX(m *onnx.Model, rt *runtime.Model) (*Graph, error) {
 	if m.Graph == nil {
 		return nil, fmt.Errorf("optimizer: the model has no graph")
 	}
-	b := &builder{g: &Graph{model: m, prefix: freePrefix(m.Graph)}, rt: rt, byName: map[string]rules.Value{}, padded: map[string]rules.Value{}, reg: rules.Default()}
+	b := &builder{g: &Graph{model: m, prefix: freePrefix(m.Graph), reg: rules.Default()}, rt: rt, byName: map[string]rules.Value{}, padded: map[string]rules.Value{}}
 	if err := b.inputs(); err != nil {
 		return nil, err
 	}
@@ -104,7 +117,6 @@ func FromONNX(m *onnx.Model, rt *runtime.Model) (*Graph, error) {
 type builder struct {
 	g      *Graph
 	rt     *runtime.Model
-	reg    *rules.Registry
 	byName map[string]rules.Value
 	// padded maps the output of a Pad folded into the average pool that
 	// reads it to the Pad's input.
@@ -153,7 +165,7 @@ func (b *builder) weight(name string) error {
 func (b *builder) typed(name string) *onnx.Tensor {
 	t := b.g.model.Graph.Initializer(name)
 	for _, n := range b.g.model.Graph.Nodes {
-		if a := n.Attr("value"); t == nil && n.OpType == "Constant" && len(n.Outputs) == 1 && n.Outputs[0] == name && a != nil {
+		if a := n.Attr(rules.ONNXAttrValue); t == nil && n.OpType == rules.ONNXConstant && len(n.Outputs) == 1 && n.Outputs[0] == name && a != nil {
 			t = a.T
 		}
 	}
@@ -169,16 +181,16 @@ func (b *builder) typed(name string) *onnx.Tensor {
 // agree exactly, else as an opaque node.
 func (b *builder) node(n *onnx.Node) error {
 	switch {
-	case n.OpType == "Identity" && len(n.Inputs) == 1:
+	case n.OpType == rules.ONNXIdentity && len(n.Inputs) == 1:
 		b.byName[n.Outputs[0]] = b.byName[n.Inputs[0]]
 		return nil
 	case b.folded(n):
 		return b.weight(n.Outputs[0])
-	case n.OpType == "Pad" && b.padsPool(n):
+	case n.OpType == rules.ONNXPad && b.padsPool(n):
 		// Mapped with the pool that reads it (paddedPool).
 		b.padded[n.Outputs[0]] = b.byName[n.Inputs[0]]
 		return nil
-	case n.OpType == "AveragePool" && len(n.Inputs) == 1:
+	case n.OpType == b.g.onnxType("pool_avg") && len(n.Inputs) == 1:
 		if x, ok := b.padded[n.Inputs[0]]; ok {
 			_, err := b.paddedPool(n, x)
 			return err
@@ -215,7 +227,7 @@ func (b *builder) folded(n *onnx.Node) bool {
 // add appends a registry node, checks its shapes against the runtime's and
 // returns its outputs.
 func (b *builder) add(name string, params []int, args ...rules.Value) ([]rules.Value, error) {
-	op, ok := b.reg.Lookup(name)
+	op, ok := b.g.reg.Lookup(name)
 	if !ok {
 		return nil, fmt.Errorf("the registry has no %s", name)
 	}

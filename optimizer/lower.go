@@ -40,7 +40,7 @@ func (g *Graph) ToONNX() (*onnx.Model, error) {
 	}
 	for k, v := range g.G.Outputs {
 		if name := l.name(v, full); name != g.Outputs[k] {
-			out.Nodes = append(out.Nodes, &onnx.Node{Name: g.gen("output", strconv.Itoa(k)), OpType: "Identity", Inputs: []string{name}, Outputs: []string{g.Outputs[k]}})
+			out.Nodes = append(out.Nodes, &onnx.Node{Name: g.gen("output", strconv.Itoa(k)), OpType: rules.ONNXIdentity, Inputs: []string{name}, Outputs: []string{g.Outputs[k]}})
 		}
 	}
 	l.inputsAndWeights(out)
@@ -263,34 +263,30 @@ func (l *lowering) args(n *rules.Node) []string {
 	return out
 }
 
-// node lowers one node to ONNX nodes.
+// node lowers one node to ONNX nodes, of the types the registry names.
 func (l *lowering) node(i int) ([]*onnx.Node, error) {
 	n := &l.g.G.Nodes[i]
 	out := l.name(rules.Value{Node: i}, full)
-	one := func(op string, attrs ...*onnx.Attribute) []*onnx.Node {
-		return []*onnx.Node{{Name: out, OpType: op, Inputs: l.args(n), Outputs: []string{out}, Attributes: attrs}}
+	one := func(attrs ...*onnx.Attribute) []*onnx.Node {
+		return []*onnx.Node{{Name: out, OpType: n.Op.ONNXType(), Inputs: l.args(n), Outputs: []string{out}, Attributes: attrs}}
 	}
 	switch n.Op.Name {
-	case "relu":
-		return one("Relu"), nil
 	case "ewadd":
 		if conv, ok := l.fusedBias[i]; ok {
 			return l.conv(conv, out, l.convBias(i)), nil
 		}
-		return one("Add"), nil
-	case "ewmul", "smul":
-		return one("Mul"), nil
-	case "matmul":
-		return one("MatMul"), nil
+		return one(), nil
+	case "relu", "ewmul", "smul", "matmul":
+		return one(), nil
 	case "transpose":
-		return one("Transpose", intsAttr("perm", 1, 0)), nil
+		return one(intsAttr(rules.ONNXAttrPerm, 1, 0)), nil
 	case "conv2d":
 		return l.conv(i, out, ""), nil
 	case "pool_avg", "pool_max":
 		return l.pool(i, out), nil
 	case "concat":
-		return []*onnx.Node{{Name: out, OpType: "Concat", Inputs: l.concatInputs(i), Outputs: []string{out},
-			Attributes: []*onnx.Attribute{intAttr("axis", n.Params[0])}}}, nil
+		return []*onnx.Node{{Name: out, OpType: n.Op.ONNXType(), Inputs: l.concatInputs(i), Outputs: []string{out},
+			Attributes: []*onnx.Attribute{intAttr(rules.ONNXAttrAxis, n.Params[0])}}}, nil
 	case "split":
 		return []*onnx.Node{l.split(i)}, nil
 	}
@@ -312,7 +308,8 @@ func (l *lowering) convBias(i int) string {
 }
 
 // conv lowers a conv2d node, with the bias initializer of that name when
-// one was fused into it, and a Relu when its activation says so.
+// one was fused into it, and the relu operator's node when its activation
+// says so.
 func (l *lowering) conv(i int, out, bias string) []*onnx.Node {
 	n := &l.g.G.Nodes[i]
 	x, w := l.g.shape(n.Args[0]), l.g.shape(n.Args[1])
@@ -328,11 +325,11 @@ func (l *lowering) conv(i int, out, bias string) []*onnx.Node {
 	if act == rules.ActRelu {
 		convOut = l.g.gen("conv", out)
 	}
-	nodes := []*onnx.Node{{Name: out, OpType: "Conv", Inputs: inputs, Outputs: []string{convOut}, Attributes: []*onnx.Attribute{
-		intsAttr("kernel_shape", w[2], w[3]), intsAttr("strides", stride, stride),
-		intsAttr("pads", windowPads(x[2:], w[2], stride, padding)...), intAttr("group", groups)}}}
+	nodes := []*onnx.Node{{Name: out, OpType: n.Op.ONNXType(), Inputs: inputs, Outputs: []string{convOut}, Attributes: []*onnx.Attribute{
+		intsAttr(rules.ONNXAttrKernelShape, w[2], w[3]), intsAttr(rules.ONNXAttrStrides, stride, stride),
+		intsAttr(rules.ONNXAttrPads, windowPads(x[2:], w[2], stride, padding)...), intAttr(rules.ONNXAttrGroup, groups)}}}
 	if act == rules.ActRelu {
-		nodes = append(nodes, &onnx.Node{Name: l.g.gen("relu", out), OpType: "Relu", Inputs: []string{convOut}, Outputs: []string{out}})
+		nodes = append(nodes, &onnx.Node{Name: l.g.gen("relu", out), OpType: l.g.onnxType("relu"), Inputs: []string{convOut}, Outputs: []string{out}})
 	}
 	return nodes
 }
@@ -342,12 +339,12 @@ func (l *lowering) pool(i int, out string) []*onnx.Node {
 	n := &l.g.G.Nodes[i]
 	x := l.g.shape(n.Args[0])
 	k, stride, padding := n.Params[0], n.Params[1], n.Params[2]
-	op, attrs := "MaxPool", []*onnx.Attribute{intsAttr("kernel_shape", k, k), intsAttr("strides", stride, stride),
-		intsAttr("pads", windowPads(x[2:], k, stride, padding)...)}
+	attrs := []*onnx.Attribute{intsAttr(rules.ONNXAttrKernelShape, k, k), intsAttr(rules.ONNXAttrStrides, stride, stride),
+		intsAttr(rules.ONNXAttrPads, windowPads(x[2:], k, stride, padding)...)}
 	if n.Op.Name == "pool_avg" {
-		op, attrs = "AveragePool", append(attrs, intAttr("count_include_pad", 1))
+		attrs = append(attrs, intAttr(rules.ONNXAttrCountIncludePad, 1))
 	}
-	return []*onnx.Node{{Name: out, OpType: op, Inputs: l.args(n), Outputs: []string{out}, Attributes: attrs}}
+	return []*onnx.Node{{Name: out, OpType: n.Op.ONNXType(), Inputs: l.args(n), Outputs: []string{out}, Attributes: attrs}}
 }
 
 // split lowers split to an ONNX Split (opset 13: the sizes are an input)
@@ -358,9 +355,9 @@ func (l *lowering) split(i int) *onnx.Node {
 	sizes := l.g.gen("sizes", strconv.Itoa(i))
 	left, right := l.g.Shapes[i][0].Dims[axis], l.g.Shapes[i][1].Dims[axis]
 	l.extra = append(l.extra, &onnx.Tensor{Name: sizes, Dims: []int64{2}, DataType: onnx.Int64, Int64Data: []int64{int64(left), int64(right)}})
-	return &onnx.Node{Name: l.g.gen("split", strconv.Itoa(i)), OpType: "Split", Inputs: []string{l.name(n.Args[0], full), sizes},
+	return &onnx.Node{Name: l.g.gen("split", strconv.Itoa(i)), OpType: n.Op.ONNXType(), Inputs: []string{l.name(n.Args[0], full), sizes},
 		Outputs:    []string{l.name(rules.Value{Node: i, Out: 0}, full), l.name(rules.Value{Node: i, Out: 1}, full)},
-		Attributes: []*onnx.Attribute{intAttr("axis", axis)}}
+		Attributes: []*onnx.Attribute{intAttr(rules.ONNXAttrAxis, axis)}}
 }
 
 // windowPads are ONNX's pads for the registry's padding.

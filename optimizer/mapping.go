@@ -11,27 +11,28 @@ import (
 
 // mapped maps a node onto registry operators when their semantics agree
 // exactly with the node's attributes and shapes; ok is false to keep the
-// node opaque.
+// node opaque. The node types are the operators' ONNX names in the
+// registry.
 func (b *builder) mapped(n *onnx.Node, args []rules.Value) (ok bool, err error) {
 	switch n.OpType {
-	case "Relu":
+	case b.g.onnxType("relu"):
 		return b.emit(n, "relu", nil, args...)
-	case "Add", "Mul":
+	case b.g.onnxType("ewadd"), b.g.onnxType("ewmul"):
 		return b.elementwise(n, args)
-	case "MatMul":
+	case b.g.onnxType("matmul"):
 		return b.matmul(n, args)
-	case "Gemm":
+	case rules.ONNXGemm:
 		return b.gemm(n, args)
-	case "Transpose":
-		perm := attrInts(n, "perm")
+	case b.g.onnxType("transpose"):
+		perm := attrInts(n, rules.ONNXAttrPerm)
 		if len(b.g.shape(args[0])) == 2 && (perm == nil || slices.Equal(perm, []int{1, 0})) {
 			return b.emit(n, "transpose", nil, args...)
 		}
-	case "Conv":
+	case b.g.onnxType("conv2d"):
 		return b.conv(n, args)
-	case "MaxPool", "AveragePool":
+	case b.g.onnxType("pool_max"), b.g.onnxType("pool_avg"):
 		return b.pool(n, args)
-	case "Concat":
+	case b.g.onnxType("concat"):
 		return b.concat(n, args)
 	}
 	return false, nil
@@ -52,13 +53,17 @@ func (b *builder) emit(n *onnx.Node, op string, params []int, args ...rules.Valu
 // and Mul of a weight that broadcasts to the other operand's shape.
 func (b *builder) elementwise(n *onnx.Node, args []rules.Value) (bool, error) {
 	x, y := b.g.shape(args[0]), b.g.shape(args[1])
-	op := map[string]string{"Add": "ewadd", "Mul": "ewmul"}[n.OpType]
+	op := "ewadd"
+	if n.OpType == b.g.onnxType("ewmul") {
+		op = "ewmul"
+	}
+	scalar := n.OpType == b.g.onnxType("smul")
 	switch {
 	case slices.Equal(x, y):
 		return b.emit(n, op, nil, args...)
-	case n.OpType == "Mul" && len(y) == 0:
+	case scalar && len(y) == 0:
 		return b.emit(n, "smul", nil, args[0], args[1])
-	case n.OpType == "Mul" && len(x) == 0:
+	case scalar && len(x) == 0:
 		return b.emit(n, "smul", nil, args[1], args[0])
 	}
 	if w, ok := b.broadcastWeight(args[1], x, n.Outputs[0]); ok {
@@ -108,12 +113,12 @@ func (b *builder) matmul(n *onnx.Node, args []rules.Value) (bool, error) {
 // product (of the transposed weight when transB is set) plus the bias C,
 // a weight that broadcasts to the product or an activation of its shape.
 func (b *builder) gemm(n *onnx.Node, args []rules.Value) (bool, error) {
-	alpha, beta := attrFloat(n, "alpha", 1), attrFloat(n, "beta", 1)
-	if alpha != 1 || beta != 1 || attrInt(n, "transA", 0) != 0 || len(args) < 2 {
+	alpha, beta := attrFloat(n, rules.ONNXAttrAlpha, 1), attrFloat(n, rules.ONNXAttrBeta, 1)
+	if alpha != 1 || beta != 1 || attrInt(n, rules.ONNXAttrTransA, 0) != 0 || len(args) < 2 {
 		return false, nil
 	}
 	x, w := b.g.shape(args[0]), b.g.shape(args[1])
-	transB := attrInt(n, "transB", 0) != 0
+	transB := attrInt(n, rules.ONNXAttrTransB, 0) != 0
 	if len(x) != 2 || len(w) != 2 {
 		return false, nil
 	}
@@ -171,15 +176,15 @@ func window2D(n *onnx.Node, kernel []int, in []int) (window, bool) {
 	if len(kernel) != 2 || kernel[0] != kernel[1] || len(in) != 2 {
 		return window{}, false
 	}
-	strides := attrIntsDefault(n, "strides", []int{1, 1})
-	dilations := attrIntsDefault(n, "dilations", []int{1, 1})
+	strides := attrIntsDefault(n, rules.ONNXAttrStrides, []int{1, 1})
+	dilations := attrIntsDefault(n, rules.ONNXAttrDilations, []int{1, 1})
 	if len(strides) != 2 || strides[0] != strides[1] || !slices.Equal(dilations, []int{1, 1}) {
 		return window{}, false
 	}
 	w := window{kernel: kernel[0], stride: strides[0]}
 	same := samePads(in, w.kernel, w.stride)
-	pads := attrIntsDefault(n, "pads", []int{0, 0, 0, 0})
-	switch attrString(n, "auto_pad", "NOTSET") {
+	pads := attrIntsDefault(n, rules.ONNXAttrPads, []int{0, 0, 0, 0})
+	switch attrString(n, rules.ONNXAttrAutoPad, "NOTSET") {
 	case "SAME_UPPER":
 		pads = same
 	case "VALID":
@@ -220,14 +225,14 @@ func (b *builder) conv(n *onnx.Node, args []rules.Value) (bool, error) {
 	if len(x) != 4 || len(w) != 4 {
 		return false, nil
 	}
-	if ks := attrInts(n, "kernel_shape"); ks != nil && !slices.Equal(ks, w[2:]) {
+	if ks := attrInts(n, rules.ONNXAttrKernelShape); ks != nil && !slices.Equal(ks, w[2:]) {
 		return false, nil
 	}
 	win, ok := window2D(n, w[2:], x[2:])
 	if !ok {
 		return false, nil
 	}
-	groups := attrInt(n, "group", 1)
+	groups := attrInt(n, rules.ONNXAttrGroup, 1)
 	switch {
 	case groups == x[1] && w[1] == 1 && groups > 1:
 		groups = rules.GroupsDepthwise
@@ -259,17 +264,17 @@ func (b *builder) conv(n *onnx.Node, args []rules.Value) (bool, error) {
 // cells as zeros, so only count_include_pad=1 or no padding maps.
 func (b *builder) pool(n *onnx.Node, args []rules.Value) (bool, error) {
 	x := b.g.shape(args[0])
-	if len(x) != 4 || len(n.Outputs) != 1 || attrInt(n, "ceil_mode", 0) != 0 || attrInt(n, "storage_order", 0) != 0 {
+	if len(x) != 4 || len(n.Outputs) != 1 || attrInt(n, rules.ONNXAttrCeilMode, 0) != 0 || attrInt(n, rules.ONNXAttrStorageOrder, 0) != 0 {
 		return false, nil
 	}
-	win, ok := window2D(n, attrInts(n, "kernel_shape"), x[2:])
+	win, ok := window2D(n, attrInts(n, rules.ONNXAttrKernelShape), x[2:])
 	if !ok {
 		return false, nil
 	}
 	op := "pool_max"
-	if n.OpType == "AveragePool" {
+	if n.OpType == b.g.onnxType("pool_avg") {
 		op = "pool_avg"
-		if win.padding == rules.PadSame && attrInt(n, "count_include_pad", 0) != 1 && !slices.Equal(samePads(x[2:], win.kernel, win.stride), []int{0, 0, 0, 0}) {
+		if win.padding == rules.PadSame && attrInt(n, rules.ONNXAttrCountIncludePad, 0) != 1 && !slices.Equal(samePads(x[2:], win.kernel, win.stride), []int{0, 0, 0, 0}) {
 			return false, nil
 		}
 	}
@@ -284,17 +289,17 @@ func (b *builder) pool(n *onnx.Node, args []rules.Value) (bool, error) {
 func (b *builder) padsPool(n *onnx.Node) bool {
 	pool, ok := b.onlyReader(n.Outputs[0])
 	x, known := b.rt.Shape(n.Inputs[0])
-	if !ok || !known || pool.OpType != "AveragePool" || len(x) != 4 || attrString(n, "mode", "constant") != "constant" {
+	if !ok || !known || pool.OpType != b.g.onnxType("pool_avg") || len(x) != 4 || attrString(n, rules.ONNXAttrMode, "constant") != "constant" {
 		return false
 	}
 	pads, ok := b.padAmounts(n)
-	if !ok || attrInt(pool, "ceil_mode", 0) != 0 || slices.ContainsFunc(attrInts(pool, "pads"), func(p int) bool { return p != 0 }) {
+	if !ok || attrInt(pool, rules.ONNXAttrCeilMode, 0) != 0 || slices.ContainsFunc(attrInts(pool, rules.ONNXAttrPads), func(p int) bool { return p != 0 }) {
 		return false
 	}
-	kernel, strides := attrInts(pool, "kernel_shape"), attrIntsDefault(pool, "strides", []int{1, 1})
+	kernel, strides := attrInts(pool, rules.ONNXAttrKernelShape), attrIntsDefault(pool, rules.ONNXAttrStrides, []int{1, 1})
 	if len(kernel) != 2 || kernel[0] != kernel[1] || len(strides) != 2 || strides[0] != strides[1] ||
-		!slices.Equal(attrIntsDefault(pool, "dilations", []int{1, 1}), []int{1, 1}) ||
-		!slices.Contains([]string{"NOTSET", "VALID"}, attrString(pool, "auto_pad", "NOTSET")) {
+		!slices.Equal(attrIntsDefault(pool, rules.ONNXAttrDilations, []int{1, 1}), []int{1, 1}) ||
+		!slices.Contains([]string{"NOTSET", "VALID"}, attrString(pool, rules.ONNXAttrAutoPad, "NOTSET")) {
 		return false
 	}
 	same := samePads(x[2:], kernel[0], strides[0])
@@ -305,7 +310,7 @@ func (b *builder) padsPool(n *onnx.Node) bool {
 // or attribute.
 func (b *builder) padAmounts(n *onnx.Node) ([]int, bool) {
 	if opset, _ := b.g.model.Opset(""); opset < 11 {
-		return attrInts(n, "pads"), attrFloat(n, "value", 0) == 0
+		return attrInts(n, rules.ONNXAttrPads), attrFloat(n, rules.ONNXAttrValue, 0) == 0
 	}
 	if len(n.Inputs) > 3 && n.Inputs[3] != "" { // axes
 		return nil, false
@@ -354,7 +359,7 @@ func (b *builder) onlyReader(name string) (*onnx.Node, bool) {
 // paddedPool maps an AveragePool whose input a Pad made (padsPool): same
 // padding, on the Pad's input.
 func (b *builder) paddedPool(n *onnx.Node, x rules.Value) (bool, error) {
-	k, s := attrInts(n, "kernel_shape")[0], attrIntsDefault(n, "strides", []int{1, 1})[0]
+	k, s := attrInts(n, rules.ONNXAttrKernelShape)[0], attrIntsDefault(n, rules.ONNXAttrStrides, []int{1, 1})[0]
 	vals, err := b.add("pool_avg", []int{k, s, rules.PadSame}, x)
 	if err != nil {
 		return false, fmt.Errorf("a padded average pool: %w", err)
@@ -366,7 +371,7 @@ func (b *builder) paddedPool(n *onnx.Node, x rules.Value) (bool, error) {
 // concats, left to right.
 func (b *builder) concat(n *onnx.Node, args []rules.Value) (bool, error) {
 	rank := len(b.g.shape(args[0]))
-	axis := attrInt(n, "axis", 0)
+	axis := attrInt(n, rules.ONNXAttrAxis, 0)
 	if axis < 0 {
 		axis += rank
 	}

@@ -15,8 +15,26 @@ import (
 	"rulebook/rules"
 )
 
-// The ONNX operators this conformance test maps onto the registry.
-var conformanceOps = []string{"Add", "Mul", "MatMul", "Conv", "Relu", "AveragePool", "MaxPool", "Concat", "Split", "Transpose"}
+// conformanceOps are the ONNX operators this conformance test maps onto
+// the registry: each operator's own node type, as its row names it.
+func conformanceOps(reg *rules.Registry) []string {
+	var out []string
+	for _, op := range reg.Ops() {
+		if t := op.ONNXType(); t != "" && !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// onnxType is the ONNX node type of the registry operator called name.
+func onnxType(reg *rules.Registry, name string) string {
+	op, ok := reg.Lookup(name)
+	if !ok {
+		panic("registry lacks " + name)
+	}
+	return op.ONNXType()
+}
 
 // dataTensor is one tensor of a test data set, converted to float64.
 type dataTensor struct {
@@ -115,7 +133,7 @@ func windowPadding(a nodeAttrs, in, k [2]int, stride int) (padding int, padded b
 		lower[d], lower[d+2] = total-total/2, total/2
 	}
 	nonzero := func(p [4]int) bool { return p != [4]int{} }
-	switch autoPad := a.str("auto_pad", "NOTSET"); autoPad {
+	switch autoPad := a.str(rules.ONNXAttrAutoPad, "NOTSET"); autoPad {
 	case "SAME_UPPER":
 		return rules.PadSame, nonzero(upper), nil
 	case "SAME_LOWER":
@@ -126,7 +144,7 @@ func windowPadding(a nodeAttrs, in, k [2]int, stride int) (padding int, padded b
 	case "VALID":
 		return rules.PadValid, false, nil
 	case "NOTSET", "":
-		pads := a.ints("pads")
+		pads := a.ints(rules.ONNXAttrPads)
 		if pads == nil {
 			return rules.PadValid, false, nil
 		}
@@ -153,7 +171,7 @@ func windowPadding(a nodeAttrs, in, k [2]int, stride int) (padding int, padded b
 
 // uniformStride returns the single stride of a 2-D window.
 func uniformStride(a nodeAttrs) (int, error) {
-	s := a.ints("strides")
+	s := a.ints(rules.ONNXAttrStrides)
 	switch {
 	case s == nil:
 		return 1, nil
@@ -166,7 +184,7 @@ func uniformStride(a nodeAttrs) (int, error) {
 }
 
 func checkNoDilation(a nodeAttrs) error {
-	for _, d := range a.ints("dilations") {
+	for _, d := range a.ints(rules.ONNXAttrDilations) {
 		if d != 1 {
 			return skipf("dilations")
 		}
@@ -186,9 +204,10 @@ func mapNode(reg *rules.Registry, n *onnx.Node, in []*dataTensor, outs [][]int) 
 		}
 		return op
 	}
+	typeOf := func(name string) string { return onnxType(reg, name) }
 	// Element types and ranks of the data operands.
 	data := in
-	if n.OpType == "Split" && len(in) > 1 {
+	if n.OpType == typeOf("split") && len(in) > 1 {
 		data = in[:1]
 	}
 	for _, d := range data {
@@ -215,20 +234,23 @@ func mapNode(reg *rules.Registry, n *onnx.Node, in []*dataTensor, outs [][]int) 
 	}
 	m := &mapping{}
 	switch n.OpType {
-	case "Add", "Mul":
+	case typeOf("ewadd"), typeOf("ewmul"):
 		if err := arity(2); err != nil {
 			return nil, err
 		}
 		if !slices.Equal(in[0].dims, in[1].dims) {
 			return nil, skipf("broadcasting")
 		}
-		m.op = lookup(map[string]string{"Add": "ewadd", "Mul": "ewmul"}[n.OpType])
-	case "Relu":
+		m.op = lookup("ewadd")
+		if n.OpType == typeOf("ewmul") {
+			m.op = lookup("ewmul")
+		}
+	case typeOf("relu"):
 		if err := arity(1); err != nil {
 			return nil, err
 		}
 		m.op = lookup("relu")
-	case "MatMul":
+	case typeOf("matmul"):
 		if err := arity(2); err != nil {
 			return nil, err
 		}
@@ -242,12 +264,12 @@ func mapNode(reg *rules.Registry, n *onnx.Node, in []*dataTensor, outs [][]int) 
 			return nil, skipf("rank-%d matmul", len(x))
 		}
 		m.op = lookup("matmul")
-	case "Transpose":
+	case typeOf("transpose"):
 		if err := arity(1); err != nil {
 			return nil, err
 		}
 		r := len(in[0].dims)
-		perm := a.ints("perm")
+		perm := a.ints(rules.ONNXAttrPerm)
 		if perm == nil {
 			for i := r - 1; i >= 0; i-- {
 				perm = append(perm, int64(i))
@@ -270,7 +292,7 @@ func mapNode(reg *rules.Registry, n *onnx.Node, in []*dataTensor, outs [][]int) 
 			return nil, skipf("perm not a swap of the last two axes")
 		}
 		m.op, m.sliced = lookup("transpose"), r == 3
-	case "Concat":
+	case typeOf("concat"):
 		if len(in) != 2 {
 			return nil, skipf("%d inputs", len(in))
 		}
@@ -278,15 +300,15 @@ func mapNode(reg *rules.Registry, n *onnx.Node, in []*dataTensor, outs [][]int) 
 			return nil, err
 		}
 		r := len(in[0].dims)
-		axis := int(a.int("axis", 0))
+		axis := int(a.int(rules.ONNXAttrAxis, 0))
 		if axis < 0 {
 			axis += r
 		}
 		if axis < 0 || axis >= r {
-			return nil, skipf("axis %d out of range", a.int("axis", 0))
+			return nil, skipf("axis %d out of range", a.int(rules.ONNXAttrAxis, 0))
 		}
 		m.op, m.params = lookup("concat"), []int{axis}
-	case "Split":
+	case typeOf("split"):
 		if len(n.Outputs) != 2 {
 			return nil, skipf("%d outputs", len(n.Outputs))
 		}
@@ -295,12 +317,12 @@ func mapNode(reg *rules.Registry, n *onnx.Node, in []*dataTensor, outs [][]int) 
 		}
 		x := in[0]
 		r := len(x.dims)
-		axis := int(a.int("axis", 0))
+		axis := int(a.int(rules.ONNXAttrAxis, 0))
 		if axis < 0 {
 			axis += r
 		}
 		if axis < 0 || axis >= r {
-			return nil, skipf("axis %d out of range", a.int("axis", 0))
+			return nil, skipf("axis %d out of range", a.int(rules.ONNXAttrAxis, 0))
 		}
 		if err := checkRank(in[:1]); err != nil {
 			return nil, err
@@ -311,11 +333,11 @@ func mapNode(reg *rules.Registry, n *onnx.Node, in []*dataTensor, outs [][]int) 
 			for _, v := range in[1].data {
 				sizes = append(sizes, int(v))
 			}
-		case a.has("split"):
-			for _, v := range a.ints("split") {
+		case a.has(rules.ONNXAttrSplit):
+			for _, v := range a.ints(rules.ONNXAttrSplit) {
 				sizes = append(sizes, int(v))
 			}
-		case a.has("num_outputs"):
+		case a.has(rules.ONNXAttrNumOutputs):
 			return nil, skipf("num_outputs attribute")
 		default:
 			if x.dims[axis]%2 != 0 {
@@ -330,7 +352,7 @@ func mapNode(reg *rules.Registry, n *onnx.Node, in []*dataTensor, outs [][]int) 
 		t.Shape.Split[axis] = &rules.SplitTree{LeftSize: sizes[0]}
 		m.op, m.params, m.inputs = lookup("split"), []int{axis}, []*rules.FloatTensor{t}
 		return m, checkParams(m.op, m.params)
-	case "Conv":
+	case typeOf("conv2d"):
 		if len(in) == 3 {
 			return nil, skipf("3 inputs")
 		}
@@ -344,10 +366,10 @@ func mapNode(reg *rules.Registry, n *onnx.Node, in []*dataTensor, outs [][]int) 
 		if err := checkNoDilation(a); err != nil {
 			return nil, err
 		}
-		if ks := a.ints("kernel_shape"); ks != nil && (len(ks) != 2 || int(ks[0]) != w[2] || int(ks[1]) != w[3]) {
+		if ks := a.ints(rules.ONNXAttrKernelShape); ks != nil && (len(ks) != 2 || int(ks[0]) != w[2] || int(ks[1]) != w[3]) {
 			return nil, skipf("kernel_shape disagrees with W")
 		}
-		g := int(a.int("group", 1))
+		g := int(a.int(rules.ONNXAttrGroup, 1))
 		stride, err := uniformStride(a)
 		if err != nil {
 			return nil, err
@@ -357,7 +379,7 @@ func mapNode(reg *rules.Registry, n *onnx.Node, in []*dataTensor, outs [][]int) 
 			return nil, err
 		}
 		m.op, m.params = lookup("conv2d"), []int{stride, padding, rules.ActNone, g}
-	case "AveragePool", "MaxPool":
+	case typeOf("pool_avg"), typeOf("pool_max"):
 		if err := arity(1); err != nil {
 			return nil, err
 		}
@@ -371,7 +393,7 @@ func mapNode(reg *rules.Registry, n *onnx.Node, in []*dataTensor, outs [][]int) 
 		if err := checkNoDilation(a); err != nil {
 			return nil, err
 		}
-		ks := a.ints("kernel_shape")
+		ks := a.ints(rules.ONNXAttrKernelShape)
 		if len(ks) != 2 {
 			return nil, skipf("%d-D kernel_shape", len(ks))
 		}
@@ -387,12 +409,15 @@ func mapNode(reg *rules.Registry, n *onnx.Node, in []*dataTensor, outs [][]int) 
 		if err != nil {
 			return nil, err
 		}
-		if n.OpType == "AveragePool" && a.int("count_include_pad", 0) == 0 && padded {
+		avg := n.OpType == typeOf("pool_avg")
+		if avg && a.int(rules.ONNXAttrCountIncludePad, 0) == 0 && padded {
 			return nil, skipf("count_include_pad=0 with padding")
 		}
-		name := map[string]string{"AveragePool": "pool_avg", "MaxPool": "pool_max"}[n.OpType]
-		m.op, m.params = lookup(name), []int{k, stride, padding}
-		if a.int("ceil_mode", 0) != 0 {
+		m.op, m.params = lookup("pool_max"), []int{k, stride, padding}
+		if avg {
+			m.op = lookup("pool_avg")
+		}
+		if a.int(rules.ONNXAttrCeilMode, 0) != 0 {
 			// ceil_mode only changes the output extent; where that equals the
 			// floor extent the operator is the same.
 			shapes, err := m.op.InferShapes(m.params, []rules.Shape{rules.NewShape(x...)})
@@ -553,8 +578,10 @@ func TestONNXNodeConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	sort.Strings(dirs)
+	reg := rules.Default()
+	ops := conformanceOps(reg)
 	wanted := map[string]bool{}
-	for _, op := range conformanceOps {
+	for _, op := range ops {
 		wanted[op] = true
 	}
 	var cases []*conformanceCase
@@ -578,9 +605,8 @@ func TestONNXNodeConformance(t *testing.T) {
 		cases = append(cases, &conformanceCase{dir: dir, model: m, node: n})
 	}
 
-	reg := rules.Default()
 	tally := map[string]*opTally{}
-	for _, op := range conformanceOps {
+	for _, op := range ops {
 		tally[op] = &opTally{}
 	}
 	reasons := map[string][]string{} // reason -> case names
@@ -630,7 +656,7 @@ func TestONNXNodeConformance(t *testing.T) {
 	var report strings.Builder
 	fmt.Fprintf(&report, "ONNX node conformance (%s)\n", root)
 	fmt.Fprintf(&report, "%-12s %6s %7s %6s\n", "op", "passed", "skipped", "failed")
-	for _, op := range conformanceOps {
+	for _, op := range ops {
 		r := tally[op]
 		fmt.Fprintf(&report, "%-12s %6d %7d %6d\n", op, r.passed, r.skipped, r.failed)
 	}
@@ -649,7 +675,7 @@ func TestONNXNodeConformance(t *testing.T) {
 			t.Errorf("writing conformance report: %v", err)
 		}
 	}
-	for _, op := range conformanceOps {
+	for _, op := range ops {
 		if tally[op].passed == 0 {
 			t.Errorf("%s: no passing case (%d skipped, %d failed)", op, tally[op].skipped, tally[op].failed)
 		}
