@@ -3,7 +3,6 @@ package optimizer
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"rulebook/onnx"
 	"rulebook/rules"
 	"rulebook/runtime"
+	"rulebook/timing"
 )
 
 // CostModel prices a graph in milliseconds.
@@ -128,7 +128,7 @@ func (m *Measured) time(g *Graph, i, bias int, weight []bool) (float64, error) {
 		if err != nil {
 			return 0, err
 		}
-		ms := float64(d) / float64(time.Millisecond)
+		ms := timing.Milliseconds(d)
 		m.measured++
 		if m.Record != nil {
 			m.Record(key, ms)
@@ -231,24 +231,19 @@ func (m *Measured) differences(a, b *Graph) ([]*rival, error) {
 // timeRounds times every rival once a round, in alternating order, so that
 // neither graph's configurations always run first.
 func timeRounds(ctx context.Context, differ []*rival, rounds int) error {
-	for r := range rounds {
-		for k := range differ {
-			c := differ[k]
-			if r%2 == 1 {
-				c = differ[len(differ)-1-k]
+	return timing.Alternate(ctx, rounds, len(differ), func(i int) error {
+		c := differ[i]
+		var times []time.Duration
+		for _, n := range c.rt.Nodes() {
+			d, err := c.s.TimeNode(ctx, n.Index, 1)
+			if err != nil {
+				return fmt.Errorf("time %s: %w", c.sig, err)
 			}
-			var times []time.Duration
-			for _, n := range c.rt.Nodes() {
-				d, err := c.s.TimeNode(ctx, n.Index, 1)
-				if err != nil {
-					return fmt.Errorf("time %s: %w", c.sig, err)
-				}
-				times = append(times, d)
-			}
-			c.times = append(c.times, times)
+			times = append(times, d)
 		}
-	}
-	return nil
+		c.times = append(c.times, times)
+		return nil
+	})
 }
 
 // keep stores a rival's fresh medians, per runtime node for the store and
@@ -260,8 +255,7 @@ func (m *Measured) keep(c *rival) float64 {
 		for r := range c.times {
 			ts[r] = c.times[r][k]
 		}
-		slices.Sort(ts)
-		ms := float64(ts[len(ts)/2]) / float64(time.Millisecond)
+		ms := timing.Milliseconds(timing.Median(ts))
 		if m.Record != nil {
 			m.Record(opKey(n), ms)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"rulebook/runtime/cuda"
+	"rulebook/timing"
 )
 
 // CUDASession executes a Model on an NVIDIA GPU. Like Session it plans
@@ -409,7 +410,6 @@ func (s *CUDASession) TimeNode(ctx context.Context, i int, repeat int) (time.Dur
 	if err := m.checkNode(i); err != nil {
 		return 0, err
 	}
-	repeat = max(repeat, 1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -456,25 +456,18 @@ func (s *CUDASession) TimeNode(ctx context.Context, i int, repeat int) (time.Dur
 			step = st
 		}
 	}
-	if err := step(); err != nil {
-		return 0, fmt.Errorf("runtime: TimeNode: node %d (%s %q): %w", i, n.op, n.name, err)
-	}
-	if err := s.dev.Synchronize(); err != nil {
-		return 0, fmt.Errorf("runtime: TimeNode: node %d (%s %q): %w", i, n.op, n.name, err)
-	}
-	times := make([]time.Duration, repeat)
-	for r := range times {
-		if err := ctx.Err(); err != nil {
-			return 0, fmt.Errorf("runtime: TimeNode: %w", err)
-		}
+	// The device's events time each run; the first, untimed, warms up.
+	d, err := timing.Repeat(ctx, repeat, func() (time.Duration, error) {
 		d, err := s.dev.Time(step)
 		if err != nil {
-			return 0, fmt.Errorf("runtime: TimeNode: node %d (%s %q): %w", i, n.op, n.name, err)
+			return 0, fmt.Errorf("node %d (%s %q): %w", i, n.op, n.name, err)
 		}
-		times[r] = d
+		return d, nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("runtime: TimeNode: %w", err)
 	}
-	slices.Sort(times)
-	return times[len(times)/2], nil
+	return d, nil
 }
 
 // Close releases the session's device memory and, for a session from

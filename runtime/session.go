@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"rulebook/timing"
 )
 
 // SessionOptions configures a Session.
@@ -378,7 +380,6 @@ func (s *Session) TimeNode(ctx context.Context, i int, repeat int) (time.Duratio
 	if err := m.checkNode(i); err != nil {
 		return 0, err
 	}
-	repeat = max(repeat, 1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := m.nodes[i]
@@ -400,16 +401,18 @@ func (s *Session) TimeNode(ctx context.Context, i int, repeat int) (time.Duratio
 		}
 	}
 	step := n.kernel.bind(in, out, s.env)
-	step()
-	times := make([]time.Duration, repeat)
-	for r := range times {
-		if err := ctx.Err(); err != nil {
-			return 0, fmt.Errorf("runtime: TimeNode: %w", err)
-		}
-		start := time.Now()
-		step()
-		times[r] = time.Since(start)
+	d, err := timing.Repeat(ctx, repeat, timing.Wall(func() error { step(); return nil }))
+	if err != nil {
+		return 0, fmt.Errorf("runtime: TimeNode: %w", err)
 	}
-	slices.Sort(times)
-	return times[len(times)/2], nil
+	return d, nil
+}
+
+// CPUDevice names the CPU backend with threads threads (0: all cores) as
+// cost tables key it, "cpu/2": timings differ with the thread count.
+func CPUDevice(threads int) string {
+	if threads < 1 {
+		threads = goruntime.GOMAXPROCS(0)
+	}
+	return fmt.Sprintf("cpu/%d", threads)
 }
