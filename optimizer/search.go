@@ -66,6 +66,23 @@ func DefaultOptions() Options {
 	return Options{Alpha: 1.05, Budget: 300, Timeout: 45 * time.Second, Cost: DefaultCPU(), ConfirmRounds: 11}
 }
 
+// StopReason says why a search stopped. Its text is what reports and the
+// store keep.
+type StopReason string
+
+const (
+	// Searching is a search that has not stopped yet.
+	Searching StopReason = ""
+	// QueueEmpty: every graph within Alpha of the best was expanded.
+	QueueEmpty StopReason = "queue empty"
+	// BudgetSpent: Budget graphs were expanded.
+	BudgetSpent StopReason = "budget"
+	// TimedOut: the search ran past Timeout.
+	TimedOut StopReason = "timeout"
+)
+
+func (r StopReason) String() string { return string(r) }
+
 // Progress reports the best cost found so far.
 type Progress struct {
 	Elapsed  time.Duration
@@ -83,7 +100,7 @@ type Result struct {
 	Explored int // graphs taken from the queue
 	Seen     int // distinct graphs generated
 	Elapsed  time.Duration
-	Stopped  string // "queue empty", "budget", "timeout"
+	Stopped  StopReason
 	// Trace is the best cost over time: the start, every improvement, and
 	// the confirmed cost when the search's gain was timed again.
 	Trace []Progress
@@ -157,7 +174,7 @@ func Optimize(ctx context.Context, g *Graph, rs *RuleSet, opt Options) (*Result,
 	s.best = &candidate{g: g, cost: opt.Cost.Cost(g)}
 	s.queue = candidates{s.best}
 	s.res = &Result{Before: s.best.cost, Trace: []Progress{{Best: s.best.cost}}, Unshaped: unshaped}
-	for s.res.Stopped == "" {
+	for s.res.Stopped == Searching {
 		if err := s.step(ctx); err != nil {
 			return nil, err
 		}
@@ -220,15 +237,15 @@ type search struct {
 func (s *search) step(ctx context.Context) error {
 	switch {
 	case s.queue.Len() == 0:
-		s.res.Stopped = "queue empty"
+		s.res.Stopped = QueueEmpty
 	case s.res.Explored >= s.opt.Budget:
-		s.res.Stopped = "budget"
+		s.res.Stopped = BudgetSpent
 	case time.Since(s.start) > s.opt.Timeout:
-		s.res.Stopped = "timeout"
+		s.res.Stopped = TimedOut
 	case ctx.Err() != nil:
 		return ctx.Err()
 	}
-	if s.res.Stopped != "" {
+	if s.res.Stopped != Searching {
 		return nil
 	}
 	cur := heap.Pop(&s.queue).(*candidate)

@@ -1,15 +1,11 @@
 package main
 
 import (
-	"cmp"
-	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 
@@ -182,7 +178,7 @@ func loadForOptimizer(cmd *cobra.Command, path string, o optimizeOptions) (*runt
 
 // optimizeAndWrite searches, writes the rewritten model and the report,
 // and records the optimization.
-func optimizeAndWrite(cmd *cobra.Command, path string, o optimizeOptions, rs *optimizer.RuleSet, rt *runtime.Model, g *optimizer.Graph, rec *recorder) (*optimizeReport, error) {
+func optimizeAndWrite(cmd *cobra.Command, path string, o optimizeOptions, rs *optimizer.RuleSet, rt *runtime.Model, g *optimizer.Graph, rec *recorder) (*optimizer.Report, error) {
 	ctx := cmd.Context()
 	res, err := search(cmd, g, rs, o, rec)
 	if err != nil {
@@ -192,21 +188,21 @@ func optimizeAndWrite(cmd *cobra.Command, path string, o optimizeOptions, rs *op
 	if err != nil {
 		return nil, err
 	}
-	var measured *sideBySide
+	var measured *optimizer.SideBySide
 	if o.compare > 0 {
-		if measured, err = measureSideBySide(ctx, rt, out, o.compare, o.threads, o.seed); err != nil {
+		if measured, err = optimizer.MeasureSideBySide(ctx, rt, out, o.compare, o.threads, o.seed); err != nil {
 			return nil, fmt.Errorf("--compare: %w", err)
 		}
 	}
 	if err := onnx.WriteModel(o.output, out); err != nil {
 		return nil, err
 	}
-	rep := newReport(path, o, rs, g, res, measured)
+	rep := optimizer.NewReport(path, o.cost, rs, g, res, measured)
 	rep.Device = rec.device
-	if err := writeReport(o.report, rep); err != nil {
+	if err := rep.WriteFile(o.report); err != nil {
 		return nil, err
 	}
-	return rep, rec.record(ctx, path, o, rs, res)
+	return rep, rec.record(ctx, rep)
 }
 
 // search runs the optimizer with the chosen cost model, printing the best
@@ -216,7 +212,7 @@ func search(cmd *cobra.Command, g *optimizer.Graph, rs *optimizer.RuleSet, o opt
 	opt.MemoryLimit = o.memoryMiB << 20
 	var measured *optimizer.Measured
 	if o.cost == "measured" {
-		measured = rec.measuredCosts(cmd.Context(), o.threads)
+		measured = rec.costs.Measured(cmd.Context(), o.threads)
 		opt.Cost = measured
 		if !cmd.Flags().Changed("min-gain") {
 			opt.MinGain = 0.005
@@ -261,144 +257,7 @@ func isBundle(ref string) bool {
 	return err == nil
 }
 
-// appliedRule names a rule three ways: its place in the version (the
-// same in the store and in a bundle), its content hash, and its id in
-// the database when it came from one ('rulebook show ID').
-type appliedRule struct {
-	Index int    `json:"index"`
-	Hash  string `json:"hash"`
-	ID    int64  `json:"id,omitempty"`
-	Rule  string `json:"rule"`
-	Count int    `json:"count"`
-}
-
-// operatorCost is one operator's part of the cost before and after.
-type operatorCost struct {
-	Operator    string  `json:"operator"`
-	NodesBefore int     `json:"nodes_before"`
-	Before      float64 `json:"before_ms"`
-	NodesAfter  int     `json:"nodes_after"`
-	After       float64 `json:"after_ms"`
-}
-
-// costByOperator pairs the two splits, the costliest operator first.
-func costByOperator(before, after map[string]optimizer.OperatorCost) []operatorCost {
-	ops := slices.Sorted(maps.Keys(before))
-	for op := range maps.Keys(after) {
-		if _, ok := before[op]; !ok {
-			ops = append(ops, op)
-		}
-	}
-	slices.Sort(ops)
-	var out []operatorCost
-	for _, op := range ops {
-		b, a := before[op], after[op]
-		out = append(out, operatorCost{Operator: op, NodesBefore: b.Nodes, Before: b.Ms, NodesAfter: a.Nodes, After: a.Ms})
-	}
-	// Costliest first; ties stay in name order.
-	slices.SortStableFunc(out, func(x, y operatorCost) int {
-		return cmp.Compare(max(y.Before, y.After), max(x.Before, x.After))
-	})
-	return out
-}
-
-type tracePoint struct {
-	Seconds  float64 `json:"seconds"`
-	Explored int     `json:"explored"`
-	Best     float64 `json:"best_ms"`
-}
-
-// optimizeReport is the JSON report of one optimization.
-type optimizeReport struct {
-	Model string `json:"model"`
-	Rules struct {
-		Version string `json:"version"`
-		Hash    string `json:"hash"`
-		Count   int    `json:"count"`
-	} `json:"rules"`
-	CostModel string         `json:"cost_model"`
-	Device    string         `json:"device"` // what measured costs and --compare ran on
-	Before    float64        `json:"cost_before_ms"`
-	After     float64        `json:"cost_after_ms"`
-	Speedup   float64        `json:"speedup"`
-	Applied   []appliedRule  `json:"applied"`
-	Opaque    map[string]int `json:"opaque"`
-	Search    struct {
-		Explored   int          `json:"explored"`
-		Seen       int          `json:"seen"`
-		Seconds    float64      `json:"seconds"`
-		Stopped    string       `json:"stopped"`
-		OverMemory int          `json:"over_memory_limit"`
-		Trace      []tracePoint `json:"best_cost_over_time"`
-	} `json:"search"`
-	ByOperator   []operatorCost `json:"cost_by_operator"`
-	Unshaped     int            `json:"rules_without_shapes_left_out"`
-	MemoryBefore int64          `json:"memory_before_bytes"`
-	MemoryAfter  int64          `json:"memory_after_bytes"`
-	Measured     *sideBySide    `json:"measured,omitempty"`
-	Confirmed    *confirmation  `json:"confirmed,omitempty"`
-}
-
-// confirmation is a measured search's gain timed again side by side.
-type confirmation struct {
-	Rounds  int     `json:"rounds"`
-	Removed float64 `json:"removed_ms"` // the configurations the rewrite removed
-	Added   float64 `json:"added_ms"`   // the configurations it added
-	Held    bool    `json:"held"`
-	Error   string  `json:"error,omitempty"`
-}
-
-func newReport(model string, o optimizeOptions, rs *optimizer.RuleSet, g *optimizer.Graph, res *optimizer.Result, measured *sideBySide) *optimizeReport {
-	r := &optimizeReport{Model: model, CostModel: o.cost, Before: res.Before, After: res.After, Speedup: ratio(res.Before, res.After),
-		Applied: appliedRules(rs, res), Opaque: g.Opaque(), MemoryBefore: g.Memory(), MemoryAfter: res.Graph.Memory(), Measured: measured}
-	r.Rules.Version, r.Rules.Hash, r.Rules.Count = rs.Version, rs.Hash, len(rs.Rules)
-	r.Search.Explored, r.Search.Seen, r.Search.Seconds, r.Search.Stopped = res.Explored, res.Seen, res.Elapsed.Seconds(), res.Stopped
-	r.Search.OverMemory, r.Unshaped = res.OverMemory, res.Unshaped
-	r.ByOperator = costByOperator(res.BeforeByOperator, res.AfterByOperator)
-	if c := res.Confirmed; c != nil {
-		r.Confirmed = &confirmation{Rounds: c.Rounds, Removed: c.Before, Added: c.After, Held: c.Held, Error: c.Err}
-	}
-	for _, p := range res.Trace {
-		r.Search.Trace = append(r.Search.Trace, tracePoint{Seconds: p.Elapsed.Seconds(), Explored: p.Explored, Best: p.Best})
-	}
-	return r
-}
-
-// ratio is before/after, 1 when both are 0 (a model with nothing to cost).
-func ratio(before, after float64) float64 {
-	if after == 0 {
-		return 1
-	}
-	return before / after
-}
-
-func writeReport(path string, r *optimizeReport) error {
-	data, err := json.MarshalIndent(r, "", "  ")
-	if err == nil {
-		err = os.WriteFile(path, append(data, '\n'), 0o644)
-	}
-	if err != nil {
-		return fmt.Errorf("write the report %s: %w", path, err)
-	}
-	return nil
-}
-
-func appliedRules(rs *optimizer.RuleSet, res *optimizer.Result) []appliedRule {
-	var out []appliedRule
-	for i, n := range res.Applied {
-		a := appliedRule{Index: i, Hash: rs.RuleHashes[i], Rule: rs.Texts[i], Count: n}
-		if rs.IDs != nil {
-			a.ID = rs.IDs[i]
-		}
-		out = append(out, a)
-	}
-	sort.Slice(out, func(a, b int) bool {
-		return out[a].Count > out[b].Count || out[a].Count == out[b].Count && out[a].Index < out[b].Index
-	})
-	return out
-}
-
-func printOptimization(w io.Writer, r *optimizeReport, output string, rec *recorder) {
+func printOptimization(w io.Writer, r *optimizer.Report, output string, rec *recorder) {
 	fmt.Fprintf(w, "rules %s (%.12s, %d rules); %s cost %.3f ms -> %.3f ms (%.2fx)\n",
 		r.Rules.Version, r.Rules.Hash, r.Rules.Count, r.CostModel, r.Before, r.After, r.Speedup)
 	fmt.Fprintf(w, "search: %d graphs expanded, %d seen, %.1fs, stopped: %s\n", r.Search.Explored, r.Search.Seen, r.Search.Seconds, r.Search.Stopped)
@@ -424,7 +283,7 @@ func printOptimization(w io.Writer, r *optimizeReport, output string, rec *recor
 	}
 	if rec.db != nil {
 		fmt.Fprintf(w, "recorded as run %d", rec.runID)
-		if n := len(rec.measured); n > 0 {
+		if n := rec.costs.Timed(); n > 0 {
 			fmt.Fprintf(w, ", with %d operator costs measured", n)
 		}
 		fmt.Fprintln(w)
@@ -433,7 +292,7 @@ func printOptimization(w io.Writer, r *optimizeReport, output string, rec *recor
 }
 
 // printChanges lists the operators whose cost the rewrite changed.
-func printChanges(w io.Writer, ops []operatorCost) {
+func printChanges(w io.Writer, ops []optimizer.OperatorChange) {
 	header := "cost by operator, where it changed:"
 	for _, c := range ops {
 		if c.NodesBefore != c.NodesAfter || math.Abs(c.Before-c.After) >= 0.0005 {
@@ -447,7 +306,7 @@ func printChanges(w io.Writer, ops []operatorCost) {
 }
 
 // printConfirmation says whether a measured gain held when timed again.
-func printConfirmation(w io.Writer, c *confirmation, before float64) {
+func printConfirmation(w io.Writer, c *optimizer.ConfirmedGain, before float64) {
 	switch {
 	case c == nil:
 	case c.Error != "":

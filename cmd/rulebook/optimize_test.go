@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"rulebook/internal/testfiles"
+	"rulebook/optimizer"
 	"rulebook/store"
 )
 
@@ -33,13 +34,13 @@ func TestOptimizeCommand(t *testing.T) {
 			t.Fatalf("%v: %v\n%s", args, err, out)
 		}
 	}
-	optimize := func(rules, out string, extra ...string) *optimizeReport {
+	optimize := func(rules, out string, extra ...string) *optimizer.Report {
 		t.Helper()
 		args := append([]string{"optimize", model, "--rules", rules, "--budget", "10", "-o", out, "--db", db}, extra...)
 		if text, err := run(ctx, args...); err != nil {
 			t.Fatalf("%v: %v\n%s", args, err, text)
 		}
-		var r optimizeReport
+		var r optimizer.Report
 		data, err := os.ReadFile(strings.TrimSuffix(out, ".onnx") + ".json")
 		must(t, err)
 		must(t, json.Unmarshal(data, &r))
@@ -123,25 +124,5 @@ func TestOptimizeRefusesBadArguments(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "r.db")); err == nil {
 		t.Error("a refused command created the database")
-	}
-}
-
-func TestRelDiff(t *testing.T) {
-	nan, inf := float32(math.NaN()), float32(math.Inf(1))
-	cases := []struct {
-		want, got []float32
-		diff      float64
-	}{
-		{[]float32{1, 2}, []float32{1, 2}, 0},
-		{[]float32{2, -4}, []float32{2, -4.004}, 0.001},
-		{[]float32{0, 0}, []float32{0, 1e-9}, 1},
-		{[]float32{nan, 1}, []float32{nan, 1}, 0},
-		{[]float32{nan, 1}, []float32{0, 1}, 1},
-		{[]float32{inf, 1}, []float32{inf, 1}, 0},
-	}
-	for _, c := range cases {
-		if d := relDiff(c.want, c.got); math.Abs(d-c.diff) > 1e-6 {
-			t.Errorf("relDiff(%v, %v) = %g, want %g", c.want, c.got, d, c.diff)
-		}
 	}
 }

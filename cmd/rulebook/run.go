@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"path/filepath"
-	goruntime "runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"rulebook/runtime"
 	"rulebook/runtime/cuda"
 	"rulebook/store"
+	"rulebook/timing"
 )
 
 // modelOptions are the flags every command that loads a model shares.
@@ -146,7 +146,11 @@ Operators: ` + strings.Join(runtime.Ops(), ", ") + `.`,
 			if err != nil {
 				return err
 			}
-			outs, median, err := timeRuns(cmd.Context(), s, feeds, repeat)
+			var outs map[string]*runtime.Tensor
+			median, err := timing.Repeat(cmd.Context(), repeat, timing.Wall(func() (err error) {
+				outs, err = s.Run(cmd.Context(), feeds)
+				return err
+			}))
 			if err != nil {
 				return err
 			}
@@ -193,30 +197,6 @@ func readInputs(m *runtime.Model, paths []string, seed uint64) (map[string]*runt
 		feeds[want[i].Name] = x
 	}
 	return feeds, nil
-}
-
-// timeRuns runs once to warm up, then repeat times, and returns the last
-// outputs with the median time.
-func timeRuns(ctx context.Context, s executor, feeds map[string]*runtime.Tensor, repeat int) (map[string]*runtime.Tensor, time.Duration, error) {
-	outs, err := s.Run(ctx, feeds)
-	if err != nil {
-		return nil, 0, err
-	}
-	times := make([]time.Duration, repeat)
-	for i := range times {
-		start := time.Now()
-		if outs, err = s.Run(ctx, feeds); err != nil {
-			return nil, 0, err
-		}
-		times[i] = time.Since(start)
-	}
-	return outs, median(times), nil
-}
-
-// median is the middle of the times (sorted in place).
-func median(times []time.Duration) time.Duration {
-	slices.Sort(times)
-	return times[len(times)/2]
 }
 
 func printOutputs(w io.Writer, m *runtime.Model, outs map[string]*runtime.Tensor) {
@@ -312,11 +292,7 @@ func deviceName(o modelOptions, s executor) string {
 	if gpu, ok := s.(*runtime.CUDASession); ok {
 		return "cuda/" + gpu.Device().Name
 	}
-	threads := o.threads
-	if threads < 1 {
-		threads = goruntime.GOMAXPROCS(0)
-	}
-	return fmt.Sprintf("cpu/%d", threads)
+	return runtime.CPUDevice(o.threads)
 }
 
 // distinctConfigs keeps the first node of each (operator, shapes,

@@ -1,4 +1,4 @@
-package main
+package optimizer
 
 import (
 	"context"
@@ -6,16 +6,16 @@ import (
 	"math"
 	goruntime "runtime"
 	"slices"
-	"time"
 
 	"rulebook/onnx"
 	"rulebook/runtime"
+	"rulebook/timing"
 )
 
-// sideBySide is the measured comparison of a model and its rewrite on the
+// SideBySide is the measured comparison of a model and its rewrite on the
 // CPU runtime: the same weights and inputs, runs interleaved so that both
 // see the same machine conditions.
-type sideBySide struct {
+type SideBySide struct {
 	Runs      int     `json:"runs"`
 	Threads   int     `json:"threads"`
 	Original  float64 `json:"original_ms"`  // median
@@ -26,10 +26,11 @@ type sideBySide struct {
 	MaxRelDiff float64 `json:"max_relative_difference"`
 }
 
-// measureSideBySide runs the original model (as loaded, random weights
+// MeasureSideBySide runs the original model (as loaded, random weights
 // included) and the rewritten one, whose weights are inline, on the same
-// random inputs, runs times each after a warm-up run.
-func measureSideBySide(ctx context.Context, orig *runtime.Model, rewritten *onnx.Model, runs, threads int, seed uint64) (*sideBySide, error) {
+// random inputs, runs times each after a warm-up run, alternating which
+// goes first, and compares their outputs.
+func MeasureSideBySide(ctx context.Context, orig *runtime.Model, rewritten *onnx.Model, runs, threads int, seed uint64) (*SideBySide, error) {
 	decoded, err := onnx.DecodeModel(onnx.EncodeModel(rewritten))
 	if err != nil {
 		return nil, err
@@ -38,30 +39,27 @@ func measureSideBySide(ctx context.Context, orig *runtime.Model, rewritten *onnx
 	if err != nil {
 		return nil, fmt.Errorf("load the rewritten model: %w", err)
 	}
-	sessions := make([]*runtime.Session, 2)
-	for i, m := range []*runtime.Model{orig, opt} {
-		if sessions[i], err = m.NewSession(runtime.SessionOptions{Threads: threads}); err != nil {
-			return nil, err
-		}
-	}
 	feeds := orig.RandomInputs(seed)
 	outs := make([]map[string]*runtime.Tensor, 2)
-	times := [2][]time.Duration{}
-	for r := -1; r < runs; r++ { // run -1 warms up
-		for i, s := range sessions {
-			start := time.Now()
-			if outs[i], err = s.Run(ctx, feeds); err != nil {
-				return nil, err
-			}
-			if r >= 0 {
-				times[i] = append(times[i], time.Since(start))
-			}
+	contenders := make([]func() error, 2)
+	for i, m := range []*runtime.Model{orig, opt} {
+		s, err := m.NewSession(runtime.SessionOptions{Threads: threads})
+		if err != nil {
+			return nil, err
 		}
+		contenders[i] = func() (err error) {
+			outs[i], err = s.Run(ctx, feeds)
+			return err
+		}
+	}
+	medians, err := timing.SideBySide(ctx, runs, contenders...)
+	if err != nil {
+		return nil, err
 	}
 	if threads < 1 {
 		threads = goruntime.GOMAXPROCS(0)
 	}
-	res := &sideBySide{Runs: runs, Threads: threads, Original: medianMS(times[0]), Optimized: medianMS(times[1])}
+	res := &SideBySide{Runs: runs, Threads: threads, Original: timing.Milliseconds(medians[0]), Optimized: timing.Milliseconds(medians[1])}
 	res.Speedup = res.Original / res.Optimized
 	for name, want := range outs[0] {
 		got, ok := outs[1][name]
@@ -71,10 +69,6 @@ func measureSideBySide(ctx context.Context, orig *runtime.Model, rewritten *onnx
 		res.MaxRelDiff = math.Max(res.MaxRelDiff, relDiff(want.Data, got.Data))
 	}
 	return res, nil
-}
-
-func medianMS(ts []time.Duration) float64 {
-	return float64(median(ts)) / float64(time.Millisecond)
 }
 
 // relDiff is the largest difference relative to want's largest magnitude,

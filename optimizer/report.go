@@ -1,0 +1,177 @@
+package optimizer
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"sort"
+
+	"rulebook/store"
+)
+
+// Report is the JSON report of one optimization, as 'rulebook optimize'
+// writes it. Its field names and order are the file's layout: scripts and
+// benchmarks read it, so they do not change.
+type Report struct {
+	Model     string      `json:"model"`
+	Rules     ReportRules `json:"rules"`
+	CostModel string      `json:"cost_model"`
+	// Device is what measured costs and the side-by-side runs ran on.
+	Device       string           `json:"device"`
+	Before       float64          `json:"cost_before_ms"`
+	After        float64          `json:"cost_after_ms"`
+	Speedup      float64          `json:"speedup"`
+	Applied      []AppliedRule    `json:"applied"`
+	Opaque       map[string]int   `json:"opaque"`
+	Search       SearchStats      `json:"search"`
+	ByOperator   []OperatorChange `json:"cost_by_operator"`
+	Unshaped     int              `json:"rules_without_shapes_left_out"`
+	MemoryBefore int64            `json:"memory_before_bytes"`
+	MemoryAfter  int64            `json:"memory_after_bytes"`
+	Measured     *SideBySide      `json:"measured,omitempty"`
+	Confirmed    *ConfirmedGain   `json:"confirmed,omitempty"`
+}
+
+// ReportRules names the rule version an optimization used.
+type ReportRules struct {
+	Version string `json:"version"`
+	Hash    string `json:"hash"`
+	Count   int    `json:"count"`
+}
+
+// SearchStats is how the search went.
+type SearchStats struct {
+	Explored   int          `json:"explored"`
+	Seen       int          `json:"seen"`
+	Seconds    float64      `json:"seconds"`
+	Stopped    StopReason   `json:"stopped"`
+	OverMemory int          `json:"over_memory_limit"`
+	Trace      []TracePoint `json:"best_cost_over_time"`
+}
+
+// AppliedRule names a rule three ways: its place in the version (the
+// same in the store and in a bundle), its content hash, and its id in
+// the database when it came from one ('rulebook show ID').
+type AppliedRule struct {
+	Index int    `json:"index"`
+	Hash  string `json:"hash"`
+	ID    int64  `json:"id,omitempty"`
+	Rule  string `json:"rule"`
+	Count int    `json:"count"`
+}
+
+// OperatorChange is one operator's part of the cost before and after.
+type OperatorChange struct {
+	Operator    string  `json:"operator"`
+	NodesBefore int     `json:"nodes_before"`
+	Before      float64 `json:"before_ms"`
+	NodesAfter  int     `json:"nodes_after"`
+	After       float64 `json:"after_ms"`
+}
+
+// TracePoint is the best cost found by some time in the search.
+type TracePoint struct {
+	Seconds  float64 `json:"seconds"`
+	Explored int     `json:"explored"`
+	Best     float64 `json:"best_ms"`
+}
+
+// ConfirmedGain is a measured search's gain timed again side by side
+// (see Confirmation).
+type ConfirmedGain struct {
+	Rounds  int     `json:"rounds"`
+	Removed float64 `json:"removed_ms"` // the configurations the rewrite removed
+	Added   float64 `json:"added_ms"`   // the configurations it added
+	Held    bool    `json:"held"`
+	Error   string  `json:"error,omitempty"`
+}
+
+// NewReport describes the search that turned start into res.Graph with
+// the rules of rs, priced by costModel ("analytic" or "measured");
+// measured is the side-by-side run of both models, if there was one.
+func NewReport(model, costModel string, rs *RuleSet, start *Graph, res *Result, measured *SideBySide) *Report {
+	r := &Report{Model: model, CostModel: costModel, Before: res.Before, After: res.After, Speedup: ratio(res.Before, res.After),
+		Applied: appliedRules(rs, res), Opaque: start.Opaque(), MemoryBefore: start.Memory(), MemoryAfter: res.Graph.Memory(), Measured: measured}
+	r.Rules = ReportRules{Version: rs.Version, Hash: rs.Hash, Count: len(rs.Rules)}
+	r.Search = SearchStats{Explored: res.Explored, Seen: res.Seen, Seconds: res.Elapsed.Seconds(), Stopped: res.Stopped, OverMemory: res.OverMemory}
+	r.Unshaped = res.Unshaped
+	r.ByOperator = costByOperator(res.BeforeByOperator, res.AfterByOperator)
+	if c := res.Confirmed; c != nil {
+		r.Confirmed = &ConfirmedGain{Rounds: c.Rounds, Removed: c.Before, Added: c.After, Held: c.Held, Error: c.Err}
+	}
+	for _, p := range res.Trace {
+		r.Search.Trace = append(r.Search.Trace, TracePoint{Seconds: p.Elapsed.Seconds(), Explored: p.Explored, Best: p.Best})
+	}
+	return r
+}
+
+// ratio is before/after, 1 when both are 0 (a model with nothing to cost).
+func ratio(before, after float64) float64 {
+	if after == 0 {
+		return 1
+	}
+	return before / after
+}
+
+// appliedRules lists the rules a search used, the most used first.
+func appliedRules(rs *RuleSet, res *Result) []AppliedRule {
+	var out []AppliedRule
+	for i, n := range res.Applied {
+		a := AppliedRule{Index: i, Hash: rs.RuleHashes[i], Rule: rs.Texts[i], Count: n}
+		if rs.IDs != nil {
+			a.ID = rs.IDs[i]
+		}
+		out = append(out, a)
+	}
+	sort.Slice(out, func(a, b int) bool {
+		return out[a].Count > out[b].Count || out[a].Count == out[b].Count && out[a].Index < out[b].Index
+	})
+	return out
+}
+
+// costByOperator pairs the two splits, the costliest operator first.
+func costByOperator(before, after map[string]OperatorCost) []OperatorChange {
+	ops := slices.Sorted(maps.Keys(before))
+	for op := range maps.Keys(after) {
+		if _, ok := before[op]; !ok {
+			ops = append(ops, op)
+		}
+	}
+	slices.Sort(ops)
+	var out []OperatorChange
+	for _, op := range ops {
+		b, a := before[op], after[op]
+		out = append(out, OperatorChange{Operator: op, NodesBefore: b.Nodes, Before: b.Ms, NodesAfter: a.Nodes, After: a.Ms})
+	}
+	// Costliest first; ties stay in name order.
+	slices.SortStableFunc(out, func(x, y OperatorChange) int {
+		return cmp.Compare(max(y.Before, y.After), max(x.Before, x.After))
+	})
+	return out
+}
+
+// WriteFile writes the report as indented JSON.
+func (r *Report) WriteFile(path string) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err == nil {
+		err = os.WriteFile(path, append(data, '\n'), 0o644)
+	}
+	if err != nil {
+		return fmt.Errorf("write the report %s: %w", path, err)
+	}
+	return nil
+}
+
+// Optimization is the report as the store records it for 'rulebook
+// usage', in run runID.
+func (r *Report) Optimization(runID int64) store.Optimization {
+	o := store.Optimization{RunID: runID, Model: r.Model, VersionTag: r.Rules.Version, VersionHash: r.Rules.Hash, CostModel: r.CostModel,
+		Before: r.Before, After: r.After, Explored: r.Search.Explored, Seen: r.Search.Seen, Seconds: r.Search.Seconds, Stopped: r.Search.Stopped.String()}
+	for _, a := range r.Applied {
+		o.Uses = append(o.Uses, store.RuleUse{Rule: a.Rule, Count: a.Count})
+	}
+	return o
+}
