@@ -407,12 +407,3 @@ func (s *Session) TimeNode(ctx context.Context, i int, repeat int) (time.Duratio
 	}
 	return d, nil
 }
-
-// CPUDevice names the CPU backend with threads threads (0: all cores) as
-// cost tables key it, "cpu/2": timings differ with the thread count.
-func CPUDevice(threads int) string {
-	if threads < 1 {
-		threads = goruntime.GOMAXPROCS(0)
-	}
-	return fmt.Sprintf("cpu/%d", threads)
-}

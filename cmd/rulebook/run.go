@@ -1,13 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -15,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"rulebook/onnx"
 	"rulebook/runtime"
 	"rulebook/runtime/cuda"
 	"rulebook/store"
@@ -39,15 +36,9 @@ func (o *modelOptions) register(cmd *cobra.Command) {
 	f.StringSliceVar(&o.dims, "dim", nil, "value of a symbolic input dimension, NAME=N (repeatable)")
 }
 
-// executor runs a loaded model: a CPU Session or a CUDASession.
-type executor interface {
-	Run(ctx context.Context, inputs map[string]*runtime.Tensor) (map[string]*runtime.Tensor, error)
-	TimeNode(ctx context.Context, i int, repeat int) (time.Duration, error)
-}
-
 // load reads a model and opens a session on the chosen backend; warnings
 // (generated weights) go to w. The caller closes the session.
-func (o *modelOptions) load(w io.Writer, path string) (*runtime.Model, executor, func(), error) {
+func (o *modelOptions) load(w io.Writer, path string) (*runtime.Model, runtime.Executor, func(), error) {
 	if err := checkBackend(o.backend); err != nil {
 		return nil, nil, nil, err
 	}
@@ -113,9 +104,10 @@ func parseDims(specs []string) (map[string]int, error) {
 
 func newRunCmd() *cobra.Command {
 	var (
-		o      modelOptions
-		inputs []string
-		repeat int
+		o              modelOptions
+		inputs, expect []string
+		tol            runtime.Tolerance
+		repeat         int
 	)
 	cmd := &cobra.Command{
 		Use:   "run MODEL.onnx",
@@ -129,22 +121,45 @@ names; when that file is absent, deterministic random weights are generated
 and the command says so. Inputs come from --input files (ONNX TensorProto
 .pb, one per model input, in order) or are random.
 
+--expect checks the outputs against reference files (ONNX TensorProto .pb,
+one per model output, in order), as ONNX's test runner does with
+test_data_set_N/output_K.pb: every element must satisfy
+|got - want| <= atol + rtol*|want| (NaN matches NaN). The defaults, rtol
+1e-3 and atol 1e-5, are what the runtime is held to on ONNX's own node
+tests. The command fails at the first element out of tolerance and names
+it.
+
 Operators: ` + strings.Join(runtime.Ops(), ", ") + `.`,
 		Example: `  rulebook run ../shared/models/resnet50.onnx --repeat 10
-  rulebook run squeezenet1_1-full.onnx --input test_data_set_0/input_0.pb`,
+  rulebook run squeezenet1_1-full.onnx --input test_data_set_0/input_0.pb
+  rulebook run squeezenet1_1-full.onnx --input test_data_set_0/input_0.pb --expect test_data_set_0/output_0.pb`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if repeat < 1 {
 				return fmt.Errorf("--repeat must be at least 1, got %d", repeat)
+			}
+			if !(tol.RTol >= 0 && tol.ATol >= 0) || math.IsInf(tol.RTol+tol.ATol, 0) {
+				return fmt.Errorf("--rtol and --atol must be finite and not negative, got %g and %g", tol.RTol, tol.ATol)
 			}
 			m, s, done, err := o.load(cmd.ErrOrStderr(), args[0])
 			if err != nil {
 				return err
 			}
 			defer done()
-			feeds, err := readInputs(m, inputs, o.seed)
-			if err != nil {
-				return err
+			if n := len(m.Inputs()); len(inputs) > 0 && len(inputs) != n {
+				return fmt.Errorf("--input: the model has %d inputs, got %d files", n, len(inputs))
+			}
+			var refs []*runtime.Tensor
+			if len(expect) > 0 {
+				if refs, err = m.ReadReferences(expect); err != nil {
+					return fmt.Errorf("--expect: %w", err)
+				}
+			}
+			feeds := m.RandomInputs(o.seed)
+			if len(inputs) > 0 {
+				if feeds, err = m.ReadInputs(inputs); err != nil {
+					return err
+				}
 			}
 			var outs map[string]*runtime.Tensor
 			median, err := timing.Repeat(cmd.Context(), repeat, timing.Wall(func() (err error) {
@@ -157,46 +172,24 @@ Operators: ` + strings.Join(runtime.Ops(), ", ") + `.`,
 			printOutputs(cmd.OutOrStdout(), m, outs)
 			fmt.Fprintf(cmd.OutOrStdout(), "median latency %s over %d runs (%s backend, %s)\n",
 				median.Round(time.Microsecond), repeat, o.backend, filepath.Base(args[0]))
+			if len(expect) == 0 {
+				return nil
+			}
+			if err := m.CheckOutputs(outs, refs, tol); err != nil {
+				return fmt.Errorf("--expect: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "outputs match their references (rtol %g, atol %g)\n", tol.RTol, tol.ATol)
 			return nil
 		},
 	}
 	o.register(cmd)
-	cmd.Flags().StringSliceVar(&inputs, "input", nil, "input tensor file (.pb), one per model input in order (default: random)")
-	cmd.Flags().IntVar(&repeat, "repeat", 5, "timed runs after one warm-up run")
+	f := cmd.Flags()
+	f.StringSliceVar(&inputs, "input", nil, "input tensor file (.pb), one per model input in order (default: random)")
+	f.StringSliceVar(&expect, "expect", nil, "reference output file (.pb), one per model output in order: fail if an output differs (repeatable)")
+	f.Float64Var(&tol.RTol, "rtol", runtime.DefaultRTol, "relative tolerance of --expect")
+	f.Float64Var(&tol.ATol, "atol", runtime.DefaultATol, "absolute tolerance of --expect")
+	f.IntVar(&repeat, "repeat", 5, "timed runs after one warm-up run")
 	return cmd
-}
-
-// readInputs reads one TensorProto per model input, checking shapes, or
-// draws random inputs when none are given.
-func readInputs(m *runtime.Model, paths []string, seed uint64) (map[string]*runtime.Tensor, error) {
-	if len(paths) == 0 {
-		return m.RandomInputs(seed), nil
-	}
-	want := m.Inputs()
-	if len(paths) != len(want) {
-		return nil, fmt.Errorf("--input: the model has %d inputs, got %d files", len(want), len(paths))
-	}
-	feeds := map[string]*runtime.Tensor{}
-	for i, p := range paths {
-		t, err := onnx.ReadTensor(p)
-		if err != nil {
-			return nil, err
-		}
-		values, err := t.Float64s()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p, err)
-		}
-		shape := t.Shape()
-		if !slices.Equal(shape, want[i].Shape) {
-			return nil, fmt.Errorf("%s: input %q has shape %v, but the model expects %v", p, want[i].Name, shape, want[i].Shape)
-		}
-		x := runtime.NewTensor(shape...)
-		for k, v := range values {
-			x.Data[k] = float32(v)
-		}
-		feeds[want[i].Name] = x
-	}
-	return feeds, nil
 }
 
 func printOutputs(w io.Writer, m *runtime.Model, outs map[string]*runtime.Tensor) {
@@ -255,28 +248,28 @@ reads the table back by (device, operator, shapes, parameters).`,
 	return cmd
 }
 
-func benchOps(cmd *cobra.Command, db *store.Store, m *runtime.Model, s executor, path string, o modelOptions, repeat int) error {
+func benchOps(cmd *cobra.Command, db *store.Store, m *runtime.Model, s runtime.Executor, path string, o modelOptions, repeat int) error {
 	ctx := cmd.Context()
-	device := deviceName(o, s)
-	configs := distinctConfigs(m.Nodes())
+	device := s.DeviceKey()
+	configs := runtime.DistinctConfigs(m.Nodes())
 	config, _ := json.Marshal(map[string]any{"model": path, "device": device, "repeat": repeat, "configurations": len(configs)})
 	runID, err := db.BeginRun(ctx, "bench-ops", string(config), o.seed, version)
 	if err != nil {
 		return err
 	}
 	bar := newProgress(cmd.ErrOrStderr(), false)
-	var costs []store.OpCost
-	for i, n := range configs {
-		d, err := s.TimeNode(ctx, n.Index, repeat)
-		if err != nil {
-			bar.finish()
-			return finishRun(ctx, db, store.Run{ID: runID}, fmt.Errorf("bench-ops: node %d (%s %s): %w", n.Index, n.Op, n.Name, err))
-		}
-		costs = append(costs, store.OpCost{Device: device, Operator: n.Op, Shapes: n.ShapeKey(), Params: n.Params,
-			Median: d, Repeats: repeat, RunID: runID, MeasuredAt: time.Now()})
-		bar.update(enumProgress("bench-ops", i+1, len(configs)))
-	}
+	times, err := runtime.TimeConfigs(ctx, s, configs, repeat, func(done, total int) {
+		bar.update(enumProgress("bench-ops", done, total))
+	})
 	bar.finish()
+	if err != nil {
+		return finishRun(ctx, db, store.Run{ID: runID}, fmt.Errorf("bench-ops: %w", err))
+	}
+	costs := make([]store.OpCost, len(configs))
+	for i, n := range configs {
+		costs[i] = store.OpCost{Device: device, Operator: n.Op, Shapes: n.ShapeKey(), Params: n.Params,
+			Median: times[i], Repeats: repeat, RunID: runID, MeasuredAt: time.Now()}
+	}
 	run := store.Run{ID: runID, Status: "done", Candidates: int64(len(configs)), Stored: int64(len(costs))}
 	if err := finishRun(ctx, db, run, db.RecordCosts(ctx, costs)); err != nil {
 		return err
@@ -286,30 +279,6 @@ func benchOps(cmd *cobra.Command, db *store.Store, m *runtime.Model, s executor,
 	return nil
 }
 
-// deviceName keys the cost table: the CPU backend with its thread count,
-// or the GPU by name, since timings differ with either.
-func deviceName(o modelOptions, s executor) string {
-	if gpu, ok := s.(*runtime.CUDASession); ok {
-		return "cuda/" + gpu.Device().Name
-	}
-	return runtime.CPUDevice(o.threads)
-}
-
-// distinctConfigs keeps the first node of each (operator, shapes,
-// parameters) configuration.
-func distinctConfigs(nodes []runtime.NodeInfo) []runtime.NodeInfo {
-	seen := map[string]bool{}
-	var out []runtime.NodeInfo
-	for _, n := range nodes {
-		key := n.Op + "|" + n.ShapeKey() + "|" + n.Params
-		if !seen[key] {
-			seen[key] = true
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
 // printCosts prints the total time of each operator over the whole model
 // (each node at its configuration's measured cost), largest first.
 func printCosts(w io.Writer, nodes []runtime.NodeInfo, costs []store.OpCost) {
@@ -317,33 +286,11 @@ func printCosts(w io.Writer, nodes []runtime.NodeInfo, costs []store.OpCost) {
 	for _, c := range costs {
 		byKey[c.Operator+"|"+c.Shapes+"|"+c.Params] = c.Median
 	}
-	type total struct {
-		op    string
-		nodes int
-		sum   time.Duration
-	}
-	totals := map[string]*total{}
-	var all time.Duration
-	for _, n := range nodes {
-		t := totals[n.Op]
-		if t == nil {
-			t = &total{op: n.Op}
-			totals[n.Op] = t
-		}
-		d := byKey[n.Op+"|"+n.ShapeKey()+"|"+n.Params]
-		t.nodes++
-		t.sum += d
-		all += d
-	}
-	list := make([]*total, 0, len(totals))
-	for _, t := range totals {
-		list = append(list, t)
-	}
-	slices.SortFunc(list, func(a, b *total) int { return int(b.sum - a.sum) })
+	totals, all := runtime.TotalsByOperator(nodes, func(n runtime.NodeInfo) time.Duration { return byKey[n.ConfigKey()] })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "operator\tnodes\tsum of medians\tshare\t")
-	for _, t := range list {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f%%\t\n", t.op, t.nodes, t.sum.Round(time.Microsecond), 100*float64(t.sum)/float64(max(all, 1)))
+	for _, t := range totals {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f%%\t\n", t.Op, t.Nodes, t.Sum.Round(time.Microsecond), 100*float64(t.Sum)/float64(max(all, 1)))
 	}
 	fmt.Fprintf(tw, "total\t%d\t%s\t\t\n", len(nodes), all.Round(time.Microsecond))
 	tw.Flush()

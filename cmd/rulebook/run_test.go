@@ -5,10 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"rulebook/internal/testfiles"
+	"rulebook/onnx"
 	"rulebook/store"
 )
 
@@ -126,5 +128,71 @@ func TestBenchOps(t *testing.T) {
 	}
 	if fileHash(t, db) != before {
 		t.Error("a failed bench-ops changed the database")
+	}
+}
+
+// TestRunExpect checks squeezenet's output against ONNX's reference: the
+// right one passes, a perturbed one fails and names the element, and
+// references of another shape, type or number are refused clearly.
+func TestRunExpect(t *testing.T) {
+	ctx := context.Background()
+	model := sharedModel(t, "squeezenet1_1-full.onnx")
+	input := sharedModel(t, "squeezenet1_1-full_test_data_set_0/input_0.pb")
+	output := sharedModel(t, "squeezenet1_1-full_test_data_set_0/output_0.pb")
+	out, err := run(ctx, "run", model, "--input", input, "--expect", output, "--repeat", "1")
+	if err != nil || !strings.Contains(out, "outputs match their references (rtol 0.001, atol 1e-05)") {
+		t.Fatalf("the right reference (err %v):\n%s", err, out)
+	}
+
+	ref, err := onnx.ReadTensor(output)
+	must(t, err)
+	want, err := ref.Float64s()
+	must(t, err)
+	dir := t.TempDir()
+	write := func(name string, dtype onnx.DataType, dims []int64, values []float64) string {
+		t.Helper()
+		pt := &onnx.Tensor{Name: "output", Dims: dims, DataType: dtype}
+		for _, v := range values {
+			if dtype == onnx.Float {
+				pt.FloatData = append(pt.FloatData, float32(v))
+			} else {
+				pt.DoubleData = append(pt.DoubleData, v)
+			}
+		}
+		path := filepath.Join(dir, name)
+		must(t, os.WriteFile(path, onnx.EncodeTensor(pt), 0o644))
+		return path
+	}
+	perturbed := slices.Clone(want)
+	perturbed[617] += 0.01
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"perturbed", []string{"--expect", write("perturbed.pb", onnx.Float, ref.Dims, perturbed)},
+			`output "output" differs from its reference at flat index 617, index \[0 617\]: got \S+, want \S+ \(rtol 0.001, atol 1e-05\); 1 of 1000 elements differ`},
+		{"looser tolerance", []string{"--expect", write("loose.pb", onnx.Float, ref.Dims, perturbed), "--atol", "0.02"}, ""},
+		{"other shape", []string{"--expect", write("shape.pb", onnx.Float, []int64{1, 10, 100}, want)},
+			`shape\.pb: output "output" has shape \[1 1000\], but the reference has shape \[1 10 100\]`},
+		{"other type", []string{"--expect", write("double.pb", onnx.Double, ref.Dims, want)},
+			`double\.pb: output "output" is float32, but the reference holds DOUBLE data`},
+		{"two files", []string{"--expect", output, "--expect", output}, `--expect: the model has 1 outputs, got 2 files`},
+		{"missing file", []string{"--expect", filepath.Join(dir, "missing.pb")}, `missing\.pb`},
+		{"negative tolerance", []string{"--expect", output, "--rtol", "-1"}, `--rtol and --atol must be finite and not negative`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := run(ctx, append([]string{"run", model, "--input", input, "--repeat", "1"}, c.args...)...)
+			if c.want == "" {
+				if err != nil {
+					t.Errorf("%v\n%s", err, out)
+				}
+				return
+			}
+			if err == nil || !regexp.MustCompile(c.want).MatchString(err.Error()) {
+				t.Errorf("got %v, want an error matching %s\n%s", err, c.want, out)
+			}
+		})
 	}
 }

@@ -1,0 +1,95 @@
+package runtime
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	goruntime "runtime"
+	"slices"
+	"time"
+)
+
+// Executor runs a loaded model: a CPU Session or a CUDASession.
+type Executor interface {
+	Run(ctx context.Context, inputs map[string]*Tensor) (map[string]*Tensor, error)
+	// TimeNode times node i of Model.Nodes alone (see Session.TimeNode).
+	TimeNode(ctx context.Context, i int, repeat int) (time.Duration, error)
+	// DeviceKey names the device as cost tables key it (see CPUDevice).
+	DeviceKey() string
+}
+
+// CPUDevice names the CPU backend with threads threads (0: all cores) as
+// cost tables key it, "cpu/2": timings differ with the thread count.
+func CPUDevice(threads int) string {
+	if threads < 1 {
+		threads = goruntime.GOMAXPROCS(0)
+	}
+	return fmt.Sprintf("cpu/%d", threads)
+}
+
+// DeviceKey is "cpu/N" for a session with N threads.
+func (s *Session) DeviceKey() string { return CPUDevice(s.workers.threads) }
+
+// DeviceKey is "cuda/NAME": timings differ from one GPU to another.
+func (s *CUDASession) DeviceKey() string { return "cuda/" + s.Device().Name }
+
+// ConfigKey identifies a node's configuration as cost tables do: the
+// operator, its shapes and the parameters that affect its cost.
+func (n NodeInfo) ConfigKey() string { return n.Op + "|" + n.ShapeKey() + "|" + n.Params }
+
+// DistinctConfigs keeps the first node of each configuration.
+func DistinctConfigs(nodes []NodeInfo) []NodeInfo {
+	seen := map[string]bool{}
+	var out []NodeInfo
+	for _, n := range nodes {
+		if key := n.ConfigKey(); !seen[key] {
+			seen[key] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// TimeConfigs times each of nodes alone on e, the median of repeat runs,
+// and tells progress after each.
+func TimeConfigs(ctx context.Context, e Executor, nodes []NodeInfo, repeat int, progress func(done, total int)) ([]time.Duration, error) {
+	times := make([]time.Duration, len(nodes))
+	for i, n := range nodes {
+		d, err := e.TimeNode(ctx, n.Index, repeat)
+		if err != nil {
+			return nil, fmt.Errorf("node %d (%s %s): %w", n.Index, n.Op, n.Name, err)
+		}
+		times[i] = d
+		if progress != nil {
+			progress(i+1, len(nodes))
+		}
+	}
+	return times, nil
+}
+
+// OperatorTotal is the time one operator takes over a whole model.
+type OperatorTotal struct {
+	Op    string
+	Nodes int
+	Sum   time.Duration
+}
+
+// TotalsByOperator adds up each node's cost by operator, the largest
+// total first, and returns the model's total too.
+func TotalsByOperator(nodes []NodeInfo, cost func(NodeInfo) time.Duration) ([]OperatorTotal, time.Duration) {
+	var totals []OperatorTotal
+	var all time.Duration
+	for _, n := range nodes {
+		i := slices.IndexFunc(totals, func(t OperatorTotal) bool { return t.Op == n.Op })
+		if i < 0 {
+			i = len(totals)
+			totals = append(totals, OperatorTotal{Op: n.Op})
+		}
+		d := cost(n)
+		totals[i].Nodes++
+		totals[i].Sum += d
+		all += d
+	}
+	slices.SortStableFunc(totals, func(a, b OperatorTotal) int { return cmp.Compare(b.Sum, a.Sum) })
+	return totals, all
+}

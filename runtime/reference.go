@@ -1,0 +1,161 @@
+package runtime
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"rulebook/onnx"
+)
+
+// ReadInputs reads one serialized TensorProto per graph input, in graph
+// order (ONNX's test_data_set_N/input_K.pb), checking each one's shape.
+// Values of any numeric data type are converted to float32.
+func (m *Model) ReadInputs(paths []string) (map[string]*Tensor, error) {
+	want := m.Inputs()
+	if len(paths) != len(want) {
+		return nil, fmt.Errorf("the model has %d inputs, got %d files", len(want), len(paths))
+	}
+	feeds := map[string]*Tensor{}
+	for i, p := range paths {
+		t, _, err := readFloat32s(p)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Equal(t.Shape, want[i].Shape) {
+			return nil, fmt.Errorf("%s: input %q has shape %v, but the model expects %v", p, want[i].Name, t.Shape, want[i].Shape)
+		}
+		feeds[want[i].Name] = t
+	}
+	return feeds, nil
+}
+
+// readFloat32s reads a serialized TensorProto as a float32 tensor and
+// says which data type the file holds.
+func readFloat32s(path string) (*Tensor, onnx.DataType, error) {
+	pt, err := onnx.ReadTensor(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	values, err := pt.Float64s()
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", path, err)
+	}
+	t := NewTensor(pt.Shape()...)
+	for k, v := range values {
+		t.Data[k] = float32(v)
+	}
+	return t, pt.DataType, nil
+}
+
+// Tolerance bounds how far an output element may be from its reference:
+// |got − want| ≤ ATol + RTol·|want|, as numpy's allclose and ONNX's
+// backend tests check. A NaN matches a NaN, an infinity only itself.
+type Tolerance struct {
+	RTol, ATol float64
+}
+
+// The default tolerance is what the runtime is held to on ONNX's node
+// tests: their references come from numpy in float32 or float64, ours
+// from float32 arithmetic that sums in another order.
+const (
+	DefaultRTol = 1e-3
+	DefaultATol = 1e-5
+)
+
+func (tol Tolerance) allows(got, want float32) bool {
+	g, w := float64(got), float64(want)
+	if math.IsNaN(g) || math.IsNaN(w) {
+		return math.IsNaN(g) && math.IsNaN(w)
+	}
+	if math.IsInf(g, 0) || math.IsInf(w, 0) {
+		return g == w // an infinity matches only itself
+	}
+	return math.Abs(g-w) <= tol.ATol+tol.RTol*math.Abs(w)
+}
+
+// Mismatch is the first element, in row-major order, at which an output
+// is further from its reference than the tolerance allows.
+type Mismatch struct {
+	Output    string
+	Index     int   // flat, row-major
+	At        []int // the same element by dimension
+	Got, Want float32
+	Tolerance Tolerance
+	// Differ of Total elements are out of tolerance.
+	Differ, Total int
+}
+
+func (e *Mismatch) Error() string {
+	return fmt.Sprintf("output %q differs from its reference at flat index %d, index %v: got %.8g, want %.8g (rtol %g, atol %g); %d of %d elements differ",
+		e.Output, e.Index, e.At, e.Got, e.Want, e.Tolerance.RTol, e.Tolerance.ATol, e.Differ, e.Total)
+}
+
+// ReadReferences reads the expected outputs of a run from serialized
+// TensorProtos, one per graph output in graph order (ONNX's
+// test_data_set_N/output_K.pb), checking that each holds float32 data of
+// its output's shape.
+func (m *Model) ReadReferences(paths []string) ([]*Tensor, error) {
+	want := m.Outputs()
+	if len(paths) != len(want) {
+		return nil, fmt.Errorf("the model has %d outputs, got %d files", len(want), len(paths))
+	}
+	refs := make([]*Tensor, len(paths))
+	for i, p := range paths {
+		ref, dtype, err := readFloat32s(p)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case dtype != onnx.Float:
+			return nil, fmt.Errorf("%s: output %q is float32, but the reference holds %s data", p, want[i].Name, dtype)
+		case !slices.Equal(ref.Shape, want[i].Shape):
+			return nil, fmt.Errorf("%s: output %q has shape %v, but the reference has shape %v", p, want[i].Name, want[i].Shape, ref.Shape)
+		}
+		refs[i] = ref
+	}
+	return refs, nil
+}
+
+// CheckOutputs compares a run's outputs with their references (see
+// ReadReferences) and returns a *Mismatch for the first element out of
+// tolerance, in graph order.
+func (m *Model) CheckOutputs(outs map[string]*Tensor, refs []*Tensor, tol Tolerance) error {
+	for i, o := range m.Outputs() {
+		if err := firstMismatch(o.Name, outs[o.Name], refs[i], tol); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// firstMismatch finds the first element of got out of tolerance of want,
+// which has the same shape, and counts them all.
+func firstMismatch(name string, got, want *Tensor, tol Tolerance) error {
+	var e *Mismatch
+	for i, w := range want.Data {
+		if tol.allows(got.Data[i], w) {
+			continue
+		}
+		if e == nil {
+			e = &Mismatch{Output: name, Index: i, At: multiIndex(i, got.Shape), Got: got.Data[i], Want: w, Tolerance: tol, Total: len(want.Data)}
+		}
+		e.Differ++
+	}
+	if e == nil {
+		return nil
+	}
+	return e
+}
+
+// multiIndex turns a row-major flat index into one index per dimension.
+func multiIndex(flat int, shape []int) []int {
+	at := make([]int, len(shape))
+	for d := len(shape) - 1; d >= 0; d-- {
+		if shape[d] > 0 {
+			at[d] = flat % shape[d]
+			flat /= shape[d]
+		}
+	}
+	return at
+}
