@@ -215,7 +215,7 @@ func runImport(ctx context.Context, cmd *cobra.Command, format, path string) err
 	}
 	n, err := db.InsertRules(ctx, parsed)
 	run := store.Run{ID: runID, Status: "done", Candidates: int64(len(parsed)), Stored: n}
-	if err := finishRun(ctx, db, run, err); err != nil {
+	if err := db.EndRun(ctx, run, err); err != nil {
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "imported %d rules from %s: %d new (run %d)\n", len(parsed), path, n, runID)

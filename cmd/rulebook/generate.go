@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -113,8 +112,8 @@ func runGenerate(ctx context.Context, cmd *cobra.Command, o generateOptions) err
 	res, stored, err := generateAndStore(ctx, db, cfg, runID)
 	bar.finish()
 	if err != nil {
-		run.Status = endStatus(err)
-		if run.Status == "interrupted" {
+		run.Status = store.EndStatus(err)
+		if run.Status == store.RunInterrupted {
 			return fmt.Errorf("interrupted: run %d recorded as interrupted, no rules written: %w", runID, err)
 		}
 		return err
@@ -135,26 +134,6 @@ func generateAndStore(ctx context.Context, db *store.Store, cfg enumerate.Config
 	}
 	stored, err := db.InsertRules(ctx, toStoreRules(res.Candidates, runID))
 	return res, stored, err
-}
-
-// finishRun records how a run ended, even after Ctrl-C, and returns err,
-// or the error of recording it when err is nil.
-func finishRun(ctx context.Context, db *store.Store, run store.Run, err error) error {
-	if err != nil {
-		run.Status = endStatus(err)
-	}
-	if ferr := db.FinishRun(context.WithoutCancel(ctx), run); ferr != nil && err == nil {
-		err = ferr
-	}
-	return err
-}
-
-// endStatus is how a run that stopped with err is recorded.
-func endStatus(err error) string {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return "interrupted"
-	}
-	return "failed"
 }
 
 func printStages(w io.Writer, s enumerate.Stats, distinct int, stored int64, elapsed time.Duration) {

@@ -75,7 +75,7 @@ func (r *recorder) finish(ctx context.Context, err error) error {
 	if cerr := r.costs.Save(ctx); cerr != nil {
 		err = errors.Join(err, cerr)
 	}
-	return finishRun(ctx, r.db, store.Run{ID: r.runID, Status: store.RunDone, Stored: 1}, err)
+	return r.db.EndRun(ctx, store.Run{ID: r.runID, Status: store.RunDone, Stored: 1}, err)
 }
 
 // warn tells the warnings gathered on the way.

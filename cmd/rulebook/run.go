@@ -263,7 +263,7 @@ func benchOps(cmd *cobra.Command, db *store.Store, m *runtime.Model, s runtime.E
 	})
 	bar.finish()
 	if err != nil {
-		return finishRun(ctx, db, store.Run{ID: runID}, fmt.Errorf("bench-ops: %w", err))
+		return db.EndRun(ctx, store.Run{ID: runID}, fmt.Errorf("bench-ops: %w", err))
 	}
 	costs := make([]store.OpCost, len(configs))
 	for i, n := range configs {
@@ -271,7 +271,7 @@ func benchOps(cmd *cobra.Command, db *store.Store, m *runtime.Model, s runtime.E
 			Median: times[i], Repeats: repeat, RunID: runID, MeasuredAt: time.Now()}
 	}
 	run := store.Run{ID: runID, Status: "done", Candidates: int64(len(configs)), Stored: int64(len(costs))}
-	if err := finishRun(ctx, db, run, db.RecordCosts(ctx, costs)); err != nil {
+	if err := db.EndRun(ctx, run, db.RecordCosts(ctx, costs)); err != nil {
 		return err
 	}
 	printCosts(cmd.OutOrStdout(), m.Nodes(), costs)

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -78,7 +76,7 @@ func runUsage(cmd *cobra.Command, db *store.Store, ref, format string) error {
 		_, err := fmt.Fprintln(out, noUsageMessage(db.Path(), ref))
 		return err
 	}
-	return writeHeatMap(out, buildHeatMap(uses))
+	return writeHeatMap(out, store.NewHeatMap(uses))
 }
 
 // versionHash resolves --version as the other version commands do; "" keeps
@@ -130,49 +128,6 @@ func writeUsageJSON(w io.Writer, uses []store.Usage) error {
 	return enc.Encode(out)
 }
 
-// heatMap is the usage as a rules × models matrix.
-type heatMap struct {
-	models []string // base names, sorted
-	rows   []heatRow
-	max    int // the largest cell, which gets the darkest shade
-}
-
-type heatRow struct {
-	rule   string
-	counts []int // by models' index
-	total  int
-}
-
-// buildHeatMap orders the rows by total, most applied first, then text.
-func buildHeatMap(uses []store.Usage) heatMap {
-	var h heatMap
-	for _, u := range uses {
-		if !slices.Contains(h.models, u.Model) {
-			h.models = append(h.models, u.Model)
-		}
-	}
-	slices.Sort(h.models)
-	byRule := map[string]*heatRow{}
-	for _, u := range uses {
-		r := byRule[u.Rule]
-		if r == nil {
-			r = &heatRow{rule: u.Rule, counts: make([]int, len(h.models))}
-			byRule[u.Rule] = r
-		}
-		c := &r.counts[slices.Index(h.models, u.Model)]
-		*c += u.Count
-		r.total += u.Count
-		h.max = max(h.max, *c)
-	}
-	for _, r := range byRule {
-		h.rows = append(h.rows, *r)
-	}
-	slices.SortFunc(h.rows, func(a, b heatRow) int {
-		return cmp.Or(cmp.Compare(b.total, a.total), strings.Compare(a.rule, b.rule))
-	})
-	return h
-}
-
 // ruleWidth is the most a rule's text may take, so that a heat map of a few
 // models fits a terminal.
 const ruleWidth = 60
@@ -180,40 +135,41 @@ const ruleWidth = 60
 // shades darken with the count; index 0 is for an empty cell.
 const shades = " ░▒▓█"
 
-func writeHeatMap(w io.Writer, h heatMap) error {
+func writeHeatMap(w io.Writer, h store.HeatMap) error {
 	rw := utf8.RuneCountInString("RULE")
-	for _, r := range h.rows {
-		rw = max(rw, min(ruleWidth, utf8.RuneCountInString(r.rule)))
+	for _, r := range h.Rows {
+		rw = max(rw, min(ruleWidth, utf8.RuneCountInString(r.Rule)))
 	}
-	cw := len(strconv.Itoa(h.max)) + 1 // count and shade
-	widths := make([]int, len(h.models))
+	cw := len(strconv.Itoa(h.Max)) + 1 // count and shade
+	widths := make([]int, len(h.Models))
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-*s", rw, "RULE")
-	for i, m := range h.models {
+	for i, m := range h.Models {
 		name := strings.TrimSuffix(m, ".onnx")
 		widths[i] = max(cw, utf8.RuneCountInString(name))
 		fmt.Fprintf(&b, "  %*s", widths[i], name)
 	}
-	tw := max(len("TOTAL"), len(strconv.Itoa(h.rows[0].total)))
+	tw := max(len("TOTAL"), len(strconv.Itoa(h.Rows[0].Total)))
 	fmt.Fprintf(&b, "  %*s\n", tw, "TOTAL")
-	for _, r := range h.rows {
-		fmt.Fprintf(&b, "%-*s", rw, truncate(r.rule, rw))
-		for i, n := range r.counts {
-			fmt.Fprintf(&b, "  %*s", widths[i], h.cell(n))
+	for _, r := range h.Rows {
+		fmt.Fprintf(&b, "%-*s", rw, truncate(r.Rule, rw))
+		for i, n := range r.Counts {
+			fmt.Fprintf(&b, "  %*s", widths[i], cell(n, h.Max))
 		}
-		fmt.Fprintf(&b, "  %*d\n", tw, r.total)
+		fmt.Fprintf(&b, "  %*d\n", tw, r.Total)
 	}
-	fmt.Fprintf(&b, "%d rules applied in %d models; shades ░ ▒ ▓ █ by quarters of the largest count, %d\n", len(h.rows), len(h.models), h.max)
+	fmt.Fprintf(&b, "%d rules applied in %d models; shades ░ ▒ ▓ █ by quarters of the largest count, %d\n", len(h.Rows), len(h.Models), h.Max)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-// cell renders a count with its shade, blank when the rule was not applied.
-func (h heatMap) cell(n int) string {
+// cell renders a count with its shade by quarters of the largest count,
+// blank when the rule was not applied.
+func cell(n, largest int) string {
 	if n == 0 {
 		return ""
 	}
-	level := (4*n + h.max - 1) / h.max // 1..4: quarters, rounded up
+	level := (4*n + largest - 1) / largest // 1..4: quarters, rounded up
 	return strconv.Itoa(n) + string([]rune(shades)[level])
 }
 

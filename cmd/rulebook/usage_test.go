@@ -80,7 +80,7 @@ func recordOptimization(ctx context.Context, path, command, config string, o sto
 		return err
 	}
 	_, err = db.RecordOptimization(ctx, o)
-	return finishRun(ctx, db, store.Run{ID: o.RunID, Status: store.RunDone, Stored: 1}, err)
+	return db.EndRun(ctx, store.Run{ID: o.RunID, Status: store.RunDone, Stored: 1}, err)
 }
 
 func TestUsageHeatMap(t *testing.T) {
@@ -176,9 +176,8 @@ func TestUsageEmptyAndErrors(t *testing.T) {
 }
 
 func TestHeatMapCells(t *testing.T) {
-	h := heatMap{max: 8}
 	for n, want := range map[int]string{0: "", 1: "1░", 2: "2░", 3: "3▒", 4: "4▒", 6: "6▓", 7: "7█", 8: "8█"} {
-		if got := h.cell(n); got != want {
+		if got := cell(n, 8); got != want {
 			t.Errorf("cell(%d) of max 8 = %q, want %q", n, got, want)
 		}
 	}

@@ -116,8 +116,8 @@ func runVerify(ctx context.Context, cmd *cobra.Command, dir string, o verifyOpti
 	if err == nil {
 		err = flushErr
 	}
-	if err = finishRun(ctx, db, run, err); err != nil {
-		if endStatus(err) == "interrupted" {
+	if err = db.EndRun(ctx, run, err); err != nil {
+		if store.EndStatus(err) == store.RunInterrupted {
 			return fmt.Errorf("interrupted: run %d recorded as interrupted; %d results written, a re-run resumes: %w", runID, w.written, err)
 		}
 		return err
