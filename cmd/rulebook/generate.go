@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -87,53 +86,17 @@ func runGenerate(ctx context.Context, cmd *cobra.Command, o generateOptions) err
 		return err
 	}
 	defer db.Close()
-
-	pool := rules.DefaultPool()
-	config, _ := json.Marshal(map[string]any{
-		"max_ops": o.maxOps, "ops": reg.Names(), "pool": pool.String(), "exhaustive": o.exhaustive, "workers": o.workers,
-	})
-	runID, err := db.BeginRun(ctx, "generate", string(config), o.seed, version)
-	if err != nil {
-		return err
-	}
-	run := store.Run{ID: runID, Status: "failed"}
-	defer func() {
-		// Record how the run ended even when ctx is already cancelled.
-		now := time.Now().UTC()
-		run.FinishedAt = &now
-		_ = db.FinishRun(context.WithoutCancel(ctx), run)
-	}()
-
-	out := cmd.OutOrStdout()
 	start := time.Now()
 	bar := newProgress(cmd.ErrOrStderr(), o.noProgress)
-	cfg := enumerate.Config{Registry: reg, Pool: pool, MaxOps: o.maxOps, Seed: o.seed, Workers: o.workers,
-		Exhaustive: o.exhaustive, Progress: bar.update}
-	res, stored, err := generateAndStore(ctx, db, cfg, runID)
+	res, err := enumerate.GenerateInto(ctx, db, enumerate.Config{Registry: reg, Pool: rules.DefaultPool(), MaxOps: o.maxOps,
+		Seed: o.seed, Workers: o.workers, Exhaustive: o.exhaustive, Progress: bar.update}, version)
 	bar.finish()
 	if err != nil {
-		run.Status = store.EndStatus(err)
-		if run.Status == store.RunInterrupted {
-			return fmt.Errorf("interrupted: run %d recorded as interrupted, no rules written: %w", runID, err)
-		}
 		return err
 	}
-	s := res.Stats
-	run.Status = "done"
-	run.Graphs, run.Classes, run.Collisions, run.Candidates, run.Stored = s.Graphs, s.Classes, s.Collisions, int64(len(res.Candidates)), stored
-	printStages(out, s, len(res.Candidates), stored, time.Since(start))
-	fmt.Fprintf(out, "run %d written to %s\n", runID, db.Path())
+	printStages(cmd.OutOrStdout(), res.Stats, len(res.Candidates), res.New, time.Since(start))
+	fmt.Fprintf(cmd.OutOrStdout(), "run %d written to %s\n", res.RunID, db.Path())
 	return nil
-}
-
-// generateAndStore enumerates and writes the candidates in one transaction.
-func generateAndStore(ctx context.Context, db *store.Store, cfg enumerate.Config, runID int64) (*enumerate.Result, int64, error) {
-	res, err := enumerate.Generate(ctx, cfg)
-	if err != nil {
-		return nil, 0, fmt.Errorf("generate: %w", err)
-	}
-	stored, err := db.InsertRules(ctx, toStoreRules(res.Candidates, runID))
-	return res, stored, err
 }
 
 func printStages(w io.Writer, s enumerate.Stats, distinct int, stored int64, elapsed time.Duration) {
@@ -148,15 +111,6 @@ func printStages(w io.Writer, s enumerate.Stats, distinct int, stored int64, ela
 	fmt.Fprintf(w, "%-28s %12d\n", "distinct candidate rules", distinct)
 	fmt.Fprintf(w, "%-28s %12d\n", "stored (new)", stored)
 	fmt.Fprintf(w, "%-28s %12s\n", "time", elapsed.Round(time.Millisecond))
-}
-
-func toStoreRules(cands []enumerate.Candidate, runID int64) []store.Rule {
-	out := make([]store.Rule, len(cands))
-	for i, c := range cands {
-		out[i] = store.NewRule(c.Text)
-		out[i].Fingerprint, out[i].RunID = c.Fingerprint, runID
-	}
-	return out
 }
 
 // progress draws one bar per stage and level on a terminal. Workers report

@@ -1,0 +1,59 @@
+package enumerate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"rulebook/store"
+)
+
+// Stored is a generation written to the store.
+type Stored struct {
+	*Result
+	RunID int64
+	// New counts the candidates the store did not hold yet.
+	New int64
+}
+
+// GenerateInto enumerates as cfg says, as a "generate" run of db recorded
+// with its settings and toolVersion, and stores the candidate rules in one
+// transaction: a generation that fails or is interrupted writes none, and
+// its run says how it ended.
+func GenerateInto(ctx context.Context, db *store.Store, cfg Config, toolVersion string) (*Stored, error) {
+	config, err := json.Marshal(map[string]any{"max_ops": cfg.MaxOps, "ops": cfg.Registry.Names(), "pool": cfg.Pool.String(),
+		"exhaustive": cfg.Exhaustive, "workers": cfg.Workers})
+	if err != nil {
+		return nil, fmt.Errorf("generate: %w", err)
+	}
+	out := &Stored{}
+	if out.RunID, err = db.BeginRun(ctx, "generate", string(config), cfg.Seed, toolVersion); err != nil {
+		return nil, err
+	}
+	run := store.Run{ID: out.RunID, Status: store.RunDone}
+	if out.Result, err = Generate(ctx, cfg); err != nil {
+		err = fmt.Errorf("generate: %w", err)
+	} else {
+		out.New, err = db.InsertRules(ctx, RuleRecords(out.Candidates, out.RunID))
+		s := out.Stats
+		run.Graphs, run.Classes, run.Collisions, run.Candidates, run.Stored = s.Graphs, s.Classes, s.Collisions, int64(len(out.Candidates)), out.New
+	}
+	if err = db.EndRun(ctx, run, err); err != nil {
+		if store.EndStatus(err) == store.RunInterrupted {
+			return nil, fmt.Errorf("interrupted: run %d recorded as interrupted, no rules written: %w", out.RunID, err)
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// RuleRecords are the candidates as the store keeps them, found by run
+// runID.
+func RuleRecords(cands []Candidate, runID int64) []store.Rule {
+	out := make([]store.Rule, len(cands))
+	for i, c := range cands {
+		out[i] = store.NewRule(c.Text)
+		out[i].Fingerprint, out[i].RunID = c.Fingerprint, runID
+	}
+	return out
+}
