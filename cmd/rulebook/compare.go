@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -121,14 +120,7 @@ func runCompare(cmd *cobra.Command, db *store.Store, path string, o compareOptio
 // readRuleFile reads any rule file we import; skipped lists what a foreign
 // format could not carry over, already summarised.
 func readRuleFile(reg *rules.Registry, path, format string) ([]compare.Foreign, []string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	if format == "" {
-		format = exchange.GuessFormat(path, data)
-	}
-	f, err := exchange.Read(path, data, reg, format)
+	f, _, err := exchange.ReadFile(path, format, reg)
 	if err != nil {
 		return nil, nil, err
 	}

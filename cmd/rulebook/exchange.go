@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -81,34 +80,17 @@ and defaults to 3x3 kernels and 4-D tensors otherwise.`,
 // exportForeign writes a version's rules in TASO's or FlexFlow's format and
 // reports the rules left out on standard error, by reason.
 func exportForeign(cmd *cobra.Command, format, output string, stored []store.Rule, rs []rules.Text) error {
-	reg := rules.Default()
-	parsed := make([]*rules.Rule, len(rs))
-	for i, r := range rs {
-		checked, err := r.Checked(reg)
-		if err != nil {
-			return fmt.Errorf("rule %d: %w", stored[i].ID, err)
-		}
-		parsed[i], _ = checked.Rule().Oriented()
+	ids := make([]int64, len(stored))
+	for i, r := range stored {
+		ids[i] = r.ID
 	}
 	var skipped []exchange.Skip
-	err := writeOutput(cmd, output, func(w io.Writer) error {
-		var err error
-		if format == "taso-pb" {
-			skipped, err = exchange.WriteTASO(w, parsed)
-		} else {
-			skipped, err = exchange.WriteFlexFlow(w, parsed)
-		}
+	err := writeOutput(cmd, output, func(w io.Writer) (err error) {
+		skipped, err = exchange.WriteForeign(w, rules.Default(), format, rs, ids)
 		return err
 	})
 	if err != nil {
 		return err
-	}
-	// The writers name rules by position ("rule 3"); report store ids.
-	for i, s := range skipped {
-		var k int
-		if _, err := fmt.Sscanf(s.Name, "rule %d", &k); err == nil && k >= 1 && k <= len(stored) {
-			skipped[i].Name = fmt.Sprint(stored[k-1].ID)
-		}
 	}
 	if len(skipped) > 0 {
 		fmt.Fprintf(cmd.ErrOrStderr(), "skipped %d of %d rules that %s cannot carry:\n", len(skipped), len(rs), format)
@@ -180,45 +162,20 @@ byte offset of a protobuf) and nothing is written.`,
 }
 
 func runImport(ctx context.Context, cmd *cobra.Command, format, path string) error {
-	data, err := os.ReadFile(path)
+	foreign, format, err := exchange.ReadFile(path, format, rules.Default())
 	if err != nil {
 		return err
-	}
-	reg := rules.Default()
-	var parsed []store.Rule
-	if format == "" {
-		format = exchange.GuessFormat(path, data)
-	}
-	foreign, err := exchange.Read(path, data, reg, format)
-	if err != nil {
-		return err
-	}
-	for _, n := range foreign.Rules {
-		_, text := n.Rule.Oriented()
-		r := store.NewRule(text)
-		r.Origin = n.Name
-		parsed = append(parsed, r)
 	}
 	db, err := store.Open(ctx, dbPath(cmd))
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	settings := map[string]any{"file": path, "format": format, "rules": len(parsed), "skipped": len(foreign.Skipped)}
-	config, _ := json.Marshal(settings)
-	runID, err := db.BeginRun(ctx, "import", string(config), 0, version)
+	runID, n, err := exchange.Import(ctx, db, foreign, path, format, version)
 	if err != nil {
 		return err
 	}
-	for i := range parsed {
-		parsed[i].RunID = runID
-	}
-	n, err := db.InsertRules(ctx, parsed)
-	run := store.Run{ID: runID, Status: "done", Candidates: int64(len(parsed)), Stored: n}
-	if err := db.EndRun(ctx, run, err); err != nil {
-		return err
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "imported %d rules from %s: %d new (run %d)\n", len(parsed), path, n, runID)
+	fmt.Fprintf(cmd.OutOrStdout(), "imported %d rules from %s: %d new (run %d)\n", len(foreign.Rules), path, n, runID)
 	if len(foreign.Skipped) > 0 {
 		groups := exchange.GroupSkips(foreign.Skipped, foreign.Unknown)
 		describe := func(g exchange.SkipGroup) string {
