@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"runtime"
@@ -67,9 +66,6 @@ interrupted run resumes where it stopped; --recheck verifies every rule again.`,
 	return cmd
 }
 
-// resultBatch is how many results are written per transaction.
-const resultBatch = 64
-
 func runVerify(ctx context.Context, cmd *cobra.Command, dir string, o verifyOptions) error {
 	if o.timeout <= 0 {
 		return fmt.Errorf("--timeout must be positive, got %s", o.timeout)
@@ -91,38 +87,18 @@ func runVerify(ctx context.Context, cmd *cobra.Command, dir string, o verifyOpti
 	if err != nil {
 		return err
 	}
-	jobs, err := verifyJobs(reg, todo)
-	if err != nil {
-		return err
-	}
-	if err := db.SaveAxiomSet(ctx, axiomSetRecord(set)); err != nil {
-		return err
-	}
-	config, _ := json.Marshal(map[string]any{"axioms": dir, "axiom_set": set.Hash, "timeout": o.timeout.String(), "rule": o.ruleID, "recheck": o.recheck})
-	runID, err := db.BeginRun(ctx, "verify", string(config), o.seed, version)
-	if err != nil {
-		return err
-	}
-	w := &proofWriter{db: db, run: runID, set: set.Hash, solver: verify.SolverVersion(), counts: map[rules.Status]int{}}
+	settings := map[string]any{"axioms": dir, "axiom_set": set.Hash, "timeout": o.timeout.String(), "rule": o.ruleID, "recheck": o.recheck}
 	bar := newProgress(cmd.ErrOrStderr(), o.noProgress)
 	start := time.Now()
-	err = verify.Run(ctx, verify.Config{Registry: reg, Axioms: set, Timeout: o.timeout, Workers: o.workers, Seed: o.seed,
+	sum, err := verify.Stored(ctx, db, verify.Config{Registry: reg, Axioms: set, Timeout: o.timeout, Workers: o.workers, Seed: o.seed,
 		Progress: func(done, total int) {
 			bar.update(enumProgress("verify", done, total))
-		}}, jobs, w.add)
+		}}, todo, settings, version)
 	bar.finish()
-	flushErr := w.flush(context.WithoutCancel(ctx))
-	run := store.Run{ID: runID, Status: "done", Candidates: int64(len(jobs)), Stored: int64(w.written)}
-	if err == nil {
-		err = flushErr
-	}
-	if err = db.EndRun(ctx, run, err); err != nil {
-		if store.EndStatus(err) == store.RunInterrupted {
-			return fmt.Errorf("interrupted: run %d recorded as interrupted; %d results written, a re-run resumes: %w", runID, w.written, err)
-		}
+	if err != nil {
 		return err
 	}
-	printVerifySummary(cmd.OutOrStdout(), set, w, len(jobs), time.Since(start))
+	printVerifySummary(cmd.OutOrStdout(), set, sum, time.Since(start))
 	return nil
 }
 
@@ -137,73 +113,21 @@ func selectRules(ctx context.Context, db *store.Store, set string, o verifyOptio
 	return db.RulesToVerify(ctx, set, o.recheck)
 }
 
-// verifyJobs parses the stored rules with the shapes they were found with.
-func verifyJobs(reg *rules.Registry, rs []store.Rule) ([]verify.Job, error) {
-	jobs := make([]verify.Job, len(rs))
-	for i, r := range rs {
-		t, err := r.Checked(reg)
-		if err != nil {
-			return nil, fmt.Errorf("rule %d: %w", r.ID, err)
-		}
-		jobs[i] = verify.Job{ID: r.ID, Rule: t.Rule()}
+func printVerifySummary(out io.Writer, set *axioms.Set, sum *verify.Summary, elapsed time.Duration) {
+	fmt.Fprintf(out, "axiom set %s: %d axioms from %s; %s\n", set.Hash, len(set.Axioms), set.Dir, sum.Solver)
+	fmt.Fprintf(out, "%d rules verified in %s: %d proved, %d unknown, %d refuted\n", sum.Rules, elapsed.Round(time.Millisecond),
+		sum.Counts[verify.Proved], sum.Counts[verify.Unknown], sum.Counts[verify.Refuted])
+	if len(sum.Unproved) == 0 {
+		return
 	}
-	return jobs, nil
-}
-
-func axiomSetRecord(set *axioms.Set) store.AxiomSet {
-	var b strings.Builder
-	for _, a := range set.Axioms {
-		fmt.Fprintf(&b, "%s\t%s\t%s\n", a.Name, a.Comment, a.Formula())
+	lines := make([]string, len(sum.Unproved))
+	for i, u := range sum.Unproved {
+		lines[i] = fmt.Sprintf("%6d  %-8s %-13s %s", u.ID, u.Status, u.Reason, u.Rule)
 	}
-	return store.AxiomSet{Hash: set.Hash, Dir: set.Dir, Axioms: len(set.Axioms), Text: b.String()}
-}
-
-// proofWriter batches results into transactions.
-type proofWriter struct {
-	db          *store.Store
-	run         int64
-	set, solver string
-	pending     []store.Proof
-	written     int
-	counts      map[rules.Status]int
-	unproved    []string
-}
-
-func (w *proofWriter) add(j verify.Job, r verify.Result) error {
-	w.pending = append(w.pending, store.Proof{RuleID: j.ID, RunID: w.run, AxiomSet: w.set, Status: r.Status,
-		Reason: r.Reason, Core: r.Core, Elapsed: r.Elapsed, Solver: w.solver})
-	w.counts[r.Status]++
-	if r.Status != verify.Proved {
-		w.unproved = append(w.unproved, fmt.Sprintf("%6d  %-8s %-13s %s", j.ID, r.Status, r.Reason, j.Rule.Format()))
-	}
-	if len(w.pending) >= resultBatch {
-		return w.flush(context.Background())
-	}
-	return nil
-}
-
-func (w *proofWriter) flush(ctx context.Context) error {
-	if len(w.pending) == 0 {
-		return nil
-	}
-	if err := w.db.RecordProofs(ctx, w.pending); err != nil {
-		return err
-	}
-	w.written += len(w.pending)
-	w.pending = w.pending[:0]
-	return nil
-}
-
-func printVerifySummary(out io.Writer, set *axioms.Set, w *proofWriter, total int, elapsed time.Duration) {
-	fmt.Fprintf(out, "axiom set %s: %d axioms from %s; %s\n", set.Hash, len(set.Axioms), set.Dir, w.solver)
-	fmt.Fprintf(out, "%d rules verified in %s: %d proved, %d unknown, %d refuted\n", total, elapsed.Round(time.Millisecond),
-		w.counts[verify.Proved], w.counts[verify.Unknown], w.counts[verify.Refuted])
-	if len(w.unproved) > 0 {
-		sort.Strings(w.unproved)
-		fmt.Fprintln(out, "not proved:")
-		for _, u := range w.unproved {
-			fmt.Fprintln(out, u)
-		}
+	sort.Strings(lines)
+	fmt.Fprintln(out, "not proved:")
+	for _, l := range lines {
+		fmt.Fprintln(out, l)
 	}
 }
 
