@@ -32,27 +32,12 @@ what is proved. 'rulebook release' leaves pruned rules out.`,
 		Args:    cobra.NoArgs,
 		RunE: withStore(func(cmd *cobra.Command, _ []string, db *store.Store) error {
 			start := time.Now()
-			all, err := db.ListRules(cmd.Context(), store.Filter{})
-			if err != nil {
-				return err
-			}
-			in, err := pruneInput(rules.Default(), all)
-			if err != nil {
-				return err
-			}
 			bar := newProgress(cmd.ErrOrStderr(), quiet)
-			res, err := prune.Prune(cmd.Context(), in, func(stage string, done, total int) {
+			res, err := prune.Stored(cmd.Context(), db, rules.Default(), func(stage string, done, total int) {
 				bar.update(enumProgress(stage, done, total))
 			})
 			bar.finish()
 			if err != nil {
-				return err
-			}
-			ps := make([]store.Pruning, len(res.Decisions))
-			for i, d := range res.Decisions {
-				ps[i] = store.Pruning{Rule: d.ID, By: d.By, Reason: string(d.Reason)}
-			}
-			if err := db.SetPruning(cmd.Context(), ps); err != nil {
 				return err
 			}
 			printPruneStages(cmd.OutOrStdout(), res, time.Since(start))
@@ -61,22 +46,6 @@ what is proved. 'rulebook release' leaves pruned rules out.`,
 	}
 	cmd.Flags().BoolVar(&quiet, "no-progress", false, "no progress bar")
 	return cmd
-}
-
-// pruneInput parses the rules to prune; refuted rules take no part.
-func pruneInput(reg *rules.Registry, all []store.Rule) ([]prune.Rule, error) {
-	var in []prune.Rule
-	for _, r := range all {
-		if r.Status == rules.StatusRefuted {
-			continue
-		}
-		t, err := r.Checked(reg)
-		if err != nil {
-			return nil, fmt.Errorf("prune: rule %d: %w", r.ID, err)
-		}
-		in = append(in, prune.Rule{ID: r.ID, Rule: t.Rule(), Proved: r.Status == rules.StatusProved})
-	}
-	return in, nil
 }
 
 func printPruneStages(w io.Writer, res *prune.Result, elapsed time.Duration) {
