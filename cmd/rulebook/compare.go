@@ -12,6 +12,7 @@ import (
 	"rulebook/axioms"
 	"rulebook/compare"
 	"rulebook/exchange"
+	"rulebook/internal/progress"
 	"rulebook/rules"
 	"rulebook/store"
 	"rulebook/verify"
@@ -88,14 +89,12 @@ func runCompare(cmd *cobra.Command, db *store.Store, path string, o compareOptio
 		}
 		ours[i] = t.Rule()
 	}
-	bar := newProgress(cmd.ErrOrStderr(), o.noProgress)
+	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
 	start := time.Now()
 	lim := compare.DefaultLimits
 	lim.Steps, lim.Workers = o.steps, o.workers
-	verdicts, err := compare.Compare(ctx, ours, theirs, lim, func(done, total int) {
-		bar.update(enumProgress("compare", done, total))
-	})
-	bar.finish()
+	verdicts, err := compare.Compare(ctx, ours, theirs, lim, bar.Stage("compare"))
+	bar.Finish()
 	if err != nil {
 		return err
 	}
@@ -106,9 +105,9 @@ func runCompare(cmd *cobra.Command, db *store.Store, path string, o compareOptio
 	}
 	proofs := make([]verify.Result, len(theirs))
 	err = verify.Run(ctx, verify.Config{Registry: reg, Axioms: set, Timeout: o.timeout, Workers: o.workers,
-		Progress: func(done, total int) { bar.update(enumProgress("verify", done, total)) }},
+		Progress: bar.Stage("verify")},
 		jobs, func(j verify.Job, r verify.Result) error { proofs[j.ID] = r; return nil })
-	bar.finish()
+	bar.Finish()
 	if err != nil {
 		return err
 	}

@@ -4,16 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"rulebook/enumerate"
+	"rulebook/internal/progress"
 	"rulebook/rules"
 	"rulebook/store"
 )
@@ -87,10 +85,11 @@ func runGenerate(ctx context.Context, cmd *cobra.Command, o generateOptions) err
 	}
 	defer db.Close()
 	start := time.Now()
-	bar := newProgress(cmd.ErrOrStderr(), o.noProgress)
-	res, err := enumerate.GenerateInto(ctx, db, enumerate.Config{Registry: reg, Pool: rules.DefaultPool(), MaxOps: o.maxOps,
-		Seed: o.seed, Workers: o.workers, Exhaustive: o.exhaustive, Progress: bar.update}, version)
-	bar.finish()
+	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
+	cfg := enumerate.Config{Registry: reg, Pool: rules.DefaultPool(), MaxOps: o.maxOps, Seed: o.seed, Workers: o.workers,
+		Exhaustive: o.exhaustive, Progress: func(p enumerate.Progress) { bar.Update(p.Stage, p.Level, p.Done, p.Total) }}
+	res, err := enumerate.GenerateInto(ctx, db, cfg, version)
+	bar.Finish()
 	if err != nil {
 		return err
 	}
@@ -111,77 +110,4 @@ func printStages(w io.Writer, s enumerate.Stats, distinct int, stored int64, ela
 	fmt.Fprintf(w, "%-28s %12d\n", "distinct candidate rules", distinct)
 	fmt.Fprintf(w, "%-28s %12d\n", "stored (new)", stored)
 	fmt.Fprintf(w, "%-28s %12s\n", "time", elapsed.Round(time.Millisecond))
-}
-
-// progress draws one bar per stage and level on a terminal. Workers report
-// concurrently, so every method takes the lock.
-type progress struct {
-	mu      sync.Mutex
-	w       io.Writer
-	enabled bool
-	bar     *progressbar.ProgressBar
-	key     string
-}
-
-func newProgress(w io.Writer, disabled bool) *progress {
-	p := &progress{w: w}
-	if f, ok := w.(*os.File); ok && !disabled {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			p.enabled = true
-		}
-	}
-	return p
-}
-
-func (p *progress) update(pr enumerate.Progress) {
-	if !p.enabled {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	key := fmt.Sprintf("%s %d", pr.Stage, pr.Level)
-	if key != p.key {
-		p.finishLocked()
-		p.key = key
-		p.bar = progressbar.NewOptions64(pr.Total, progressbar.OptionSetWriter(p.w),
-			progressbar.OptionSetDescription(fmt.Sprintf("%-9s %d ops", pr.Stage, pr.Level)),
-			progressbar.OptionShowCount(), progressbar.OptionSetWidth(30), progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionClearOnFinish())
-	}
-	_ = p.bar.Set64(pr.Done)
-}
-
-// status draws one bar whose description changes as it goes, such as the
-// best cost a search has found.
-func (p *progress) status(desc string, done, total int64) {
-	if !p.enabled {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.key != "status" {
-		p.finishLocked()
-		p.key = "status"
-		p.bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(p.w), progressbar.OptionShowCount(),
-			progressbar.OptionSetWidth(30), progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
-	}
-	p.bar.Describe(desc)
-	_ = p.bar.Set64(done)
-}
-
-func (p *progress) finish() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.finishLocked()
-}
-
-func (p *progress) finishLocked() {
-	if p.bar != nil {
-		_ = p.bar.Finish()
-		p.bar = nil
-	}
-}
-
-func enumProgress(stage string, done, total int) enumerate.Progress {
-	return enumerate.Progress{Stage: stage, Done: int64(done), Total: int64(total)}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rulebook/internal/progress"
 	"rulebook/onnx"
 	"rulebook/optimizer"
 	"rulebook/runtime"
@@ -218,12 +219,12 @@ func search(cmd *cobra.Command, g *optimizer.Graph, rs *optimizer.RuleSet, o opt
 			opt.MinGain = 0.005
 		}
 	}
-	bar := newProgress(cmd.ErrOrStderr(), o.noProgress)
+	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
 	opt.Progress = func(p optimizer.Progress) {
-		bar.status(fmt.Sprintf("search %5.1fs, best %.3f ms", p.Elapsed.Seconds(), p.Best), int64(p.Explored), int64(opt.Budget))
+		bar.Status(fmt.Sprintf("search %5.1fs, best %.3f ms", p.Elapsed.Seconds(), p.Best), int64(p.Explored), int64(opt.Budget))
 	}
 	res, err := optimizer.Optimize(cmd.Context(), g, rs, opt)
-	bar.finish()
+	bar.Finish()
 	if measured != nil && measured.Err() != nil {
 		rec.warnings = append(rec.warnings, fmt.Sprintf("some nodes could not be timed and were priced analytically: %v", measured.Err()))
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rulebook/internal/progress"
 	"rulebook/prune"
 	"rulebook/rules"
 	"rulebook/store"
@@ -32,11 +33,9 @@ what is proved. 'rulebook release' leaves pruned rules out.`,
 		Args:    cobra.NoArgs,
 		RunE: withStore(func(cmd *cobra.Command, _ []string, db *store.Store) error {
 			start := time.Now()
-			bar := newProgress(cmd.ErrOrStderr(), quiet)
-			res, err := prune.Stored(cmd.Context(), db, rules.Default(), func(stage string, done, total int) {
-				bar.update(enumProgress(stage, done, total))
-			})
-			bar.finish()
+			bar := progress.New(cmd.ErrOrStderr(), quiet)
+			res, err := prune.Stored(cmd.Context(), db, rules.Default(), bar.Count)
+			bar.Finish()
 			if err != nil {
 				return err
 			}

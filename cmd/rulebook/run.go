@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rulebook/internal/progress"
 	"rulebook/runtime"
 	"rulebook/runtime/cuda"
 	"rulebook/store"
@@ -257,11 +258,9 @@ func benchOps(cmd *cobra.Command, db *store.Store, m *runtime.Model, s runtime.E
 	if err != nil {
 		return err
 	}
-	bar := newProgress(cmd.ErrOrStderr(), false)
-	times, err := runtime.TimeConfigs(ctx, s, configs, repeat, func(done, total int) {
-		bar.update(enumProgress("bench-ops", done, total))
-	})
-	bar.finish()
+	bar := progress.New(cmd.ErrOrStderr(), false)
+	times, err := runtime.TimeConfigs(ctx, s, configs, repeat, bar.Stage("bench-ops"))
+	bar.Finish()
 	if err != nil {
 		return db.EndRun(ctx, store.Run{ID: runID}, fmt.Errorf("bench-ops: %w", err))
 	}

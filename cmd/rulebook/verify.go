@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"rulebook/axioms"
+	"rulebook/internal/progress"
 	"rulebook/rules"
 	"rulebook/store"
 	"rulebook/verify"
@@ -88,13 +89,11 @@ func runVerify(ctx context.Context, cmd *cobra.Command, dir string, o verifyOpti
 		return err
 	}
 	settings := map[string]any{"axioms": dir, "axiom_set": set.Hash, "timeout": o.timeout.String(), "rule": o.ruleID, "recheck": o.recheck}
-	bar := newProgress(cmd.ErrOrStderr(), o.noProgress)
+	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
 	start := time.Now()
 	sum, err := verify.Stored(ctx, db, verify.Config{Registry: reg, Axioms: set, Timeout: o.timeout, Workers: o.workers, Seed: o.seed,
-		Progress: func(done, total int) {
-			bar.update(enumProgress("verify", done, total))
-		}}, todo, settings, version)
-	bar.finish()
+		Progress: bar.Stage("verify")}, todo, settings, version)
+	bar.Finish()
 	if err != nil {
 		return err
 	}
