@@ -11,7 +11,6 @@ import (
 
 	"rulebook/axioms"
 	"rulebook/compare"
-	"rulebook/exchange"
 	"rulebook/internal/progress"
 	"rulebook/rules"
 	"rulebook/store"
@@ -67,70 +66,27 @@ It prints the rules that fall short (missed, or not proved) and a summary;
 }
 
 func runCompare(cmd *cobra.Command, db *store.Store, path string, o compareOptions) error {
-	ctx := cmd.Context()
 	reg := rules.Default()
 	set, err := axioms.Load(o.axiomDir, reg)
 	if err != nil {
 		return err
 	}
-	theirs, skipped, err := readRuleFile(reg, path, o.format)
-	if err != nil {
-		return err
-	}
-	v, stored, err := db.VersionRules(ctx, o.tag)
-	if err != nil {
-		return err
-	}
-	ours := make([]*rules.Rule, len(stored))
-	for i, r := range stored {
-		t, err := r.Checked(reg)
-		if err != nil {
-			return fmt.Errorf("version %s: rule %d: %w", v.Tag, r.ID, err)
-		}
-		ours[i] = t.Rule()
-	}
 	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
-	start := time.Now()
 	lim := compare.DefaultLimits
 	lim.Steps, lim.Workers = o.steps, o.workers
-	verdicts, err := compare.Compare(ctx, ours, theirs, lim, bar.Stage("compare"))
+	cfg := verify.Config{Registry: reg, Axioms: set, Timeout: o.timeout, Workers: o.workers}
+	r, err := compare.File(cmd.Context(), db, path, o.format, o.tag, lim, cfg, bar.Count)
 	bar.Finish()
 	if err != nil {
 		return err
 	}
-	searched := time.Since(start)
-	jobs := make([]verify.Job, len(theirs))
-	for i, f := range theirs {
-		jobs[i] = verify.Job{ID: int64(i), Rule: f.Rule}
-	}
-	proofs := make([]verify.Result, len(theirs))
-	err = verify.Run(ctx, verify.Config{Registry: reg, Axioms: set, Timeout: o.timeout, Workers: o.workers,
-		Progress: bar.Stage("verify")},
-		jobs, func(j verify.Job, r verify.Result) error { proofs[j.ID] = r; return nil })
-	bar.Finish()
-	if err != nil {
-		return err
-	}
-	printComparison(cmd.OutOrStdout(), path, v, stored, verdicts, proofs, skipped, o.all)
-	fmt.Fprintf(cmd.OutOrStdout(), "  rewrite search %s, verification %s\n", searched.Round(time.Millisecond), (time.Since(start) - searched).Round(time.Millisecond))
+	printComparison(cmd.OutOrStdout(), path, r, o.all)
+	fmt.Fprintf(cmd.OutOrStdout(), "  rewrite search %s, verification %s\n", r.Searched.Round(time.Millisecond), r.Verified.Round(time.Millisecond))
 	return nil
 }
 
-// readRuleFile reads any rule file we import; skipped lists what a foreign
-// format could not carry over, already summarised.
-func readRuleFile(reg *rules.Registry, path, format string) ([]compare.Foreign, []string, error) {
-	f, _, err := exchange.ReadFile(path, format, reg)
-	if err != nil {
-		return nil, nil, err
-	}
-	out := make([]compare.Foreign, len(f.Rules))
-	for i, n := range f.Rules {
-		out[i] = compare.Foreign{Name: n.Name, Rule: n.Rule}
-	}
-	return out, exchange.SummarizeSkips(f.Skipped, f.Unknown), nil
-}
-
-func printComparison(w io.Writer, path string, v store.Version, ours []store.Rule, vs []compare.Verdict, proofs []verify.Result, skipped []string, all bool) {
+func printComparison(w io.Writer, path string, r *compare.Report, all bool) {
+	v, vs, proofs := r.Version, r.Verdicts, r.Proofs
 	relations := map[compare.Relation]int{}
 	statuses := map[rules.Status]int{}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -150,13 +106,13 @@ func printComparison(w io.Writer, path string, v store.Version, ours []store.Rul
 		if proofs[i].Reason != "" {
 			proof += " (" + proofs[i].Reason + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", vd.Name, describeRelation(vd, ours), proof, vd.Text)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", vd.Name, describeRelation(vd, r.Ours), proof, vd.Text)
 	}
 	tw.Flush()
 	n := len(vs)
 	pct := func(k int) string { return fmt.Sprintf("%d (%.1f%%)", k, 100*float64(k)/float64(max(n, 1))) }
 	fmt.Fprintf(w, "%s: %d rules against %s (%d rules, %.12s)\n", path, n, v.Tag, v.Rules, v.Hash)
-	for _, s := range skipped {
+	for _, s := range r.Skipped {
 		fmt.Fprintf(w, "  not imported: %s\n", s)
 	}
 	fmt.Fprintf(w, "  contained %s, implied %s, missed %s", pct(relations[compare.Contained]), pct(relations[compare.Implied]), pct(relations[compare.Missed]))
