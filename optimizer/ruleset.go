@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"rulebook/exchange"
 	"rulebook/rules"
@@ -47,6 +48,16 @@ func LoadVersion(ctx context.Context, db *store.Store, ref string) (*RuleSet, er
 		rs.IDs = ids
 	}
 	return rs, err
+}
+
+// IsBundle tells a bundle file from a tag or hash prefix: it ends in
+// .json and exists.
+func IsBundle(ref string) bool {
+	if !strings.HasSuffix(ref, ".json") {
+		return false
+	}
+	_, err := os.Stat(ref)
+	return err == nil
 }
 
 // LoadBundle reads a version exported with 'rulebook export --format json'

@@ -7,6 +7,8 @@ import (
 	goruntime "runtime"
 	"slices"
 	"time"
+
+	"rulebook/runtime/cuda"
 )
 
 // Executor runs a loaded model: a CPU Session or a CUDASession.
@@ -16,7 +18,46 @@ type Executor interface {
 	TimeNode(ctx context.Context, i int, repeat int) (time.Duration, error)
 	// DeviceKey names the device as cost tables key it (see CPUDevice).
 	DeviceKey() string
+	// Close releases what the executor holds on its device.
+	Close() error
 }
+
+// The backends a model runs on.
+const (
+	BackendCPU  = "cpu"
+	BackendCUDA = "cuda"
+)
+
+// CheckBackend refuses an unknown backend, and the CUDA backend where
+// there is no GPU, cheaply, before a model is read.
+func CheckBackend(name string) error {
+	switch name {
+	case BackendCPU:
+		return nil
+	case BackendCUDA:
+		if _, err := cuda.Probe(); err != nil {
+			return fmt.Errorf("backend cuda: %w", err)
+		}
+		return nil
+	}
+	return fmt.Errorf("backend must be cpu or cuda, got %q", name)
+}
+
+// Open opens an executor for m on backend: a Session with threads CPU
+// threads (0: all cores), or a CUDASession. The caller closes it.
+func (m *Model) Open(backend string, threads int) (Executor, error) {
+	switch backend {
+	case BackendCPU:
+		return m.NewSession(SessionOptions{Threads: threads})
+	case BackendCUDA:
+		return m.NewCUDASession()
+	}
+	return nil, CheckBackend(backend)
+}
+
+// Close does nothing: a session holds only memory, and its helper
+// goroutines end when it is collected.
+func (s *Session) Close() error { return nil }
 
 // CPUDevice names the CPU backend with threads threads (0: all cores) as
 // cost tables key it, "cpu/2": timings differ with the thread count.

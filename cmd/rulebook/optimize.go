@@ -141,79 +141,88 @@ func runOptimize(cmd *cobra.Command, path string, o optimizeOptions) error {
 	if err != nil {
 		return err
 	}
-	rt, g, err := loadForOptimizer(cmd, path, o)
+	rt, g, loaded, err := optimizer.LoadModel(path, runtime.LoadOptions{Weights: runtime.WeightsMode(o.weights), Seed: o.seed})
 	if err != nil {
 		return err
 	}
-	rec, err := openRecorder(cmd, path, o)
+	if n := len(loaded.RandomWeights); n > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: %d initializers have no data here (weights file absent); using random weights, seed %d\n", n, o.seed)
+	}
+	rec, closeDB, err := openRecording(cmd, path, o)
 	if err != nil {
 		return err
 	}
-	defer rec.close()
-	rep, err := optimizeAndWrite(cmd, path, o, rs, rt, g, rec)
-	if err = rec.finish(cmd.Context(), err); err != nil {
+	defer closeDB()
+	rep, warnings, err := optimizeAndWrite(cmd, path, o, rs, rt, g, rec)
+	if err = rec.Finish(cmd.Context(), rep, err); err != nil {
 		return err
 	}
-	rec.warn(cmd.ErrOrStderr())
+	for _, msg := range append(rec.Costs.Warnings(), warnings...) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", msg)
+	}
 	printOptimization(cmd.OutOrStdout(), rep, o.output, rec)
 	return nil
 }
 
-// loadForOptimizer reads the model, loads it with the runtime (which
-// supplies shapes and weights) and maps it onto the registry.
-func loadForOptimizer(cmd *cobra.Command, path string, o optimizeOptions) (*runtime.Model, *optimizer.Graph, error) {
-	m, err := onnx.ReadModel(path)
+// openRecording opens the database when the rules come from it, --db
+// names one, or the default one exists; without one nothing is recorded
+// and measured costs last for this run only.
+func openRecording(cmd *cobra.Command, model string, o optimizeOptions) (*optimizer.Recording, func(), error) {
+	ctx, device, path := cmd.Context(), runtime.CPUDevice(o.threads), dbPath(cmd)
+	if optimizer.IsBundle(o.rules) && !cmd.Flag("db").Changed && os.Getenv("RULEBOOK_DB") == "" {
+		if _, err := os.Stat(path); err != nil {
+			rec, err := optimizer.BeginRecording(ctx, nil, device, nil, 0, version)
+			return rec, func() {}, err
+		}
+	}
+	db, err := store.Open(ctx, path)
 	if err != nil {
 		return nil, nil, err
 	}
-	rt, report, err := runtime.FromONNX(m, filepath.Dir(path), runtime.LoadOptions{Weights: runtime.WeightsMode(o.weights), Seed: o.seed})
+	settings := map[string]any{"model": model, "rules": o.rules, "cost": o.cost, "alpha": o.opt.Alpha,
+		"budget": o.opt.Budget, "timeout": o.opt.Timeout.String(), "memory_limit_mib": o.memoryMiB, "device": device}
+	rec, err := optimizer.BeginRecording(ctx, db, device, settings, o.seed, version)
 	if err != nil {
+		db.Close()
 		return nil, nil, err
 	}
-	if n := len(report.RandomWeights); n > 0 {
-		fmt.Fprintf(cmd.ErrOrStderr(), "note: %d initializers have no data here (weights file absent); using random weights, seed %d\n", n, o.seed)
-	}
-	g, err := optimizer.FromONNX(m, rt)
-	return rt, g, err
+	return rec, func() { db.Close() }, nil
 }
 
 // optimizeAndWrite searches, writes the rewritten model and the report,
-// and records the optimization.
-func optimizeAndWrite(cmd *cobra.Command, path string, o optimizeOptions, rs *optimizer.RuleSet, rt *runtime.Model, g *optimizer.Graph, rec *recorder) (*optimizer.Report, error) {
+// and returns the report with what the user should be warned of.
+func optimizeAndWrite(cmd *cobra.Command, path string, o optimizeOptions, rs *optimizer.RuleSet, rt *runtime.Model, g *optimizer.Graph, rec *optimizer.Recording) (*optimizer.Report, []string, error) {
 	ctx := cmd.Context()
-	res, err := search(cmd, g, rs, o, rec)
+	res, warnings, err := search(cmd, g, rs, o, rec)
 	if err != nil {
-		return nil, err
+		return nil, warnings, err
 	}
 	out, err := res.Graph.ToONNX()
 	if err != nil {
-		return nil, err
+		return nil, warnings, err
 	}
 	var measured *optimizer.SideBySide
 	if o.compare > 0 {
 		if measured, err = optimizer.MeasureSideBySide(ctx, rt, out, o.compare, o.threads, o.seed); err != nil {
-			return nil, fmt.Errorf("--compare: %w", err)
+			return nil, warnings, fmt.Errorf("--compare: %w", err)
 		}
 	}
 	if err := onnx.WriteModel(o.output, out); err != nil {
-		return nil, err
+		return nil, warnings, err
 	}
 	rep := optimizer.NewReport(path, o.cost, rs, g, res, measured)
-	rep.Device = rec.device
-	if err := rep.WriteFile(o.report); err != nil {
-		return nil, err
-	}
-	return rep, rec.record(ctx, rep)
+	rep.Device = rec.Device
+	return rep, warnings, rep.WriteFile(o.report)
 }
 
-// search runs the optimizer with the chosen cost model, printing the best
+// search runs the optimizer with the chosen cost model, drawing the best
 // cost as it improves.
-func search(cmd *cobra.Command, g *optimizer.Graph, rs *optimizer.RuleSet, o optimizeOptions, rec *recorder) (*optimizer.Result, error) {
+func search(cmd *cobra.Command, g *optimizer.Graph, rs *optimizer.RuleSet, o optimizeOptions, rec *optimizer.Recording) (*optimizer.Result, []string, error) {
 	opt := o.opt
 	opt.MemoryLimit = o.memoryMiB << 20
 	var measured *optimizer.Measured
 	if o.cost == "measured" {
-		measured = rec.costs.Measured(cmd.Context(), o.threads)
+		measured = rec.Costs.Measured(cmd.Context(), o.threads)
 		opt.Cost = measured
 		if !cmd.Flags().Changed("min-gain") {
 			opt.MinGain = 0.005
@@ -225,16 +234,17 @@ func search(cmd *cobra.Command, g *optimizer.Graph, rs *optimizer.RuleSet, o opt
 	}
 	res, err := optimizer.Optimize(cmd.Context(), g, rs, opt)
 	bar.Finish()
+	var warnings []string
 	if measured != nil && measured.Err() != nil {
-		rec.warnings = append(rec.warnings, fmt.Sprintf("some nodes could not be timed and were priced analytically: %v", measured.Err()))
+		warnings = append(warnings, fmt.Sprintf("some nodes could not be timed and were priced analytically: %v", measured.Err()))
 	}
-	return res, err
+	return res, warnings, err
 }
 
 // loadRuleSet takes a bundle file when the reference names one, else a
 // version in the database.
 func loadRuleSet(cmd *cobra.Command, ref string) (*optimizer.RuleSet, error) {
-	if isBundle(ref) {
+	if optimizer.IsBundle(ref) {
 		return optimizer.LoadBundle(ref)
 	}
 	if strings.HasSuffix(ref, ".json") {
@@ -248,17 +258,7 @@ func loadRuleSet(cmd *cobra.Command, ref string) (*optimizer.RuleSet, error) {
 	return optimizer.LoadVersion(cmd.Context(), db, ref)
 }
 
-// isBundle tells a bundle file from a tag or hash: it ends in .json and
-// exists.
-func isBundle(ref string) bool {
-	if !strings.HasSuffix(ref, ".json") {
-		return false
-	}
-	_, err := os.Stat(ref)
-	return err == nil
-}
-
-func printOptimization(w io.Writer, r *optimizer.Report, output string, rec *recorder) {
+func printOptimization(w io.Writer, r *optimizer.Report, output string, rec *optimizer.Recording) {
 	fmt.Fprintf(w, "rules %s (%.12s, %d rules); %s cost %.3f ms -> %.3f ms (%.2fx)\n",
 		r.Rules.Version, r.Rules.Hash, r.Rules.Count, r.CostModel, r.Before, r.After, r.Speedup)
 	fmt.Fprintf(w, "search: %d graphs expanded, %d seen, %.1fs, stopped: %s\n", r.Search.Explored, r.Search.Seen, r.Search.Seconds, r.Search.Stopped)
@@ -282,9 +282,9 @@ func printOptimization(w io.Writer, r *optimizer.Report, output string, rec *rec
 		fmt.Fprintf(w, "measured (CPU runtime, %d runs each): original %.3f ms, rewritten %.3f ms (%.2fx); outputs differ by %.2g at most (relative)\n",
 			m.Runs, m.Original, m.Optimized, m.Speedup, m.MaxRelDiff)
 	}
-	if rec.db != nil {
-		fmt.Fprintf(w, "recorded as run %d", rec.runID)
-		if n := rec.costs.Timed(); n > 0 {
+	if rec.Recorded() {
+		fmt.Fprintf(w, "recorded as run %d", rec.RunID)
+		if n := rec.Costs.Timed(); n > 0 {
 			fmt.Fprintf(w, ", with %d operator costs measured", n)
 		}
 		fmt.Fprintln(w)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -14,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"rulebook/internal/progress"
+	"rulebook/optimizer"
 	"rulebook/runtime"
-	"rulebook/runtime/cuda"
 	"rulebook/store"
 	"rulebook/timing"
 )
@@ -37,57 +36,38 @@ func (o *modelOptions) register(cmd *cobra.Command) {
 	f.StringSliceVar(&o.dims, "dim", nil, "value of a symbolic input dimension, NAME=N (repeatable)")
 }
 
-// load reads a model and opens a session on the chosen backend; warnings
-// (generated weights) go to w. The caller closes the session.
-func (o *modelOptions) load(w io.Writer, path string) (*runtime.Model, runtime.Executor, func(), error) {
-	if err := checkBackend(o.backend); err != nil {
-		return nil, nil, nil, err
+// load reads a model and opens an executor on the chosen backend;
+// warnings (generated weights) go to w. The caller closes the executor.
+func (o *modelOptions) load(w io.Writer, path string) (*runtime.Model, runtime.Executor, error) {
+	if err := runtime.CheckBackend(o.backend); err != nil {
+		return nil, nil, fmt.Errorf("--%w", err)
 	}
 	mode := runtime.WeightsMode(o.weights)
 	if mode != "auto" && mode != "file" && mode != "random" {
-		return nil, nil, nil, fmt.Errorf("--weights must be auto, file or random, got %q", o.weights)
+		return nil, nil, fmt.Errorf("--weights must be auto, file or random, got %q", o.weights)
 	}
 	dims, err := parseDims(o.dims)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	m, report, err := runtime.Load(path, runtime.LoadOptions{Weights: mode, Seed: o.seed, Dims: dims})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	if n := len(report.RandomWeights); n > 0 {
 		fmt.Fprintf(w, "note: %d initializers have no data here (weights file absent); using random weights, seed %d\n", n, o.seed)
 	}
-	if o.backend == "cuda" {
-		s, err := m.NewCUDASession()
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("--backend cuda: %w", err)
-		}
-		if fb := s.Fallbacks(); len(fb) > 0 {
-			fmt.Fprintf(w, "note: %d nodes run on the CPU: %s\n", len(fb), strings.Join(fb, "; "))
-		}
-		return m, s, func() { s.Close() }, nil
+	s, err := m.Open(o.backend, o.threads)
+	if err != nil && o.backend == runtime.BackendCUDA {
+		err = fmt.Errorf("--backend cuda: %w", err)
 	}
-	s, err := m.NewSession(runtime.SessionOptions{Threads: o.threads})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	return m, s, func() {}, nil
-}
-
-// checkBackend refuses an unknown backend, and the CUDA backend where
-// there is no GPU, before the model is read.
-func checkBackend(name string) error {
-	switch name {
-	case "cpu":
-		return nil
-	case "cuda":
-		if _, err := cuda.Probe(); err != nil {
-			return fmt.Errorf("--backend cuda: %w", err)
-		}
-		return nil
+	if gpu, ok := s.(*runtime.CUDASession); ok && len(gpu.Fallbacks()) > 0 {
+		fmt.Fprintf(w, "note: %d nodes run on the CPU: %s\n", len(gpu.Fallbacks()), strings.Join(gpu.Fallbacks(), "; "))
 	}
-	return fmt.Errorf("--backend must be cpu or cuda, got %q", name)
+	return m, s, nil
 }
 
 func parseDims(specs []string) (map[string]int, error) {
@@ -142,11 +122,11 @@ Operators: ` + strings.Join(runtime.Ops(), ", ") + `.`,
 			if !(tol.RTol >= 0 && tol.ATol >= 0) || math.IsInf(tol.RTol+tol.ATol, 0) {
 				return fmt.Errorf("--rtol and --atol must be finite and not negative, got %g and %g", tol.RTol, tol.ATol)
 			}
-			m, s, done, err := o.load(cmd.ErrOrStderr(), args[0])
+			m, s, err := o.load(cmd.ErrOrStderr(), args[0])
 			if err != nil {
 				return err
 			}
-			defer done()
+			defer s.Close()
 			if n := len(m.Inputs()); len(inputs) > 0 && len(inputs) != n {
 				return fmt.Errorf("--input: the model has %d inputs, got %d files", n, len(inputs))
 			}
@@ -231,11 +211,11 @@ reads the table back by (device, operator, shapes, parameters).`,
 			if repeat < 1 {
 				return fmt.Errorf("--repeat must be at least 1, got %d", repeat)
 			}
-			m, s, done, err := o.load(cmd.ErrOrStderr(), args[0])
+			m, s, err := o.load(cmd.ErrOrStderr(), args[0])
 			if err != nil {
 				return err
 			}
-			defer done()
+			defer s.Close()
 			db, err := store.Open(cmd.Context(), dbPath(cmd))
 			if err != nil {
 				return err
@@ -250,31 +230,14 @@ reads the table back by (device, operator, shapes, parameters).`,
 }
 
 func benchOps(cmd *cobra.Command, db *store.Store, m *runtime.Model, s runtime.Executor, path string, o modelOptions, repeat int) error {
-	ctx := cmd.Context()
-	device := s.DeviceKey()
-	configs := runtime.DistinctConfigs(m.Nodes())
-	config, _ := json.Marshal(map[string]any{"model": path, "device": device, "repeat": repeat, "configurations": len(configs)})
-	runID, err := db.BeginRun(ctx, "bench-ops", string(config), o.seed, version)
-	if err != nil {
-		return err
-	}
 	bar := progress.New(cmd.ErrOrStderr(), false)
-	times, err := runtime.TimeConfigs(ctx, s, configs, repeat, bar.Stage("bench-ops"))
+	runID, costs, err := optimizer.BenchOps(cmd.Context(), db, m, s, path, repeat, o.seed, version, bar.Stage("bench-ops"))
 	bar.Finish()
 	if err != nil {
-		return db.EndRun(ctx, store.Run{ID: runID}, fmt.Errorf("bench-ops: %w", err))
-	}
-	costs := make([]store.OpCost, len(configs))
-	for i, n := range configs {
-		costs[i] = store.OpCost{Device: device, Operator: n.Op, Shapes: n.ShapeKey(), Params: n.Params,
-			Median: times[i], Repeats: repeat, RunID: runID, MeasuredAt: time.Now()}
-	}
-	run := store.Run{ID: runID, Status: "done", Candidates: int64(len(configs)), Stored: int64(len(costs))}
-	if err := db.EndRun(ctx, run, db.RecordCosts(ctx, costs)); err != nil {
 		return err
 	}
 	printCosts(cmd.OutOrStdout(), m.Nodes(), costs)
-	fmt.Fprintf(cmd.OutOrStdout(), "stored %d operator configurations for %s (run %d)\n", len(costs), device, runID)
+	fmt.Fprintf(cmd.OutOrStdout(), "stored %d operator configurations for %s (run %d)\n", len(costs), s.DeviceKey(), runID)
 	return nil
 }
 

@@ -1,0 +1,86 @@
+package optimizer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"rulebook/runtime"
+	"rulebook/store"
+)
+
+// Recording keeps an optimize run in the store: the run with its
+// settings, the operator costs measured on the way (Costs), and the
+// optimization with the rules it applied, for 'rulebook usage'. Without a
+// store nothing is recorded, and measured costs last for the run only.
+type Recording struct {
+	db     *store.Store
+	RunID  int64
+	Device string // what costs are measured on
+	Costs  *CostCache
+}
+
+// BeginRecording starts an "optimize" run of db, which may be nil, with
+// its settings, seed and toolVersion; costs are measured on device.
+func BeginRecording(ctx context.Context, db *store.Store, device string, settings map[string]any, seed uint64, toolVersion string) (*Recording, error) {
+	if db == nil {
+		return &Recording{Device: device, Costs: NewCostCache(nil, device, 0)}, nil
+	}
+	config, err := json.Marshal(settings)
+	if err != nil {
+		return nil, fmt.Errorf("record the run: %w", err)
+	}
+	runID, err := db.BeginRun(ctx, "optimize", string(config), seed, toolVersion)
+	if err != nil {
+		return nil, fmt.Errorf("record the run: %w", err)
+	}
+	return &Recording{db: db, RunID: runID, Device: device, Costs: NewCostCache(db, device, runID)}, nil
+}
+
+// Recorded says whether the run is kept in a store.
+func (r *Recording) Recorded() bool { return r.db != nil }
+
+// Finish records rep when the optimization succeeded (err is nil), stores
+// the costs timed in the run, which hold either way, ends the run as err
+// says and returns err, or the first error of recording.
+func (r *Recording) Finish(ctx context.Context, rep *Report, err error) error {
+	if r.db == nil {
+		return err
+	}
+	if err == nil {
+		_, err = r.db.RecordOptimization(ctx, rep.Optimization(r.RunID))
+	}
+	if cerr := r.Costs.Save(ctx); cerr != nil {
+		err = errors.Join(err, cerr)
+	}
+	return r.db.EndRun(ctx, store.Run{ID: r.RunID, Status: store.RunDone, Stored: 1}, err)
+}
+
+// BenchOps times each distinct operator configuration of m alone on e,
+// the median of repeat runs, as a "bench-ops" run of db, and stores the
+// costs for e's device, replacing those measured before. model names the
+// model in the run's settings; progress hears of each configuration.
+func BenchOps(ctx context.Context, db *store.Store, m *runtime.Model, e runtime.Executor, model string, repeat int, seed uint64,
+	toolVersion string, progress func(done, total int)) (runID int64, costs []store.OpCost, err error) {
+	configs := runtime.DistinctConfigs(m.Nodes())
+	config, err := json.Marshal(map[string]any{"model": model, "device": e.DeviceKey(), "repeat": repeat, "configurations": len(configs)})
+	if err == nil {
+		runID, err = db.BeginRun(ctx, "bench-ops", string(config), seed, toolVersion)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	times, err := runtime.TimeConfigs(ctx, e, configs, repeat, progress)
+	if err != nil {
+		return 0, nil, db.EndRun(ctx, store.Run{ID: runID}, fmt.Errorf("bench-ops: %w", err))
+	}
+	costs = make([]store.OpCost, len(configs))
+	for i, n := range configs {
+		costs[i] = store.OpCost{Device: e.DeviceKey(), Operator: n.Op, Shapes: n.ShapeKey(), Params: n.Params,
+			Median: times[i], Repeats: repeat, RunID: runID, MeasuredAt: time.Now()}
+	}
+	run := store.Run{ID: runID, Status: store.RunDone, Candidates: int64(len(configs)), Stored: int64(len(costs))}
+	return runID, costs, db.EndRun(ctx, run, db.RecordCosts(ctx, costs))
+}
