@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"rulebook/rules"
 	"rulebook/store"
@@ -48,10 +49,32 @@ func Import(ctx context.Context, db *store.Store, f *Foreign, path, format, tool
 	return runID, added, db.EndRun(ctx, run, err)
 }
 
-// WriteForeign writes rs in TASO's format ("taso-pb") or FlexFlow's
-// ("flexflow-json") and returns the rules those cannot carry, named by
-// ids, the rules' ids in the store, rather than by position.
-func WriteForeign(w io.Writer, reg *rules.Registry, format string, rs []rules.Text, ids []int64) ([]Skip, error) {
+// Export writes a released version's rules in format: json, sexpr, dot,
+// or TASO's ("taso-pb") or FlexFlow's ("flexflow-json"), and returns the
+// rules those two cannot carry, named by their ids in the store.
+func Export(w io.Writer, reg *rules.Registry, format string, v store.Version, stored []store.Rule) ([]Skip, error) {
+	rs := make([]rules.Text, len(stored))
+	ids := make([]int64, len(stored))
+	for i, r := range stored {
+		rs[i], ids[i] = r.Text, r.ID
+	}
+	h := Header{Version: v.Tag, Hash: v.Hash}
+	switch format {
+	case "json":
+		return nil, WriteJSON(w, h, rs)
+	case "sexpr":
+		return nil, WriteSexpr(w, h, rs)
+	case "dot":
+		return nil, WriteDot(w, reg, rs)
+	case "taso-pb", "flexflow-json":
+		return writeForeign(w, reg, format, rs, ids)
+	}
+	return nil, fmt.Errorf("export: unknown format %q", format)
+}
+
+// writeForeign writes rs in TASO's or FlexFlow's format and names the
+// rules they cannot carry by ids rather than by position.
+func writeForeign(w io.Writer, reg *rules.Registry, format string, rs []rules.Text, ids []int64) ([]Skip, error) {
 	parsed := make([]*rules.Rule, len(rs))
 	for i, r := range rs {
 		checked, err := r.Checked(reg)
@@ -75,4 +98,22 @@ func WriteForeign(w io.Writer, reg *rules.Registry, format string, rs []rules.Te
 		}
 	}
 	return skipped, err
+}
+
+// WriteFile writes path through write so that the file appears only once
+// it is complete: a failed write leaves whatever was there before.
+func WriteFile(path string, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".rulebook-export-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := write(tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -52,53 +50,25 @@ and defaults to 3x3 kernels and 4-D tensors otherwise.`,
 			if err != nil {
 				return err
 			}
-			out := make([]rules.Text, len(rs))
-			for i, r := range rs {
-				out[i] = r.Text
-			}
-			if format == "taso-pb" || format == "flexflow-json" {
-				return exportForeign(cmd, format, output, rs, out)
-			}
-			return writeOutput(cmd, output, func(w io.Writer) error {
-				h := exchange.Header{Version: v.Tag, Hash: v.Hash}
-				switch format {
-				case "json":
-					return exchange.WriteJSON(w, h, out)
-				case "sexpr":
-					return exchange.WriteSexpr(w, h, out)
-				}
-				return exchange.WriteDot(w, rules.Default(), out)
+			var skipped []exchange.Skip
+			err = writeOutput(cmd, output, func(w io.Writer) (err error) {
+				skipped, err = exchange.Export(w, rules.Default(), format, v, rs)
+				return err
 			})
+			if err != nil || len(skipped) == 0 {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "skipped %d of %d rules that %s cannot carry:\n", len(skipped), len(rs), format)
+			for _, g := range exchange.GroupSkips(skipped, nil) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "  %d: %s (ids %s)\n", g.Rules, g.Reason, abbreviate(g.Names, 10))
+			}
+			return nil
 		}),
 	}
 	cmd.Flags().StringVar(&tag, "version", "", "version tag or hash prefix")
 	cmd.Flags().StringVar(&format, "format", "json", "json, sexpr, taso-pb, flexflow-json or dot")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "file to write (default standard output)")
 	return cmd
-}
-
-// exportForeign writes a version's rules in TASO's or FlexFlow's format and
-// reports the rules left out on standard error, by reason.
-func exportForeign(cmd *cobra.Command, format, output string, stored []store.Rule, rs []rules.Text) error {
-	ids := make([]int64, len(stored))
-	for i, r := range stored {
-		ids[i] = r.ID
-	}
-	var skipped []exchange.Skip
-	err := writeOutput(cmd, output, func(w io.Writer) (err error) {
-		skipped, err = exchange.WriteForeign(w, rules.Default(), format, rs, ids)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	if len(skipped) > 0 {
-		fmt.Fprintf(cmd.ErrOrStderr(), "skipped %d of %d rules that %s cannot carry:\n", len(skipped), len(rs), format)
-		for _, g := range exchange.GroupSkips(skipped, nil) {
-			fmt.Fprintf(cmd.ErrOrStderr(), "  %d: %s (ids %s)\n", g.Rules, g.Reason, abbreviate(g.Names, 10))
-		}
-	}
-	return nil
 }
 
 // abbreviate joins the first n names.
@@ -115,19 +85,7 @@ func writeOutput(cmd *cobra.Command, path string, write func(io.Writer) error) e
 	if path == "" {
 		return write(cmd.OutOrStdout())
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".rulebook-export-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := write(tmp); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return exchange.WriteFile(path, write)
 }
 
 func newImportCmd() *cobra.Command {
