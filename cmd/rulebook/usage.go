@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -76,7 +74,7 @@ func runUsage(cmd *cobra.Command, db *store.Store, ref, format string) error {
 		_, err := fmt.Fprintln(out, noUsageMessage(db.Path(), ref))
 		return err
 	}
-	return writeHeatMap(out, store.NewHeatMap(uses))
+	return store.NewHeatMap(uses).WriteText(out)
 }
 
 // versionHash resolves --version as the other version commands do; "" keeps
@@ -126,57 +124,4 @@ func writeUsageJSON(w io.Writer, uses []store.Usage) error {
 	enc.SetEscapeHTML(false) // rules read "=>", not "=\u003e"
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
-}
-
-// ruleWidth is the most a rule's text may take, so that a heat map of a few
-// models fits a terminal.
-const ruleWidth = 60
-
-// shades darken with the count; index 0 is for an empty cell.
-const shades = " ░▒▓█"
-
-func writeHeatMap(w io.Writer, h store.HeatMap) error {
-	rw := utf8.RuneCountInString("RULE")
-	for _, r := range h.Rows {
-		rw = max(rw, min(ruleWidth, utf8.RuneCountInString(r.Rule)))
-	}
-	cw := len(strconv.Itoa(h.Max)) + 1 // count and shade
-	widths := make([]int, len(h.Models))
-	var b strings.Builder
-	fmt.Fprintf(&b, "%-*s", rw, "RULE")
-	for i, m := range h.Models {
-		name := strings.TrimSuffix(m, ".onnx")
-		widths[i] = max(cw, utf8.RuneCountInString(name))
-		fmt.Fprintf(&b, "  %*s", widths[i], name)
-	}
-	tw := max(len("TOTAL"), len(strconv.Itoa(h.Rows[0].Total)))
-	fmt.Fprintf(&b, "  %*s\n", tw, "TOTAL")
-	for _, r := range h.Rows {
-		fmt.Fprintf(&b, "%-*s", rw, truncate(r.Rule, rw))
-		for i, n := range r.Counts {
-			fmt.Fprintf(&b, "  %*s", widths[i], cell(n, h.Max))
-		}
-		fmt.Fprintf(&b, "  %*d\n", tw, r.Total)
-	}
-	fmt.Fprintf(&b, "%d rules applied in %d models; shades ░ ▒ ▓ █ by quarters of the largest count, %d\n", len(h.Rows), len(h.Models), h.Max)
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-// cell renders a count with its shade by quarters of the largest count,
-// blank when the rule was not applied.
-func cell(n, largest int) string {
-	if n == 0 {
-		return ""
-	}
-	level := (4*n + largest - 1) / largest // 1..4: quarters, rounded up
-	return strconv.Itoa(n) + string([]rune(shades)[level])
-}
-
-// truncate cuts s to width runes, marking the cut with "…".
-func truncate(s string, width int) string {
-	if utf8.RuneCountInString(s) <= width {
-		return s
-	}
-	return string([]rune(s)[:width-1]) + "…"
 }
