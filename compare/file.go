@@ -3,6 +3,9 @@ package compare
 import (
 	"context"
 	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
 	"time"
 
 	"rulebook/exchange"
@@ -70,4 +73,62 @@ func stage(progress func(stage string, done, total int), name string) func(done,
 		return nil
 	}
 	return func(done, total int) { progress(name, done, total) }
+}
+
+// WriteText prints the rules of the file that fall short (missed, or not
+// proved), or all of them, as a table, then a summary of the relations
+// and proofs and the time each stage took; path names the file.
+func (r *Report) WriteText(w io.Writer, path string, all bool) {
+	v, vs, proofs := r.Version, r.Verdicts, r.Proofs
+	relations := map[Relation]int{}
+	statuses := map[rules.Status]int{}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	header := false
+	for i, vd := range vs {
+		relations[vd.Relation]++
+		statuses[proofs[i].Status]++
+		short := vd.Relation == Missed || proofs[i].Status != verify.Proved
+		if !all && !short {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(tw, "RULE\tOURS\tPROOF\tTEXT")
+			header = true
+		}
+		proof := string(proofs[i].Status)
+		if proofs[i].Reason != "" {
+			proof += " (" + proofs[i].Reason + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", vd.Name, describeRelation(vd, r.Ours), proof, vd.Text)
+	}
+	tw.Flush()
+	n := len(vs)
+	pct := func(k int) string { return fmt.Sprintf("%d (%.1f%%)", k, 100*float64(k)/float64(max(n, 1))) }
+	fmt.Fprintf(w, "%s: %d rules against %s (%d rules, %.12s)\n", path, n, v.Tag, v.Rules, v.Hash)
+	for _, s := range r.Skipped {
+		fmt.Fprintf(w, "  not imported: %s\n", s)
+	}
+	fmt.Fprintf(w, "  contained %s, implied %s, missed %s", pct(relations[Contained]), pct(relations[Implied]), pct(relations[Missed]))
+	if k := relations[Trivial]; k > 0 {
+		fmt.Fprintf(w, ", trivial (both sides equal) %s", pct(k))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  our verifier: proved %s, unknown %s, refuted %s\n", pct(statuses[verify.Proved]), pct(statuses[verify.Unknown]), pct(statuses[verify.Refuted]))
+	fmt.Fprintf(w, "  rewrite search %s, verification %s\n", r.Searched.Round(time.Millisecond), r.Verified.Round(time.Millisecond))
+}
+
+// describeRelation names the version's rules an implying sequence uses, by
+// store id; "~" marks a rule used target to source.
+func describeRelation(vd Verdict, ours []store.Rule) string {
+	if vd.Relation != Implied {
+		return string(vd.Relation)
+	}
+	ids := make([]string, len(vd.Steps))
+	for i, s := range vd.Steps {
+		ids[i] = fmt.Sprint(ours[s.Rule].ID)
+		if s.Reversed {
+			ids[i] = "~" + ids[i]
+		}
+	}
+	return fmt.Sprintf("implied by %s", strings.Join(ids, ","))
 }

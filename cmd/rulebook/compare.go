@@ -2,9 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -80,61 +77,6 @@ func runCompare(cmd *cobra.Command, db *store.Store, path string, o compareOptio
 	if err != nil {
 		return err
 	}
-	printComparison(cmd.OutOrStdout(), path, r, o.all)
-	fmt.Fprintf(cmd.OutOrStdout(), "  rewrite search %s, verification %s\n", r.Searched.Round(time.Millisecond), r.Verified.Round(time.Millisecond))
+	r.WriteText(cmd.OutOrStdout(), path, o.all)
 	return nil
-}
-
-func printComparison(w io.Writer, path string, r *compare.Report, all bool) {
-	v, vs, proofs := r.Version, r.Verdicts, r.Proofs
-	relations := map[compare.Relation]int{}
-	statuses := map[rules.Status]int{}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	header := false
-	for i, vd := range vs {
-		relations[vd.Relation]++
-		statuses[proofs[i].Status]++
-		short := vd.Relation == compare.Missed || proofs[i].Status != verify.Proved
-		if !all && !short {
-			continue
-		}
-		if !header {
-			fmt.Fprintln(tw, "RULE\tOURS\tPROOF\tTEXT")
-			header = true
-		}
-		proof := string(proofs[i].Status)
-		if proofs[i].Reason != "" {
-			proof += " (" + proofs[i].Reason + ")"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", vd.Name, describeRelation(vd, r.Ours), proof, vd.Text)
-	}
-	tw.Flush()
-	n := len(vs)
-	pct := func(k int) string { return fmt.Sprintf("%d (%.1f%%)", k, 100*float64(k)/float64(max(n, 1))) }
-	fmt.Fprintf(w, "%s: %d rules against %s (%d rules, %.12s)\n", path, n, v.Tag, v.Rules, v.Hash)
-	for _, s := range r.Skipped {
-		fmt.Fprintf(w, "  not imported: %s\n", s)
-	}
-	fmt.Fprintf(w, "  contained %s, implied %s, missed %s", pct(relations[compare.Contained]), pct(relations[compare.Implied]), pct(relations[compare.Missed]))
-	if k := relations[compare.Trivial]; k > 0 {
-		fmt.Fprintf(w, ", trivial (both sides equal) %s", pct(k))
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintf(w, "  our verifier: proved %s, unknown %s, refuted %s\n", pct(statuses[verify.Proved]), pct(statuses[verify.Unknown]), pct(statuses[verify.Refuted]))
-}
-
-// describeRelation names the version's rules an implying sequence uses, by
-// store id; "~" marks a rule used target to source.
-func describeRelation(vd compare.Verdict, ours []store.Rule) string {
-	if vd.Relation != compare.Implied {
-		return string(vd.Relation)
-	}
-	ids := make([]string, len(vd.Steps))
-	for i, s := range vd.Steps {
-		ids[i] = fmt.Sprint(ours[s.Rule].ID)
-		if s.Reversed {
-			ids[i] = "~" + ids[i]
-		}
-	}
-	return fmt.Sprintf("implied by %s", strings.Join(ids, ","))
 }
