@@ -4,10 +4,13 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"sort"
+	"strings"
 
 	"rulebook/store"
 )
@@ -163,6 +166,64 @@ func (r *Report) WriteFile(path string) error {
 		return fmt.Errorf("write the report %s: %w", path, err)
 	}
 	return nil
+}
+
+// WriteText summarises the report for a terminal: the rules and costs,
+// the search, the rules applied, the operators whose cost changed, the
+// opaque operators, and the confirmation and side-by-side runs if any.
+func (r *Report) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "rules %s (%.12s, %d rules); %s cost %.3f ms -> %.3f ms (%.2fx)\n",
+		r.Rules.Version, r.Rules.Hash, r.Rules.Count, r.CostModel, r.Before, r.After, r.Speedup)
+	fmt.Fprintf(w, "search: %d graphs expanded, %d seen, %.1fs, stopped: %s\n", r.Search.Explored, r.Search.Seen, r.Search.Seconds, r.Search.Stopped)
+	for _, a := range r.Applied {
+		fmt.Fprintf(w, "  %3d× %s\n", a.Count, a.Rule)
+	}
+	writeChanges(w, r.ByOperator)
+	var opaque []string
+	for op, n := range r.Opaque {
+		opaque = append(opaque, fmt.Sprintf("%s ×%d", op, n))
+	}
+	sort.Strings(opaque)
+	if len(opaque) > 0 {
+		fmt.Fprintf(w, "opaque (rules do not cross): %s\n", strings.Join(opaque, ", "))
+	}
+	if r.Unshaped > 0 {
+		fmt.Fprintf(w, "%d rules left out: they record no shapes, so the ranks they hold at are unknown\n", r.Unshaped)
+	}
+	writeConfirmation(w, r.Confirmed, r.Before)
+	if m := r.Measured; m != nil {
+		fmt.Fprintf(w, "measured (CPU runtime, %d runs each): original %.3f ms, rewritten %.3f ms (%.2fx); outputs differ by %.2g at most (relative)\n",
+			m.Runs, m.Original, m.Optimized, m.Speedup, m.MaxRelDiff)
+	}
+}
+
+// writeChanges lists the operators whose cost the rewrite changed.
+func writeChanges(w io.Writer, ops []OperatorChange) {
+	header := "cost by operator, where it changed:"
+	for _, c := range ops {
+		if c.NodesBefore != c.NodesAfter || math.Abs(c.Before-c.After) >= 0.0005 {
+			if header != "" {
+				fmt.Fprintln(w, header)
+				header = ""
+			}
+			fmt.Fprintf(w, "  %-14s %4d nodes %9.3f ms -> %4d nodes %9.3f ms\n", c.Operator, c.NodesBefore, c.Before, c.NodesAfter, c.After)
+		}
+	}
+}
+
+// writeConfirmation says whether a measured gain held when timed again.
+func writeConfirmation(w io.Writer, c *ConfirmedGain, before float64) {
+	switch {
+	case c == nil:
+	case c.Error != "":
+		fmt.Fprintf(w, "the rewrite could not be timed again (%s), so the model is written without it\n", c.Error)
+	case c.Held:
+		fmt.Fprintf(w, "timed again side by side (%d rounds): the operators the rewrite removed take %.3f ms, those it added %.3f ms; it holds, a gain of %.1f%% of the model\n",
+			c.Rounds, c.Removed, c.Added, 100*(c.Removed-c.Added)/before)
+	default:
+		fmt.Fprintf(w, "timed again side by side (%d rounds): the operators the rewrite removed take %.3f ms, those it added %.3f ms; the gain does not hold, so the model is written without rewrites\n",
+			c.Rounds, c.Removed, c.Added)
+	}
 }
 
 // Optimization is the report as the store records it for 'rulebook

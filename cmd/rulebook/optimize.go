@@ -6,7 +6,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -259,29 +258,7 @@ func loadRuleSet(cmd *cobra.Command, ref string) (*optimizer.RuleSet, error) {
 }
 
 func printOptimization(w io.Writer, r *optimizer.Report, output string, rec *optimizer.Recording) {
-	fmt.Fprintf(w, "rules %s (%.12s, %d rules); %s cost %.3f ms -> %.3f ms (%.2fx)\n",
-		r.Rules.Version, r.Rules.Hash, r.Rules.Count, r.CostModel, r.Before, r.After, r.Speedup)
-	fmt.Fprintf(w, "search: %d graphs expanded, %d seen, %.1fs, stopped: %s\n", r.Search.Explored, r.Search.Seen, r.Search.Seconds, r.Search.Stopped)
-	for _, a := range r.Applied {
-		fmt.Fprintf(w, "  %3d× %s\n", a.Count, a.Rule)
-	}
-	printChanges(w, r.ByOperator)
-	var opaque []string
-	for op, n := range r.Opaque {
-		opaque = append(opaque, fmt.Sprintf("%s ×%d", op, n))
-	}
-	sort.Strings(opaque)
-	if len(opaque) > 0 {
-		fmt.Fprintf(w, "opaque (rules do not cross): %s\n", strings.Join(opaque, ", "))
-	}
-	if r.Unshaped > 0 {
-		fmt.Fprintf(w, "%d rules left out: they record no shapes, so the ranks they hold at are unknown\n", r.Unshaped)
-	}
-	printConfirmation(w, r.Confirmed, r.Before)
-	if m := r.Measured; m != nil {
-		fmt.Fprintf(w, "measured (CPU runtime, %d runs each): original %.3f ms, rewritten %.3f ms (%.2fx); outputs differ by %.2g at most (relative)\n",
-			m.Runs, m.Original, m.Optimized, m.Speedup, m.MaxRelDiff)
-	}
+	r.WriteText(w)
 	if rec.Recorded() {
 		fmt.Fprintf(w, "recorded as run %d", rec.RunID)
 		if n := rec.Costs.Timed(); n > 0 {
@@ -290,33 +267,4 @@ func printOptimization(w io.Writer, r *optimizer.Report, output string, rec *opt
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "wrote %s\n", output)
-}
-
-// printChanges lists the operators whose cost the rewrite changed.
-func printChanges(w io.Writer, ops []optimizer.OperatorChange) {
-	header := "cost by operator, where it changed:"
-	for _, c := range ops {
-		if c.NodesBefore != c.NodesAfter || math.Abs(c.Before-c.After) >= 0.0005 {
-			if header != "" {
-				fmt.Fprintln(w, header)
-				header = ""
-			}
-			fmt.Fprintf(w, "  %-14s %4d nodes %9.3f ms -> %4d nodes %9.3f ms\n", c.Operator, c.NodesBefore, c.Before, c.NodesAfter, c.After)
-		}
-	}
-}
-
-// printConfirmation says whether a measured gain held when timed again.
-func printConfirmation(w io.Writer, c *optimizer.ConfirmedGain, before float64) {
-	switch {
-	case c == nil:
-	case c.Error != "":
-		fmt.Fprintf(w, "the rewrite could not be timed again (%s), so the model is written without it\n", c.Error)
-	case c.Held:
-		fmt.Fprintf(w, "timed again side by side (%d rounds): the operators the rewrite removed take %.3f ms, those it added %.3f ms; it holds, a gain of %.1f%% of the model\n",
-			c.Rounds, c.Removed, c.Added, 100*(c.Removed-c.Added)/before)
-	default:
-		fmt.Fprintf(w, "timed again side by side (%d rounds): the operators the rewrite removed take %.3f ms, those it added %.3f ms; the gain does not hold, so the model is written without rewrites\n",
-			c.Rounds, c.Removed, c.Added)
-	}
 }
