@@ -1,9 +1,8 @@
 package main
 
 import (
-	"bytes"
+	"errors"
 	"fmt"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -70,7 +69,11 @@ func newShowCmd() *cobra.Command {
 		Args:    cobra.ExactArgs(1),
 		RunE: withRule(func(cmd *cobra.Command, _ *store.Store, r store.Rule) error {
 			if svg != "" {
-				return drawRule(r, svg)
+				err := exchange.WriteSVG(svg, rules.Default(), []rules.Text{r.Text})
+				if errors.Is(err, exchange.ErrNoDot) {
+					return fmt.Errorf("--svg needs Graphviz's dot on the PATH (apt-get install graphviz)")
+				}
+				return err
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "rule %d (%s)\n", r.ID, r.Hash)
@@ -89,24 +92,6 @@ func newShowCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&svg, "svg", "", "draw the rule into this SVG file with Graphviz's dot")
 	return cmd
-}
-
-// drawRule renders a rule with dot, which must be on the PATH.
-func drawRule(r store.Rule, path string) error {
-	dot, err := exec.LookPath("dot")
-	if err != nil {
-		return fmt.Errorf("--svg needs Graphviz's dot on the PATH (apt-get install graphviz)")
-	}
-	var src bytes.Buffer
-	if err := exchange.WriteDot(&src, rules.Default(), []rules.Text{r.Text}); err != nil {
-		return err
-	}
-	c := exec.Command(dot, "-Tsvg", "-o", path)
-	c.Stdin = &src
-	if out, err := c.CombinedOutput(); err != nil {
-		return fmt.Errorf("dot: %v: %s", err, out)
-	}
-	return nil
 }
 
 // withStore runs fn with the database opened (and closed after).

@@ -6,7 +6,6 @@ import (
 	"io"
 	"runtime"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -157,12 +156,7 @@ func newWhyCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			comments := map[string]string{}
-			for _, line := range strings.Split(set.Text, "\n") {
-				if f := strings.SplitN(line, "\t", 3); len(f) == 3 {
-					comments[f[0]] = f[1]
-				}
-			}
+			comments := set.Comments()
 			fmt.Fprintf(out, "the proof uses %d axioms:\n", len(p.Core))
 			for _, name := range p.Core {
 				fmt.Fprintf(out, "  %-28s %s\n", name, comments[name])

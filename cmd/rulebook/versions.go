@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -76,7 +75,7 @@ canonical text.`,
 				return err
 			}
 			out := cmd.OutOrStdout()
-			added, removed := setDiff(rb, ra), setDiff(ra, rb)
+			added, removed := store.DiffTexts(ra, rb)
 			fmt.Fprintf(out, "%s (%.12s, %d rules) -> %s (%.12s, %d rules): %d added, %d removed\n",
 				a.Tag, a.Hash, a.Rules, b.Tag, b.Hash, b.Rules, len(added), len(removed))
 			for _, r := range added {
@@ -88,15 +87,4 @@ canonical text.`,
 			return nil
 		}),
 	}
-}
-
-// setDiff lists the sorted texts of a that b lacks.
-func setDiff(a, b []string) []string {
-	var out []string
-	for _, x := range a {
-		if _, found := slices.BinarySearch(b, x); !found {
-			out = append(out, x)
-		}
-	}
-	return out
 }
