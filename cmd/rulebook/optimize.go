@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -11,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"rulebook/internal/progress"
-	"rulebook/onnx"
 	"rulebook/optimizer"
 	"rulebook/runtime"
 	"rulebook/store"
@@ -188,35 +188,10 @@ func openRecording(cmd *cobra.Command, model string, o optimizeOptions) (*optimi
 	return rec, func() { db.Close() }, nil
 }
 
-// optimizeAndWrite searches, writes the rewritten model and the report,
-// and returns the report with what the user should be warned of.
+// optimizeAndWrite searches with the chosen cost model, drawing the best
+// cost as it improves, writes the rewritten model and the report, and
+// returns the report with what the user should be warned of.
 func optimizeAndWrite(cmd *cobra.Command, path string, o optimizeOptions, rs *optimizer.RuleSet, rt *runtime.Model, g *optimizer.Graph, rec *optimizer.Recording) (*optimizer.Report, []string, error) {
-	ctx := cmd.Context()
-	res, warnings, err := search(cmd, g, rs, o, rec)
-	if err != nil {
-		return nil, warnings, err
-	}
-	out, err := res.Graph.ToONNX()
-	if err != nil {
-		return nil, warnings, err
-	}
-	var measured *optimizer.SideBySide
-	if o.compare > 0 {
-		if measured, err = optimizer.MeasureSideBySide(ctx, rt, out, o.compare, o.threads, o.seed); err != nil {
-			return nil, warnings, fmt.Errorf("--compare: %w", err)
-		}
-	}
-	if err := onnx.WriteModel(o.output, out); err != nil {
-		return nil, warnings, err
-	}
-	rep := optimizer.NewReport(path, o.cost, rs, g, res, measured)
-	rep.Device = rec.Device
-	return rep, warnings, rep.WriteFile(o.report)
-}
-
-// search runs the optimizer with the chosen cost model, drawing the best
-// cost as it improves.
-func search(cmd *cobra.Command, g *optimizer.Graph, rs *optimizer.RuleSet, o optimizeOptions, rec *optimizer.Recording) (*optimizer.Result, []string, error) {
 	opt := o.opt
 	opt.MemoryLimit = o.memoryMiB << 20
 	var measured *optimizer.Measured
@@ -231,13 +206,18 @@ func search(cmd *cobra.Command, g *optimizer.Graph, rs *optimizer.RuleSet, o opt
 	opt.Progress = func(p optimizer.Progress) {
 		bar.Status(fmt.Sprintf("search %5.1fs, best %.3f ms", p.Elapsed.Seconds(), p.Best), int64(p.Explored), int64(opt.Budget))
 	}
-	res, err := optimizer.Optimize(cmd.Context(), g, rs, opt)
+	job := optimizer.Job{Path: path, Runtime: rt, Graph: g, Rules: rs, Options: opt, CostModel: o.cost, Device: rec.Device,
+		Output: o.output, Report: o.report, Compare: o.compare, Threads: o.threads, Seed: o.seed}
+	rep, err := job.Run(cmd.Context())
 	bar.Finish()
+	if sbs := (*optimizer.SideBySideError)(nil); errors.As(err, &sbs) {
+		err = fmt.Errorf("--compare: %w", sbs.Err)
+	}
 	var warnings []string
 	if measured != nil && measured.Err() != nil {
 		warnings = append(warnings, fmt.Sprintf("some nodes could not be timed and were priced analytically: %v", measured.Err()))
 	}
-	return res, warnings, err
+	return rep, warnings, err
 }
 
 // loadRuleSet takes a bundle file when the reference names one, else a

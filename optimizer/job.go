@@ -1,0 +1,64 @@
+package optimizer
+
+import (
+	"context"
+
+	"rulebook/onnx"
+	"rulebook/runtime"
+)
+
+// Job is one optimization of a model file, as 'rulebook optimize' runs
+// it: the search, the rewritten model and its report written out, and,
+// if asked, both models timed side by side.
+type Job struct {
+	Path    string         // the model file, as the report names it
+	Runtime *runtime.Model // the model as the runtime loaded it (LoadModel)
+	Graph   *Graph         // the model mapped onto the registry (LoadModel)
+	Rules   *RuleSet
+	Options Options
+	// CostModel and Device are how the report names Options.Cost
+	// ("analytic" or "measured") and what it and the side-by-side runs
+	// ran on.
+	CostModel, Device string
+	// Output and Report are the files the rewritten model and the JSON
+	// report go to.
+	Output, Report string
+	// Compare, when positive, times both models that many runs each after
+	// the search, with Threads CPU threads, on inputs drawn from Seed (see
+	// MeasureSideBySide).
+	Compare, Threads int
+	Seed             uint64
+}
+
+// SideBySideError is a failure to time the rewritten model against the
+// original.
+type SideBySideError struct{ Err error }
+
+func (e *SideBySideError) Error() string { return "side by side: " + e.Err.Error() }
+func (e *SideBySideError) Unwrap() error { return e.Err }
+
+// Run searches, times both models if asked (a failure there is a
+// *SideBySideError), writes the rewritten model and the report, and
+// returns the report.
+func (j *Job) Run(ctx context.Context) (*Report, error) {
+	res, err := Optimize(ctx, j.Graph, j.Rules, j.Options)
+	if err != nil {
+		return nil, err
+	}
+	out, err := res.Graph.ToONNX()
+	if err != nil {
+		return nil, err
+	}
+	var measured *SideBySide
+	if j.Compare > 0 {
+		if measured, err = MeasureSideBySide(ctx, j.Runtime, out, j.Compare, j.Threads, j.Seed); err != nil {
+			return nil, &SideBySideError{err}
+		}
+	}
+	if err := onnx.WriteModel(j.Output, out); err != nil {
+		return nil, err
+	}
+	rep := NewReport(j.Path, j.CostModel, j.Rules, j.Graph, res, measured)
+	rep.Device = j.Device
+	return rep, rep.WriteFile(j.Report)
+}
