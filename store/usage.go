@@ -32,8 +32,9 @@ type Optimization struct {
 
 // Usage is how often the latest optimization of a model applied a rule.
 type Usage struct {
-	Rule, Model string
-	Count       int
+	Rule  string `json:"rule"`
+	Model string `json:"model"`
+	Count int    `json:"count"`
 }
 
 // RecordOptimization stores o and its rule uses in one transaction and

@@ -109,19 +109,12 @@ func writeUsageCSV(w io.Writer, uses []store.Usage) error {
 	return cw.Error()
 }
 
-type usageJSON struct {
-	Rule  string `json:"rule"`
-	Model string `json:"model"`
-	Count int    `json:"count"`
-}
-
 func writeUsageJSON(w io.Writer, uses []store.Usage) error {
-	out := make([]usageJSON, len(uses)) // [] rather than null when empty
-	for i, u := range uses {
-		out[i] = usageJSON(u)
+	if uses == nil {
+		uses = []store.Usage{} // [] rather than null
 	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false) // rules read "=>", not "=\u003e"
 	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return enc.Encode(uses)
 }

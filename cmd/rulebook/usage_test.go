@@ -133,11 +133,14 @@ func TestUsageCSVAndJSON(t *testing.T) {
 	}
 	out, err := run(ctx, "usage", "--format", "json", "--db", db)
 	must(t, err)
-	var got []usageJSON
+	var got []store.Usage
 	must(t, json.Unmarshal([]byte(out), &got))
-	want := []usageJSON{
-		{ruleComm, "bert.onnx", 5}, {ruleComm, "resnet50.onnx", 9}, {ruleComm, "squeezenet.onnx", 3},
-		{ruleSplit, "resnet50.onnx", 2}, {ruleSplit, "squeezenet.onnx", 4}, {ruleRelu, "resnet50.onnx", 1},
+	use := func(rule, model string, count int) store.Usage {
+		return store.Usage{Rule: rule, Model: model, Count: count}
+	}
+	want := []store.Usage{
+		use(ruleComm, "bert.onnx", 5), use(ruleComm, "resnet50.onnx", 9), use(ruleComm, "squeezenet.onnx", 3),
+		use(ruleSplit, "resnet50.onnx", 2), use(ruleSplit, "squeezenet.onnx", 4), use(ruleRelu, "resnet50.onnx", 1),
 	}
 	if !reflect.DeepEqual(got, want) || !strings.Contains(out, `"rule": "(ewadd ?a ?b) => (ewadd ?b ?a)"`) {
 		t.Errorf("json:\n%s", out)
