@@ -34,3 +34,7 @@
 (assert (! (forall ((a Int) (k Int) (s Int) (p Int) (x Tensor) (y Tensor)) (=> (or (= a 0) (= a 1)) (= (concat a (pool_max k s p x) (pool_max k s p y)) (pool_max k s p (concat a x y))))) :named concat-pool-max))
 ; transposing a row concat gives a column concat of transposes
 (assert (! (forall ((x Tensor) (y Tensor)) (= (concat 1 (transpose x) (transpose y)) (transpose (concat 0 x y)))) :named concat-transpose))
+; transposing a column concat gives a row concat of transposes (added: the mirror of concat-transpose, which E-matching cannot derive through transpose-involution)
+(assert (! (forall ((x Tensor) (y Tensor)) (= (concat 0 (transpose x) (transpose y)) (transpose (concat 1 x y)))) :named concat-transpose-rows))
+; enlarging commutes with concat on output channels (added: kernels concatenated before or after padding)
+(assert (! (forall ((k Int) (x Tensor) (y Tensor)) (= (concat 0 (enlarge k x) (enlarge k y)) (enlarge k (concat 0 x y)))) :named concat-enlarge))

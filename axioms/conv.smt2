@@ -14,3 +14,11 @@
 (assert (! (forall ((c Int) (g Int) (k Int) (x Tensor) (y Tensor)) (= (conv2d 1 padding.same c g x y) (conv2d 1 padding.same c g x (enlarge k y)))) :named conv-enlarge))
 ; relu activation is relu applied to the convolution
 (assert (! (forall ((s Int) (p Int) (g Int) (x Tensor) (y Tensor)) (= (conv2d s p activation.relu g x y) (relu (conv2d s p activation.none g x y)))) :named conv-relu))
+; enlarging commutes with relu, since relu keeps the padding's zeros (added: relu of an enlarged kernel)
+(assert (! (forall ((k Int) (x Tensor)) (= (relu (enlarge k x)) (enlarge k (relu x)))) :named enlarge-relu))
+; enlarging commutes with ewadd (added: sums of enlarged kernels)
+(assert (! (forall ((k Int) (x Tensor) (y Tensor)) (= (ewadd (enlarge k x) (enlarge k y)) (enlarge k (ewadd x y)))) :named enlarge-ewadd))
+; enlarging commutes with ewmul, since a product with padding is padding (added: products of enlarged kernels)
+(assert (! (forall ((k Int) (x Tensor) (y Tensor)) (= (ewmul (enlarge k x) (enlarge k y)) (enlarge k (ewmul x y)))) :named enlarge-ewmul))
+; enlarging commutes with scalar multiplication (added: scaled enlarged kernels)
+(assert (! (forall ((k Int) (x Tensor) (w Tensor)) (= (smul (enlarge k x) w) (enlarge k (smul x w)))) :named enlarge-smul))

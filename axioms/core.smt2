@@ -30,3 +30,5 @@
 (assert (! (forall ((x Tensor)) (= (relu (relu x)) (relu x))) :named relu-idempotent))
 ; x·relu(x) equals relu(x)·relu(x) (added: products with relu of a factor)
 (assert (! (forall ((x Tensor)) (= (ewmul x (relu x)) (ewmul (relu x) (relu x)))) :named relu-square))
+; smul is associative (TASO Table 2.2: two scalars meet in smul(y, w))
+(assert (! (forall ((x Tensor) (y Tensor) (w Tensor)) (= (smul (smul x y) w) (smul x (smul y w)))) :named smul-assoc))

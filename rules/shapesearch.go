@@ -57,6 +57,30 @@ type shapeSearch struct {
 	assigned  []bool
 	in        []Shape
 	out       [2][][]Shape
+	// perInput, when set, replaces inputs with a list for each input.
+	perInput [][]Shape
+	// visit, when set, is called for every assignment under which both
+	// sides type-check, until it returns false; the search then reports
+	// false so that it goes on to the next assignment.
+	visit func() bool
+	// stopped is set once visit returned false or steps ran out.
+	stopped  bool
+	steps    int
+	maxSteps int // 0: no limit
+}
+
+// EachShapes calls visit with r.InputShapes and the constants' ConstShape
+// set, for each assignment of input shapes (input i takes one of
+// candidates[i]; constants one of constants by operator name) under which
+// both sides type-check and agree on output shapes, in the order of the
+// candidates, until visit returns false or maxSteps nodes have been shaped.
+// It leaves r's shapes as the last visit saw them; a caller that needs the
+// original ones restores them.
+func (r *Rule) EachShapes(candidates [][]Shape, constants map[string][]Shape, maxSteps int, visit func() bool) {
+	s := &shapeSearch{r: r, perInput: candidates, constants: constants, visit: visit, maxSteps: maxSteps,
+		assigned: make([]bool, r.NumInputs), in: make([]Shape, r.NumInputs),
+		out: [2][][]Shape{make([][]Shape, len(r.Src.Nodes)), make([][]Shape, len(r.Dst.Nodes))}}
+	s.node(0, 0)
 }
 
 func (s *shapeSearch) graph(side int) *Graph {
@@ -75,6 +99,12 @@ func (s *shapeSearch) shapeOf(side int, v Value) Shape {
 
 // node shapes node j of a side and everything after it.
 func (s *shapeSearch) node(side, j int) bool {
+	if s.steps++; s.maxSteps > 0 && s.steps > s.maxSteps {
+		s.stopped = true
+	}
+	if s.stopped {
+		return false
+	}
 	if j == len(s.graph(side).Nodes) {
 		if side == 0 {
 			return s.node(1, 0)
@@ -114,7 +144,14 @@ func (s *shapeSearch) node(side, j int) bool {
 func (s *shapeSearch) assign(i, side, j int) bool {
 	s.assigned[i] = true
 	defer func() { s.assigned[i] = false }()
-	for _, sh := range s.inputs {
+	candidates := s.inputs
+	if s.perInput != nil {
+		candidates = s.perInput[i]
+	}
+	for _, sh := range candidates {
+		if s.stopped {
+			return false
+		}
 		s.in[i] = sh
 		if s.node(side, j) {
 			return true
@@ -130,9 +167,33 @@ func (s *shapeSearch) outputsAgree() bool {
 		}
 	}
 	for i, ok := range s.assigned {
-		if !ok && len(s.inputs) > 0 {
-			s.in[i] = s.inputs[0] // an input neither side reads
+		switch {
+		case ok:
+		case s.perInput != nil:
+			s.in[i] = s.perInput[i][0] // an input neither side reads
+		case len(s.inputs) > 0:
+			s.in[i] = s.inputs[0]
 		}
 	}
-	return true
+	if s.visit == nil {
+		return true
+	}
+	s.setConstShapes()
+	s.r.InputShapes = s.in
+	if !s.visit() {
+		s.stopped = true
+	}
+	return false
+}
+
+// setConstShapes records the shapes the search gave the constants.
+func (s *shapeSearch) setConstShapes() {
+	for side, g := range []*Graph{&s.r.Src, &s.r.Dst} {
+		for j := range g.Nodes {
+			if n := &g.Nodes[j]; n.Op.IsConstant() {
+				cs := s.out[side][j][0]
+				n.ConstShape = &cs
+			}
+		}
+	}
 }

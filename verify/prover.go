@@ -23,6 +23,12 @@ const (
 
 // Reasons for an unknown outcome.
 const (
+	// ReasonBudget: Z3 spent the rule's resource budget. This is the
+	// everyday reason, and it is reproducible.
+	ReasonBudget = "budget"
+	// ReasonTimeout: the wall-clock safety net stopped Z3 first. Such a
+	// verdict depends on the machine; raise the safety net or lower the
+	// budget.
 	ReasonTimeout     = "timeout"
 	ReasonNotEntailed = "not entailed"
 )
@@ -35,6 +41,18 @@ type Result struct {
 	// Core names the axioms the proof used (proved only).
 	Core    []string
 	Elapsed time.Duration
+	// Units is how many of Z3's resource units the search spent.
+	Units uint64
+}
+
+// Budget bounds the proof search for one rule.
+type Budget struct {
+	// Units is Z3's resource limit (rlimit) for the rule, all phases
+	// together: a count of Z3's basic steps, independent of the machine.
+	Units uint64
+	// WallClock stops a search that the budget somehow does not, so that
+	// nothing hangs. A verdict it decides is marked "timeout".
+	WallClock time.Duration
 }
 
 // prover is one Z3 context with the registry's declarations and the axioms
@@ -137,33 +155,50 @@ func (p *prover) terms(g *rules.Graph, inputs []z3.AST) ([]z3.AST, error) {
 }
 
 // prove decides one rule. It first tries E-matching alone, which proves
-// most rules in milliseconds and gives up quickly on the rest, then model-
-// based instantiation within timeout, which finds the deeper derivations
-// (through transpose, say) at a higher price.
-func (p *prover) prove(ctx context.Context, r *rules.Rule, timeout time.Duration) (Result, error) {
+// most rules in a few thousand resource units and gives up quickly on the
+// rest, then model-based instantiation with what is left of the budget,
+// which finds the deeper derivations (through transpose, say) at a higher
+// price. The budget is Z3's resource count, so the verdict is the same on
+// any machine under any load; the wall clock is only a safety net.
+func (p *prover) prove(ctx context.Context, r *rules.Rule, b Budget) (Result, error) {
 	start := time.Now()
 	goal, err := p.goal(r)
 	if err != nil {
 		return Result{}, err
 	}
 	var res Result
+	spent := uint64(0) // Z3 counts the context's resource units cumulatively
 	for _, mbqi := range []bool{false, true} {
-		res, err = p.check(ctx, goal, timeout-time.Since(start), mbqi)
-		if err != nil || res.Status == Proved || time.Since(start) >= timeout {
+		lim := phaseLimits{units: b.Units - spent, wall: b.WallClock - time.Since(start)}
+		res, spent, err = p.check(ctx, goal, lim, mbqi)
+		if err != nil || res.Status == Proved || spent >= b.Units || time.Since(start) >= b.WallClock {
 			break
 		}
 	}
-	res.Elapsed = time.Since(start)
-	if res.Status == Unknown && res.Reason != ReasonNotEntailed && res.Elapsed >= timeout {
+	res.Elapsed, res.Units = time.Since(start), spent
+	switch {
+	case res.Status != Unknown || res.Reason == ReasonNotEntailed:
+	case res.Elapsed >= b.WallClock:
 		res.Reason = ReasonTimeout
+	case spent >= b.Units:
+		res.Reason = ReasonBudget
 	}
 	return res, err
 }
 
-func (p *prover) check(ctx context.Context, goal z3.AST, timeout time.Duration, mbqi bool) (Result, error) {
+// phaseLimits bounds one Check.
+type phaseLimits struct {
+	units uint64
+	wall  time.Duration
+}
+
+// check runs one Check within lim and reports the resource units the
+// context has spent so far, this Check included.
+func (p *prover) check(ctx context.Context, goal z3.AST, lim phaseLimits, mbqi bool) (Result, uint64, error) {
 	s := p.ctx.NewSolver()
 	defer s.Close()
-	s.SetTimeout(max(timeout, time.Millisecond))
+	s.SetResourceLimit(max(lim.units, 1))
+	s.SetTimeout(max(lim.wall, time.Millisecond))
 	s.SetBool("smt.mbqi", mbqi)
 	s.SetBool("ctrl_c", false) // Ctrl-C is Go's: it cancels the context, which interrupts Z3
 	for i, a := range p.axioms {
@@ -171,17 +206,18 @@ func (p *prover) check(ctx context.Context, goal z3.AST, timeout time.Duration, 
 	}
 	s.Assert(goal)
 	res, err := s.Check(ctx)
+	used, _ := s.Statistic("rlimit count")
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			return Result{}, err
+			return Result{}, 0, err
 		}
-		return Result{}, fmt.Errorf("z3: %w", err)
+		return Result{}, 0, fmt.Errorf("z3: %w", err)
 	}
 	switch res {
 	case z3.Unsat:
-		return Result{Status: Proved, Core: s.UnsatCore()}, nil
+		return Result{Status: Proved, Core: s.UnsatCore()}, uint64(used), nil
 	case z3.Sat:
-		return Result{Status: Unknown, Reason: ReasonNotEntailed}, nil
+		return Result{Status: Unknown, Reason: ReasonNotEntailed}, uint64(used), nil
 	}
-	return Result{Status: Unknown, Reason: s.ReasonUnknown()}, nil
+	return Result{Status: Unknown, Reason: s.ReasonUnknown()}, uint64(used), nil
 }

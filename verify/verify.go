@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"os"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,7 +23,7 @@ import (
 type Config struct {
 	Registry *rules.Registry
 	Axioms   *axioms.Set
-	Timeout  time.Duration // per query
+	Budget   Budget // per rule; zero fields take DefaultBudget's
 	Workers  int
 	// Seed draws the inputs of the concrete test that looks for a
 	// counterexample when a rule is not proved.
@@ -34,6 +38,28 @@ type Job struct {
 	Rule *rules.Rule
 }
 
+// DefaultBudget is the budget a zero Config.Budget takes: enough resource
+// units for every proof of the ≤4-operator candidates with room to spare
+// (BENCHMARKS.md, "Verification budget"), and a wall clock that only a
+// machine many times slower than ours would reach.
+func DefaultBudget() Budget {
+	return Budget{Units: 4_000_000, WallClock: time.Minute}
+}
+
+func (b Budget) orDefault() Budget {
+	d := DefaultBudget()
+	if b.Units == 0 {
+		b.Units = d.Units
+	}
+	if b.WallClock <= 0 {
+		b.WallClock = d.WallClock
+	}
+	return b
+}
+
+// String names the budget as it is recorded with proofs and versions.
+func (b Budget) String() string { return fmt.Sprintf("rlimit %d", b.Units) }
+
 // SolverVersion is the Z3 version recorded with every result.
 func SolverVersion() string { return z3.Version() }
 
@@ -45,9 +71,7 @@ func Run(ctx context.Context, cfg Config, jobs []Job, emit func(Job, Result) err
 	if cfg.Workers < 1 {
 		cfg.Workers = runtime.GOMAXPROCS(0)
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 10 * time.Second
-	}
+	cfg.Budget = cfg.Budget.orDefault()
 	var next, done atomic.Int64
 	var mu sync.Mutex
 	var firstErr error
@@ -64,27 +88,15 @@ func Run(ctx context.Context, cfg Config, jobs []Job, emit func(Job, Result) err
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p, err := newProver(cfg.Registry, cfg.Axioms)
-			if err != nil {
-				fail(err)
-				return
-			}
-			defer func() { p.close() }()
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(jobs) {
 					return
 				}
-				res, err := decide(ctx, p, cfg, jobs[i].Rule)
+				res, err := decide(ctx, cfg, jobs[i].Rule)
 				if err != nil && ctx.Err() == nil {
-					// A Z3 failure on one rule makes it unknown, not the run
-					// failed; its context may keep the error, so start afresh.
+					// A Z3 failure on one rule makes it unknown, not the run failed.
 					res, err = Result{Status: Unknown, Reason: "z3 error: " + err.Error()}, nil
-					p.close()
-					if p, err = newProver(cfg.Registry, cfg.Axioms); err != nil {
-						fail(err)
-						return
-					}
 				}
 				if err != nil {
 					fail(fmt.Errorf("verify rule %d: %w", jobs[i].ID, err))
@@ -114,8 +126,20 @@ func Run(ctx context.Context, cfg Config, jobs []Job, emit func(Job, Result) err
 
 // decide proves a rule or, failing that, looks for a concrete
 // counterexample at the shapes it was found with.
-func decide(ctx context.Context, p *prover, cfg Config, r *rules.Rule) (Result, error) {
-	res, err := p.prove(ctx, r, cfg.Timeout)
+//
+// Every rule gets a fresh Z3 context: Z3's choices follow the order in
+// which terms were created, so a context shared with earlier rules would
+// make a verdict depend on which rules a worker happened to take before.
+func decide(ctx context.Context, cfg Config, r *rules.Rule) (Result, error) {
+	p, err := newProver(cfg.Registry, cfg.Axioms)
+	if err != nil {
+		return Result{}, err
+	}
+	defer p.close()
+	res, err := p.prove(ctx, r, cfg.Budget)
+	if os.Getenv("RB_DEBUG_UNITS") != "" {
+		fmt.Fprintf(os.Stderr, "UNITS\t%s\t%d\t%s\t%s\n", res.Status, res.Units, res.Elapsed, r.Format())
+	}
 	if err != nil || res.Status == Proved || len(r.InputShapes) == 0 {
 		return res, err
 	}
@@ -125,34 +149,161 @@ func decide(ctx context.Context, p *prover, cfg Config, r *rules.Rule) (Result, 
 	return res, nil
 }
 
-// counterexampleDraws is how many float draws the concrete test tries.
+// counterexampleDraws is how many float draws the concrete test tries at
+// the shapes a rule was found with.
 const counterexampleDraws = 16
 
-// Counterexample evaluates both sides on float64 draws at the rule's
-// recorded shapes and describes the first differing output element.
+// Counterexample evaluates both sides on float64 draws, first at the
+// rule's recorded shapes, then at other shapes of the same ranks under
+// which both sides type-check (OtherShapes), and describes the first
+// differing output element. The optimizer applies a rule wherever both
+// sides type-check, so a rule that holds only at the sizes the generator
+// happened to use (two operands of equal size, say) is false.
 func Counterexample(r *rules.Rule, seed uint64) (string, bool) {
 	in := fingerprint.Inputs{Seed: seed}
 	for d := 0; d < counterexampleDraws; d++ {
-		xs := make([]*rules.FloatTensor, r.NumInputs)
-		for i, s := range r.InputShapes {
-			xs[i] = in.Float(uint64(d), i, s)
+		if why, found := differs(r, in, uint64(d)); found {
+			return why, true
 		}
-		a, errA := rules.Evaluate(&r.Src, rules.FloatKernelOf, xs)
-		b, errB := rules.Evaluate(&r.Dst, rules.FloatKernelOf, xs)
-		if errA != nil || errB != nil {
-			return "", false
+	}
+	return OtherShapes(r, seed)
+}
+
+// Limits of the search over other shapes: random restarts, and nodes
+// shaped in each while looking for shapes under which both sides
+// type-check.
+const (
+	otherShapeTrials = 64
+	otherShapeSteps  = 4_000
+)
+
+// OtherShapes looks for a counterexample at input shapes other than the
+// recorded ones, with extents 1 to 5 at the recorded ranks: each trial
+// shuffles every input's candidate shapes (seeded, so the search is the
+// same on every run) and takes the first assignment under which both sides
+// type-check. The rule's recorded shapes are restored afterwards.
+func OtherShapes(r *rules.Rule, seed uint64) (string, bool) {
+	if len(r.InputShapes) != r.NumInputs {
+		return "", false
+	}
+	saved := saveShapes(r)
+	defer saved.restore(r)
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	in := fingerprint.Inputs{Seed: seed}
+	consts := constantShapes(r)
+	for range otherShapeTrials {
+		candidates := make([][]rules.Shape, r.NumInputs)
+		for i, s := range saved.inputs {
+			candidates[i] = shapesOfRank(s.Rank, rng)
 		}
-		for o := range a {
-			if !a[o].Shape.SameDims(b[o].Shape) {
-				return fmt.Sprintf("output %d has shape %s on the source but %s on the target", o, a[o].Shape, b[o].Shape), true
-			}
-			for k, x := range a[o].Data {
-				y := b[o].Data[k]
-				if math.Abs(x-y) > 1e-6*math.Max(1, math.Max(math.Abs(x), math.Abs(y))) {
-					return fmt.Sprintf("output %d element %d: source %.6g, target %.6g (float draw %d, seed %d)", o, k, x, y, d, seed), true
+		var why string
+		r.EachShapes(candidates, consts, otherShapeSteps, func() bool {
+			for _, stream := range []uint64{0, 1} { // uniform, one-signed
+				if w, found := differs(r, in, stream); found {
+					why = fmt.Sprintf("at %s: %s", shapeList(r.InputShapes), w)
+					break
 				}
+			}
+			return false // one assignment per trial
+		})
+		if why != "" {
+			return why, true
+		}
+	}
+	return "", false
+}
+
+// differs evaluates both sides on one float draw at r's current shapes.
+func differs(r *rules.Rule, in fingerprint.Inputs, stream uint64) (string, bool) {
+	xs := make([]*rules.FloatTensor, r.NumInputs)
+	for i, s := range r.InputShapes {
+		xs[i] = in.Float(stream, i, s)
+	}
+	a, errA := rules.Evaluate(&r.Src, rules.FloatKernelOf, xs)
+	b, errB := rules.Evaluate(&r.Dst, rules.FloatKernelOf, xs)
+	if errA != nil || errB != nil {
+		return "", false
+	}
+	for o := range a {
+		if !a[o].Shape.SameDims(b[o].Shape) {
+			return fmt.Sprintf("output %d has shape %s on the source but %s on the target", o, a[o].Shape, b[o].Shape), true
+		}
+		for k, x := range a[o].Data {
+			y := b[o].Data[k]
+			if math.Abs(x-y) > 1e-6*math.Max(1, math.Max(math.Abs(x), math.Abs(y))) {
+				return fmt.Sprintf("output %d element %d: source %.6g, target %.6g (float stream %d)", o, k, x, y, stream), true
 			}
 		}
 	}
 	return "", false
+}
+
+// shapesOfRank lists every shape of a rank with extents 1 to 5, shuffled.
+func shapesOfRank(rank int, rng *rand.Rand) []rules.Shape {
+	out := []rules.Shape{rules.NewShape()}
+	for range rank {
+		var next []rules.Shape
+		for _, s := range out {
+			for d := 1; d <= 5; d++ {
+				next = append(next, rules.NewShape(append(s.DimList(), d)...))
+			}
+		}
+		out = next
+	}
+	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+// constantShapes offers each constant the shapes of rank 4 (kernels) or 2
+// (the identity matrix) with extents 1 to 5 that its own shape rule takes.
+func constantShapes(r *rules.Rule) map[string][]rules.Shape {
+	out := map[string][]rules.Shape{}
+	for _, g := range []*rules.Graph{&r.Src, &r.Dst} {
+		for _, n := range g.Nodes {
+			if !n.Op.IsConstant() || n.ConstShape == nil || out[n.Op.Name] != nil {
+				continue
+			}
+			for _, s := range shapesOfRank(n.ConstShape.Rank, rand.New(rand.NewPCG(1, 1))) {
+				if _, err := n.Op.InferShapes(n.Params, []rules.Shape{s}); err == nil {
+					out[n.Op.Name] = append(out[n.Op.Name], s)
+				}
+			}
+		}
+	}
+	return out
+}
+
+func shapeList(shapes []rules.Shape) string {
+	parts := make([]string, len(shapes))
+	for i, s := range shapes {
+		parts[i] = fmt.Sprintf("?%c:%s", 'a'+i, s)
+	}
+	return strings.Join(parts, " ")
+}
+
+// savedShapes holds a rule's shapes while a search changes them.
+type savedShapes struct {
+	inputs []rules.Shape
+	consts []*rules.Shape
+}
+
+func saveShapes(r *rules.Rule) savedShapes {
+	s := savedShapes{inputs: slices.Clone(r.InputShapes)}
+	for _, g := range []*rules.Graph{&r.Src, &r.Dst} {
+		for _, n := range g.Nodes {
+			s.consts = append(s.consts, n.ConstShape)
+		}
+	}
+	return s
+}
+
+func (s savedShapes) restore(r *rules.Rule) {
+	r.InputShapes = s.inputs
+	k := 0
+	for _, g := range []*rules.Graph{&r.Src, &r.Dst} {
+		for j := range g.Nodes {
+			g.Nodes[j].ConstShape = s.consts[k]
+			k++
+		}
+	}
 }

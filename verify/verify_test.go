@@ -52,7 +52,7 @@ func runJobs(t *testing.T, cfg Config, jobs []Job) map[int64]Result {
 
 func TestProvesWithCore(t *testing.T) {
 	set := loadAxioms(t)
-	cfg := Config{Registry: rules.Default(), Axioms: set, Timeout: 5 * time.Second}
+	cfg := Config{Registry: rules.Default(), Axioms: set, Budget: Budget{WallClock: 5 * time.Second}}
 	res := runJobs(t, cfg, []Job{{ID: 1, Rule: parse(t, "(transpose (matmul ?a (transpose ?b))) => (matmul ?b (transpose ?a))", "")}})
 	r := res[1]
 	if r.Status != Proved {
@@ -71,7 +71,7 @@ func TestProvesWithCore(t *testing.T) {
 // busy; the query must stop at its timeout and come back unknown.
 func TestHardQueryEndsAtTimeout(t *testing.T) {
 	set := loadAxioms(t)
-	cfg := Config{Registry: rules.Default(), Axioms: set, Timeout: 300 * time.Millisecond}
+	cfg := Config{Registry: rules.Default(), Axioms: set, Budget: Budget{Units: 1 << 40, WallClock: 300 * time.Millisecond}}
 	start := time.Now()
 	res := runJobs(t, cfg, []Job{{ID: 1, Rule: parse(t, "(relu (ewmul ?a (relu ?b))) => (relu (ewmul ?b (relu ?a)))", "")}})
 	if r := res[1]; r.Status != Unknown || r.Reason != ReasonTimeout {
@@ -85,7 +85,7 @@ func TestHardQueryEndsAtTimeout(t *testing.T) {
 // TestFalseCandidatesAreNotProved injects the false rules issue 3 names.
 func TestFalseCandidatesAreNotProved(t *testing.T) {
 	set := loadAxioms(t)
-	cfg := Config{Registry: rules.Default(), Axioms: set, Timeout: 2 * time.Second, Seed: 3}
+	cfg := Config{Registry: rules.Default(), Axioms: set, Budget: Budget{WallClock: 2 * time.Second}, Seed: 3}
 	cases := []struct {
 		text, inputs string
 		want         rules.Status
@@ -128,7 +128,7 @@ func TestGeneratedCandidatesAreDecided(t *testing.T) {
 		}
 		jobs = append(jobs, Job{ID: int64(i), Rule: r})
 	}
-	res := runJobs(t, Config{Registry: rules.Default(), Axioms: loadAxioms(t), Timeout: 5 * time.Second, Seed: 11}, jobs)
+	res := runJobs(t, Config{Registry: rules.Default(), Axioms: loadAxioms(t), Budget: Budget{WallClock: 5 * time.Second}, Seed: 11}, jobs)
 	counts := map[rules.Status]int{}
 	for id, r := range res {
 		counts[r.Status]++

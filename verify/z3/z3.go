@@ -545,26 +545,64 @@ func (s *Solver) SetBool(name string, v bool) {
 // SetTimeout sets the solver's "timeout" parameter (milliseconds). d <= 0
 // removes the timeout.
 func (s *Solver) SetTimeout(d time.Duration) {
-	if !s.ready() {
-		return
-	}
 	ms := uint64(math.MaxUint32) // Z3's "no timeout"
 	if d > 0 {
 		ms = uint64((d + time.Millisecond - 1) / time.Millisecond)
-		if ms > math.MaxUint32 {
-			ms = math.MaxUint32
-		}
 	}
+	s.SetUint("timeout", ms)
+}
+
+// SetResourceLimit sets the solver's "rlimit" parameter: the number of
+// Z3's resource units (a count of its basic steps) one Check may spend
+// before it gives up with Unknown. Unlike a timeout it does not depend on
+// the machine or its load, so the same query under the same limit gets the
+// same answer everywhere. 0 removes the limit.
+func (s *Solver) SetResourceLimit(units uint64) { s.SetUint("rlimit", units) }
+
+// SetUint sets an unsigned solver parameter (Z3_solver_set_params). Values
+// above Z3's 32-bit range are clamped. An unknown name is reported by the
+// next Check.
+func (s *Solver) SetUint(name string, v uint64) {
+	if !s.ready() {
+		return
+	}
+	v = min(v, math.MaxUint32)
 	ctx := s.c.ctx
 	s.c.reset()
 	p := C.Z3_mk_params(ctx)
 	C.Z3_params_inc_ref(ctx, p)
 	defer C.Z3_params_dec_ref(ctx, p)
-	C.Z3_params_set_uint(ctx, p, s.c.symbol("timeout"), C.uint(ms))
+	C.Z3_params_set_uint(ctx, p, s.c.symbol(name), C.uint(v))
 	C.Z3_solver_set_params(ctx, s.s, p)
-	if err := s.c.lastError("SetTimeout"); err != nil && s.err == nil {
+	if err := s.c.lastError("SetUint " + name); err != nil && s.err == nil {
 		s.err = err
 	}
+}
+
+// Statistic returns one of the solver's statistics after a Check, such as
+// "rlimit count" (resource units spent) or "quant instantiations".
+func (s *Solver) Statistic(key string) (float64, bool) {
+	if !s.ready() {
+		return 0, false
+	}
+	ctx := s.c.ctx
+	s.c.reset()
+	st := C.Z3_solver_get_statistics(ctx, s.s)
+	if s.c.lastError("Statistic") != nil {
+		return 0, false
+	}
+	C.Z3_stats_inc_ref(ctx, st)
+	defer C.Z3_stats_dec_ref(ctx, st)
+	for i := C.uint(0); i < C.Z3_stats_size(ctx, st); i++ {
+		if C.GoString(C.Z3_stats_get_key(ctx, st, i)) != key {
+			continue
+		}
+		if C.Z3_stats_is_uint(ctx, st, i) {
+			return float64(C.Z3_stats_get_uint_value(ctx, st, i)), true
+		}
+		return float64(C.Z3_stats_get_double_value(ctx, st, i)), true
+	}
+	return 0, false
 }
 
 // Assert adds the Boolean formula a to the solver. Errors (an invalid or
