@@ -2,7 +2,6 @@ package rules
 
 import (
 	"errors"
-	"fmt"
 )
 
 // Symbols of the enumerated parameters.
@@ -188,7 +187,7 @@ func sameShape(_ []int, in []Shape) ([]Shape, error) { return []Shape{in[0]}, ni
 func elementwiseShape(_ []int, in []Shape) ([]Shape, error) {
 	a, b := in[0], in[1]
 	if !a.SameDims(b) {
-		return nil, fmt.Errorf("operands must have equal shapes, got %s and %s", a, b)
+		return nil, shapeErrorf("operands must have equal shapes, got %s and %s", a, b)
 	}
 	out := a
 	for i := 0; i < a.Rank; i++ {
@@ -199,7 +198,7 @@ func elementwiseShape(_ []int, in []Shape) ([]Shape, error) {
 
 func smulShape(_ []int, in []Shape) ([]Shape, error) {
 	if in[1].Rank != 0 {
-		return nil, fmt.Errorf("second operand must be a scalar, got %s", in[1])
+		return nil, shapeErrorf("second operand must be a scalar, got %s", in[1])
 	}
 	return []Shape{in[0]}, nil
 }
@@ -210,7 +209,7 @@ func smulShape(_ []int, in []Shape) ([]Shape, error) {
 func transposeShape(_ []int, in []Shape) ([]Shape, error) {
 	x := in[0]
 	if x.Rank != 2 {
-		return nil, fmt.Errorf("operand must be a matrix (rank 2), got %s", x)
+		return nil, shapeErrorf("operand must be a matrix (rank 2), got %s", x)
 	}
 	out, r := x, x.Rank
 	out.Dims[r-1], out.Dims[r-2] = x.Dims[r-2], x.Dims[r-1]
@@ -221,11 +220,11 @@ func transposeShape(_ []int, in []Shape) ([]Shape, error) {
 func matmulShape(_ []int, in []Shape) ([]Shape, error) {
 	x, y := in[0], in[1]
 	if x.Rank < 2 || x.Rank != y.Rank || x.Rank > 3 {
-		return nil, fmt.Errorf("operands must be matrices or batches of equal rank (2 or 3), got %s and %s", x, y)
+		return nil, shapeErrorf("operands must be matrices or batches of equal rank (2 or 3), got %s and %s", x, y)
 	}
 	r := x.Rank
 	if x.Dims[r-1] != y.Dims[r-2] || (r == 3 && x.Dims[0] != y.Dims[0]) {
-		return nil, fmt.Errorf("inner dimensions differ: %s times %s", x, y)
+		return nil, shapeErrorf("inner dimensions differ: %s times %s", x, y)
 	}
 	out := x
 	if r == 3 {
@@ -240,7 +239,7 @@ func matmulShape(_ []int, in []Shape) ([]Shape, error) {
 func windowOut(in, k, stride, padding int) (out, padBegin int, err error) {
 	if padding == PadValid {
 		if in < k {
-			return 0, 0, fmt.Errorf("window %d exceeds extent %d with valid padding", k, in)
+			return 0, 0, shapeErrorf("window %d exceeds extent %d with valid padding", k, in)
 		}
 		return (in-k)/stride + 1, 0, nil
 	}
@@ -255,7 +254,7 @@ func windowOut(in, k, stride, padding int) (out, padBegin int, err error) {
 func convShape(p []int, in []Shape) ([]Shape, error) {
 	x, w := in[0], in[1]
 	if x.Rank != 4 || w.Rank != 4 {
-		return nil, fmt.Errorf("expected input NCHW and kernel OIHW of rank 4, got %s and %s", x, w)
+		return nil, shapeErrorf("expected input NCHW and kernel OIHW of rank 4, got %s and %s", x, w)
 	}
 	groups := p[3]
 	switch {
@@ -264,13 +263,13 @@ func convShape(p []int, in []Shape) ([]Shape, error) {
 	case groups == GroupsInferred && w.Dims[1] > 0 && x.Dims[1]%w.Dims[1] == 0:
 		groups = x.Dims[1] / w.Dims[1]
 	case groups < 1:
-		return nil, fmt.Errorf("groups %d: input channels %d are no multiple of kernel input channels %d", groups, x.Dims[1], w.Dims[1])
+		return nil, shapeErrorf("groups %d: input channels %d are no multiple of kernel input channels %d", groups, x.Dims[1], w.Dims[1])
 	}
 	if x.Dims[1] != groups*w.Dims[1] {
-		return nil, fmt.Errorf("input channels %d are not groups %d times kernel input channels %d", x.Dims[1], groups, w.Dims[1])
+		return nil, shapeErrorf("input channels %d are not groups %d times kernel input channels %d", x.Dims[1], groups, w.Dims[1])
 	}
 	if w.Dims[0]%groups != 0 {
-		return nil, fmt.Errorf("output channels %d are not a multiple of groups %d", w.Dims[0], groups)
+		return nil, shapeErrorf("output channels %d are not a multiple of groups %d", w.Dims[0], groups)
 	}
 	out := NewShape(x.Dims[0], w.Dims[0], 0, 0)
 	for d := 2; d < 4; d++ {
@@ -287,15 +286,15 @@ func convShape(p []int, in []Shape) ([]Shape, error) {
 func enlargeShape(p []int, in []Shape) ([]Shape, error) {
 	w, k := in[0], p[0]
 	if w.Rank != 4 {
-		return nil, fmt.Errorf("operand must be a rank-4 kernel, got %s", w)
+		return nil, shapeErrorf("operand must be a rank-4 kernel, got %s", w)
 	}
 	for d := 2; d < 4; d++ {
 		if w.Dims[d] > k || (k-w.Dims[d])%2 != 0 {
-			return nil, fmt.Errorf("kernel %s cannot be centred in %dx%d", w, k, k)
+			return nil, shapeErrorf("kernel %s cannot be centred in %dx%d", w, k, k)
 		}
 	}
 	if w.Dims[2] == k && w.Dims[3] == k {
-		return nil, fmt.Errorf("kernel %s is already %dx%d", w, k, k)
+		return nil, shapeErrorf("kernel %s is already %dx%d", w, k, k)
 	}
 	out := w
 	out.Dims[2], out.Dims[3] = k, k
@@ -306,7 +305,7 @@ func enlargeShape(p []int, in []Shape) ([]Shape, error) {
 func poolShape(p []int, in []Shape) ([]Shape, error) {
 	x := in[0]
 	if x.Rank != 4 {
-		return nil, fmt.Errorf("operand must be NCHW of rank 4, got %s", x)
+		return nil, shapeErrorf("operand must be NCHW of rank 4, got %s", x)
 	}
 	out := x
 	for d := 2; d < 4; d++ {
@@ -322,7 +321,7 @@ func poolShape(p []int, in []Shape) ([]Shape, error) {
 func concatShape(p []int, in []Shape) ([]Shape, error) {
 	x, y, axis := in[0], in[1], p[0]
 	if x.Rank != y.Rank || axis >= x.Rank {
-		return nil, fmt.Errorf("operands %s and %s cannot be concatenated on axis %d", x, y, axis)
+		return nil, shapeErrorf("operands %s and %s cannot be concatenated on axis %d", x, y, axis)
 	}
 	out := x
 	for i := 0; i < x.Rank; i++ {
@@ -330,7 +329,7 @@ func concatShape(p []int, in []Shape) ([]Shape, error) {
 			continue
 		}
 		if x.Dims[i] != y.Dims[i] {
-			return nil, fmt.Errorf("operands %s and %s differ off axis %d", x, y, axis)
+			return nil, shapeErrorf("operands %s and %s differ off axis %d", x, y, axis)
 		}
 		out.Split[i] = combineSplit(x.Split[i], y.Split[i])
 	}
@@ -344,7 +343,7 @@ var errNoConcat = errors.New("operand has no concat history on the split axis")
 func splitShape(p []int, in []Shape) ([]Shape, error) {
 	x, axis := in[0], p[0]
 	if axis >= x.Rank {
-		return nil, fmt.Errorf("axis %d out of range for %s", axis, x)
+		return nil, shapeErrorf("axis %d out of range for %s", axis, x)
 	}
 	t := x.Split[axis]
 	if t == nil {
@@ -359,7 +358,7 @@ func splitShape(p []int, in []Shape) ([]Shape, error) {
 func cPoolShape(p []int, in []Shape) ([]Shape, error) {
 	s, k := in[0], p[0]
 	if s.Rank != 4 || s.Dims[1] != 1 || s.Dims[2] != k || s.Dims[3] != k {
-		return nil, fmt.Errorf("constant shape must be (c,1,%d,%d), got %s", k, k, s)
+		return nil, shapeErrorf("constant shape must be (c,1,%d,%d), got %s", k, k, s)
 	}
 	return plainShape(p, in)
 }
@@ -367,7 +366,7 @@ func cPoolShape(p []int, in []Shape) ([]Shape, error) {
 func iConvShape(p []int, in []Shape) ([]Shape, error) {
 	s, k := in[0], p[0]
 	if s.Rank != 4 || s.Dims[0] != s.Dims[1] || s.Dims[2] != k || s.Dims[3] != k || k%2 == 0 {
-		return nil, fmt.Errorf("constant shape must be (c,c,%d,%d) with odd %d, got %s", k, k, k, s)
+		return nil, shapeErrorf("constant shape must be (c,c,%d,%d) with odd %d, got %s", k, k, k, s)
 	}
 	return plainShape(p, in)
 }
@@ -375,7 +374,7 @@ func iConvShape(p []int, in []Shape) ([]Shape, error) {
 func iMatmulShape(p []int, in []Shape) ([]Shape, error) {
 	s := in[0]
 	if s.Rank != 2 || s.Dims[0] != s.Dims[1] {
-		return nil, fmt.Errorf("constant shape must be a square matrix, got %s", s)
+		return nil, shapeErrorf("constant shape must be a square matrix, got %s", s)
 	}
 	return plainShape(p, in)
 }

@@ -172,7 +172,7 @@ func (op *Op) InferShapes(p []int, in []Shape) ([]Shape, error) {
 	}
 	out, err := op.Shape(p, in)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op.Name, err)
+		return nil, &opShapeError{op: op.Name, err: err}
 	}
 	return out, nil
 }

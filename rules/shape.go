@@ -159,3 +159,25 @@ func (t *ShapeTable) Intern(s Shape) int32 {
 
 // Shape returns the shape with the given id.
 func (t *ShapeTable) Shape(id int32) Shape { return t.shapes[id] }
+
+// shapeError is a shape rule's complaint, formatted only when read: shape
+// searches try thousands of shapes and discard almost every message, and
+// formatting them was most of their time.
+type shapeError struct {
+	format string
+	args   []any
+}
+
+func (e *shapeError) Error() string { return fmt.Sprintf(e.format, e.args...) }
+
+func shapeErrorf(format string, args ...any) error { return &shapeError{format: format, args: args} }
+
+// opShapeError names the operator whose shape rule failed.
+type opShapeError struct {
+	op  string
+	err error
+}
+
+func (e *opShapeError) Error() string { return e.op + ": " + e.err.Error() }
+
+func (e *opShapeError) Unwrap() error { return e.err }

@@ -30,7 +30,22 @@ type Proof struct {
 	Core     []string // axioms the proof used
 	Elapsed  time.Duration
 	Solver   string
-	Created  time.Time
+	// Budget is the Z3 resource units the proof was allowed (0: a
+	// wall-clock timeout, before schema v7); Units what it spent.
+	Budget, Units uint64
+	Created       time.Time
+}
+
+// Prover names the solver and budget a proof was decided under, as a
+// version records them: "Z3 4.8.12.0, rlimit 200000".
+func (p Proof) Prover() string { return ProverName(p.Solver, p.Budget) }
+
+// ProverName is Proof.Prover for a solver version and a budget.
+func ProverName(solver string, budget uint64) string {
+	if budget == 0 {
+		return solver + ", wall-clock timeout"
+	}
+	return fmt.Sprintf("%s, rlimit %d", solver, budget)
 }
 
 // SaveAxiomSet records an axiom set; saving the same hash again is a no-op.
@@ -64,8 +79,8 @@ func (s *Store) RecordProofs(ctx context.Context, proofs []Proof) error {
 		return fmt.Errorf("store: record proofs: %w", err)
 	}
 	defer tx.Rollback()
-	ins, err := tx.PrepareContext(ctx, `INSERT INTO proofs(rule_id, run_id, axiom_set, status, reason, core, elapsed_ms, solver, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO proofs(rule_id, run_id, axiom_set, status, reason, core, elapsed_ms, solver, budget, units, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return fmt.Errorf("store: record proofs: %w", err)
 	}
@@ -81,7 +96,7 @@ func (s *Store) RecordProofs(ctx context.Context, proofs []Proof) error {
 		}
 		cj, _ := json.Marshal(core)
 		ms := float64(p.Elapsed.Microseconds()) / 1000
-		if _, err := ins.ExecContext(ctx, p.RuleID, p.RunID, p.AxiomSet, p.Status, p.Reason, string(cj), ms, p.Solver, now); err != nil {
+		if _, err := ins.ExecContext(ctx, p.RuleID, p.RunID, p.AxiomSet, p.Status, p.Reason, string(cj), ms, p.Solver, int64(p.Budget), int64(p.Units), now); err != nil {
 			return fmt.Errorf("store: record proof of rule %d: %w", p.RuleID, err)
 		}
 		if _, err := upd.ExecContext(ctx, p.Status, p.RuleID); err != nil {
@@ -94,12 +109,14 @@ func (s *Store) RecordProofs(ctx context.Context, proofs []Proof) error {
 	return nil
 }
 
-// RulesToVerify lists the rules without a result under the given axiom set
-// (all rules when recheck), ordered by id.
-func (s *Store) RulesToVerify(ctx context.Context, axiomSet string, recheck bool) ([]Rule, error) {
+// RulesToVerify lists the rules without a result under the given axiom set,
+// solver and budget (all rules when recheck), ordered by id. A result under
+// another budget or solver does not count: the verdict is a function of
+// all three, and a version must be rebuildable from them.
+func (s *Store) RulesToVerify(ctx context.Context, axiomSet, solver string, budget uint64, recheck bool) ([]Rule, error) {
 	q := `SELECT ` + ruleColumns + ` FROM rules r
-		WHERE NOT EXISTS (SELECT 1 FROM proofs p WHERE p.rule_id = r.id AND p.axiom_set = ?) ORDER BY r.id`
-	args := []any{axiomSet}
+		WHERE NOT EXISTS (SELECT 1 FROM proofs p WHERE p.rule_id = r.id AND p.axiom_set = ? AND p.solver = ? AND p.budget = ?) ORDER BY r.id`
+	args := []any{axiomSet, solver, int64(budget)}
 	if recheck {
 		q, args = `SELECT `+ruleColumns+` FROM rules r ORDER BY r.id`, nil
 	}
@@ -127,8 +144,10 @@ func (s *Store) RulesToVerify(ctx context.Context, axiomSet string, recheck bool
 func (s *Store) LatestProof(ctx context.Context, ruleID int64) (p Proof, ok bool, err error) {
 	var core, created string
 	var ms float64
-	err = s.db.QueryRowContext(ctx, `SELECT rule_id, run_id, axiom_set, status, reason, core, elapsed_ms, solver, created_at
-		FROM latest_proofs WHERE rule_id = ?`, ruleID).Scan(&p.RuleID, &p.RunID, &p.AxiomSet, &p.Status, &p.Reason, &core, &ms, &p.Solver, &created)
+	var budget, units int64
+	err = s.db.QueryRowContext(ctx, `SELECT rule_id, run_id, axiom_set, status, reason, core, elapsed_ms, solver, budget, units, created_at
+		FROM latest_proofs WHERE rule_id = ?`, ruleID).Scan(&p.RuleID, &p.RunID, &p.AxiomSet, &p.Status, &p.Reason, &core, &ms, &p.Solver, &budget, &units, &created)
+	p.Budget, p.Units = uint64(budget), uint64(units)
 	if errors.Is(err, sql.ErrNoRows) {
 		return p, false, nil
 	}

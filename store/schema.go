@@ -2,7 +2,7 @@ package store
 
 // SchemaVersion is the newest schema this build knows. It is stored in
 // PRAGMA user_version; a file with a larger value is refused.
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 // ApplicationID marks a file as a rulebook database ("RULB"). It is stored in
 // PRAGMA application_id.
@@ -20,7 +20,28 @@ var migrations = []string{
 	4: schemaV4,
 	5: schemaV5,
 	6: schemaV6,
+	7: schemaV7,
 }
+
+// schemaV7 records the deterministic proof budget: the Z3 resource units a
+// proof was allowed (0 for proofs decided by a wall-clock timeout, before
+// v7) and spent, and, with each version, the provers and budgets its rules
+// were proved under, so that the version can be rebuilt.
+const schemaV7 = `
+ALTER TABLE proofs ADD COLUMN budget INTEGER NOT NULL DEFAULT 0 CHECK (budget >= 0);
+ALTER TABLE proofs ADD COLUMN units INTEGER NOT NULL DEFAULT 0 CHECK (units >= 0);
+ALTER TABLE versions ADD COLUMN provers TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(provers));
+DROP VIEW axiom_usage;
+DROP VIEW latest_proofs;
+CREATE VIEW latest_proofs AS
+	SELECT p.* FROM proofs p
+	WHERE p.id = (SELECT max(id) FROM proofs q WHERE q.rule_id = p.rule_id);
+CREATE VIEW axiom_usage AS
+	SELECT j.value AS axiom, count(*) AS proofs
+	FROM latest_proofs p, json_each(p.core) j
+	WHERE p.status = 'proved'
+	GROUP BY j.value;
+`
 
 // schemaV6 records optimizations: one row per 'rulebook optimize' result and
 // how often it applied each rule. Rules are keyed by canonical text, not

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -88,8 +89,8 @@ func populateProofs(t *testing.T, s *Store, run int64, rules []Rule) {
 		t.Fatalf("rules: %v", err)
 	}
 	err = s.RecordProofs(ctx, []Proof{
-		{RuleID: ids[0].ID, RunID: run, AxiomSet: set.Hash, Status: "proved", Core: []string{"ewadd-comm"}, Elapsed: 3 * time.Millisecond, Solver: "Z3 test"},
-		{RuleID: ids[1].ID, RunID: run, AxiomSet: set.Hash, Status: "unknown", Reason: "timeout", Elapsed: time.Second, Solver: "Z3 test"},
+		{RuleID: ids[0].ID, RunID: run, AxiomSet: set.Hash, Status: "proved", Core: []string{"ewadd-comm"}, Elapsed: 3 * time.Millisecond, Solver: "Z3 test", Budget: 1000, Units: 420},
+		{RuleID: ids[1].ID, RunID: run, AxiomSet: set.Hash, Status: "unknown", Reason: "budget", Elapsed: time.Second, Solver: "Z3 test", Budget: 1000, Units: 1000},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -161,22 +162,32 @@ func TestProofs(t *testing.T) {
 	run, rules := populate(t, s)
 	populateProofs(t, s, run, rules)
 	all, _ := s.ListRules(ctx, Filter{})
-	todo, err := s.RulesToVerify(ctx, "00112233aabbccdd", false)
+	todo, err := s.RulesToVerify(ctx, "00112233aabbccdd", "Z3 test", 1000, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(todo) != len(all)-2 {
 		t.Errorf("%d rules left to verify, want %d", len(todo), len(all)-2)
 	}
-	if again, _ := s.RulesToVerify(ctx, "00112233aabbccdd", true); len(again) != len(all) {
+	if again, _ := s.RulesToVerify(ctx, "00112233aabbccdd", "Z3 test", 1000, true); len(again) != len(all) {
 		t.Errorf("recheck lists %d rules, want %d", len(again), len(all))
 	}
-	if other, _ := s.RulesToVerify(ctx, "ffffffffffffffff", false); len(other) != len(all) {
+	if other, _ := s.RulesToVerify(ctx, "ffffffffffffffff", "Z3 test", 1000, false); len(other) != len(all) {
 		t.Errorf("another axiom set lists %d rules, want %d", len(other), len(all))
 	}
+	if other, _ := s.RulesToVerify(ctx, "00112233aabbccdd", "Z3 test", 2000, false); len(other) != len(all) {
+		t.Errorf("another budget lists %d rules, want %d", len(other), len(all))
+	}
+	if other, _ := s.RulesToVerify(ctx, "00112233aabbccdd", "Z3 newer", 1000, false); len(other) != len(all) {
+		t.Errorf("another solver lists %d rules, want %d", len(other), len(all))
+	}
 	p, ok, err := s.LatestProof(ctx, all[0].ID)
-	if err != nil || !ok || p.Status != "proved" || len(p.Core) != 1 || p.Core[0] != "ewadd-comm" || p.Elapsed != 3*time.Millisecond {
+	if err != nil || !ok || p.Status != "proved" || len(p.Core) != 1 || p.Core[0] != "ewadd-comm" || p.Elapsed != 3*time.Millisecond ||
+		p.Budget != 1000 || p.Units != 420 || p.Prover() != "Z3 test, rlimit 1000" {
 		t.Errorf("latest proof %+v ok=%v err=%v", p, ok, err)
+	}
+	if vs, err := s.Versions(ctx); err != nil || len(vs) != 1 || !slices.Equal(vs[0].Provers, []string{"Z3 test, rlimit 1000"}) {
+		t.Errorf("versions %+v, err %v: want v1 proved under Z3 test, rlimit 1000", vs, err)
 	}
 	if r, _ := s.Rule(ctx, all[1].ID); r.Status != "unknown" {
 		t.Errorf("rule status %s after an unknown proof", r.Status)

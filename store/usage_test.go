@@ -175,7 +175,8 @@ func TestBaseName(t *testing.T) {
 }
 
 // TestMigrateFromV5 opens a file written by schema v5, with a run and a
-// measured cost, and checks that step 6 keeps them and adds the tables.
+// measured cost, and checks that steps 6 and 7 keep them and add the tables
+// and columns.
 func TestMigrateFromV5(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "v5.db")
@@ -185,8 +186,13 @@ func TestMigrateFromV5(t *testing.T) {
 	defer s.Close()
 	var version int
 	mustNil(t, s.db.QueryRow("PRAGMA user_version").Scan(&version))
-	if version != 6 {
-		t.Fatalf("user_version %d after migration, want 6", version)
+	if version != SchemaVersion {
+		t.Fatalf("user_version %d after migration, want %d", version, SchemaVersion)
+	}
+	var budgets int
+	mustNil(t, s.db.QueryRow("SELECT count(*) FROM pragma_table_info('proofs') WHERE name IN ('budget', 'units')").Scan(&budgets))
+	if budgets != 2 {
+		t.Errorf("proofs has %d of the columns budget and units after migration", budgets)
 	}
 	if _, ok, err := s.Cost(ctx, "cpu/1", "Relu", "4 -> 4", ""); !ok || err != nil {
 		t.Errorf("the v5 cost was lost: %v %v", ok, err)

@@ -25,6 +25,10 @@ type Version struct {
 	AxiomSets []string
 	Operators []string
 	Generator []string // the configurations of the runs that found the rules
+	// Provers names the solvers and budgets the rules were proved under
+	// (Proof.Prover): with the axiom sets and the generator, what it takes
+	// to rebuild the version.
+	Provers []string
 	Parent    string   // the tag released before this one, "" for the first
 	Created   time.Time
 }
@@ -69,7 +73,7 @@ func (s *Store) Release(ctx context.Context, tag string) (Version, error) {
 	if exists > 0 {
 		return Version{}, fmt.Errorf("version %s already exists; released versions never change, choose another tag", tag)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT r.id, r.src, r.dst, p.axiom_set, u.config,
+	rows, err := tx.QueryContext(ctx, `SELECT r.id, r.src, r.dst, p.axiom_set, p.solver, p.budget, u.config,
 		(SELECT json_group_array(o.operator) FROM rule_operators o WHERE o.rule_id = r.id)
 		FROM rules r JOIN latest_proofs p ON p.rule_id = r.id JOIN runs u ON u.id = r.run_id
 		WHERE r.status = 'proved' AND r.pruned_by IS NULL ORDER BY r.id`)
@@ -78,16 +82,16 @@ func (s *Store) Release(ctx context.Context, tag string) (Version, error) {
 	}
 	var ids []int64
 	var texts []string
-	sets, ops, gens := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	sets, ops, gens, provers := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for rows.Next() {
-		var id int64
-		var src, dst, set, gen, opsJSON string
-		if err := rows.Scan(&id, &src, &dst, &set, &gen, &opsJSON); err != nil {
+		var id, budget int64
+		var src, dst, set, solver, gen, opsJSON string
+		if err := rows.Scan(&id, &src, &dst, &set, &solver, &budget, &gen, &opsJSON); err != nil {
 			rows.Close()
 			return Version{}, fmt.Errorf("store: release %s: %w", tag, err)
 		}
 		ids, texts = append(ids, id), append(texts, ruleText(src, dst))
-		sets[set], gens[gen] = true, true
+		sets[set], gens[gen], provers[ProverName(solver, uint64(budget))] = true, true, true
 		var names []string
 		_ = json.Unmarshal([]byte(opsJSON), &names)
 		for _, n := range names {
@@ -102,7 +106,7 @@ func (s *Store) Release(ctx context.Context, tag string) (Version, error) {
 		return Version{}, fmt.Errorf("release %s: no proved rules to release; run 'rulebook verify' first", tag)
 	}
 	v := Version{Tag: tag, Hash: ContentHash(texts), Rules: len(ids),
-		AxiomSets: sortedKeys(sets), Operators: sortedKeys(ops), Generator: sortedKeys(gens), Created: time.Now()}
+		AxiomSets: sortedKeys(sets), Operators: sortedKeys(ops), Generator: sortedKeys(gens), Provers: sortedKeys(provers), Created: time.Now()}
 	var parentID sql.NullInt64
 	if err := tx.QueryRowContext(ctx, `SELECT id, tag FROM versions ORDER BY id DESC LIMIT 1`).Scan(&parentID, &v.Parent); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return Version{}, fmt.Errorf("store: release %s: %w", tag, err)
@@ -110,8 +114,9 @@ func (s *Store) Release(ctx context.Context, tag string) (Version, error) {
 	setsJSON, _ := json.Marshal(v.AxiomSets)
 	opsJSON, _ := json.Marshal(v.Operators)
 	genJSON, _ := json.Marshal(v.Generator)
-	res, err := tx.ExecContext(ctx, `INSERT INTO versions(tag, hash, rules, axiom_sets, operators, generator, parent_id, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, tag, v.Hash, v.Rules, string(setsJSON), string(opsJSON), string(genJSON), parentID, formatTime(v.Created))
+	proversJSON, _ := json.Marshal(v.Provers)
+	res, err := tx.ExecContext(ctx, `INSERT INTO versions(tag, hash, rules, axiom_sets, operators, generator, provers, parent_id, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, tag, v.Hash, v.Rules, string(setsJSON), string(opsJSON), string(genJSON), string(proversJSON), parentID, formatTime(v.Created))
 	if err != nil {
 		return Version{}, fmt.Errorf("store: release %s: %w", tag, err)
 	}
@@ -142,17 +147,18 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
-const versionColumns = `v.id, v.tag, v.hash, v.rules, v.axiom_sets, v.operators, v.generator, coalesce(p.tag, ''), v.created_at`
+const versionColumns = `v.id, v.tag, v.hash, v.rules, v.axiom_sets, v.operators, v.generator, v.provers, coalesce(p.tag, ''), v.created_at`
 
 func scanVersion(sc interface{ Scan(...any) error }) (Version, error) {
 	var v Version
-	var sets, ops, gen, created string
-	if err := sc.Scan(&v.ID, &v.Tag, &v.Hash, &v.Rules, &sets, &ops, &gen, &v.Parent, &created); err != nil {
+	var sets, ops, gen, provers, created string
+	if err := sc.Scan(&v.ID, &v.Tag, &v.Hash, &v.Rules, &sets, &ops, &gen, &provers, &v.Parent, &created); err != nil {
 		return v, err
 	}
 	_ = json.Unmarshal([]byte(sets), &v.AxiomSets)
 	_ = json.Unmarshal([]byte(ops), &v.Operators)
 	_ = json.Unmarshal([]byte(gen), &v.Generator)
+	_ = json.Unmarshal([]byte(provers), &v.Provers)
 	v.Created, _ = time.Parse(timeFormat, created)
 	return v, nil
 }

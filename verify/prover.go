@@ -7,6 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"rulebook/axioms"
@@ -31,6 +34,9 @@ const (
 	// budget.
 	ReasonTimeout     = "timeout"
 	ReasonNotEntailed = "not entailed"
+	// ReasonNotDerived: E-matching ran out of instances before the budget;
+	// the axioms, as instantiated, do not derive the rule.
+	ReasonNotDerived = "not derived"
 )
 
 // Result is the outcome for one rule.
@@ -81,14 +87,20 @@ func newProver(reg *rules.Registry, set *axioms.Set) (*prover, error) {
 			p.decls[sym] = c.FuncDecl(sym, dom, p.tensor)
 		}
 	}
+	// One parse for all axioms: Z3's parser costs more per call than per
+	// assertion, and a fresh context per rule parses them every time.
 	sorts := map[string]z3.Sort{axioms.TensorSort: p.tensor}
+	var text strings.Builder
 	for _, a := range set.Axioms {
-		fs, err := c.ParseSMTLIB2("(assert "+a.Formula()+")", sorts, p.decls)
-		if err != nil || len(fs) != 1 {
-			c.Close()
-			return nil, fmt.Errorf("axiom %s (%s:%d): %v", a.Name, a.File, a.Line, err)
-		}
-		p.axioms = append(p.axioms, fs[0])
+		text.WriteString("(assert " + a.Formula() + ")\n")
+	}
+	fs, err := c.ParseSMTLIB2(text.String(), sorts, p.decls)
+	if err != nil || len(fs) != len(set.Axioms) {
+		c.Close()
+		return nil, fmt.Errorf("axioms of %s: %v", set.Dir, err)
+	}
+	for i, a := range set.Axioms {
+		p.axioms = append(p.axioms, fs[i])
 		p.names = append(p.names, a.Name)
 	}
 	if err := c.Err(); err != nil {
@@ -154,36 +166,160 @@ func (p *prover) terms(g *rules.Graph, inputs []z3.AST) ([]z3.AST, error) {
 	return out, nil
 }
 
-// prove decides one rule. It first tries E-matching alone, which proves
-// most rules in a few thousand resource units and gives up quickly on the
-// rest, then model-based instantiation with what is left of the budget,
-// which finds the deeper derivations (through transpose, say) at a higher
-// price. The budget is Z3's resource count, so the verdict is the same on
-// any machine under any load; the wall clock is only a safety net.
+// prove decides one rule in phases that share one budget of Z3's resource
+// units, so that the verdict is the same on any machine under any load (the
+// wall clock is only a safety net):
+//
+//  1. E-matching on the axioms alone, which proves most rules in a few
+//     thousand units and gives up quickly on the rest;
+//  2. pointwise lemmas about the rule's sub-terms (pointwise.go), then
+//     E-matching again with them;
+//  3. the rule with its concat chains re-associated (concatnorm.go).
+//
+// Model-based instantiation is not used: on the ≤4-operator candidates it
+// proved nothing E-matching did not, and it spends the whole budget on
+// every rule it cannot prove (BENCHMARKS.md, "Verification").
 func (p *prover) prove(ctx context.Context, r *rules.Rule, b Budget) (Result, error) {
-	start := time.Now()
+	ph := phases{p: p, ctx: ctx, budget: b, start: time.Now()}
 	goal, err := p.goal(r)
 	if err != nil {
 		return Result{}, err
 	}
-	var res Result
-	spent := uint64(0) // Z3 counts the context's resource units cumulatively
-	for _, mbqi := range []bool{false, true} {
-		lim := phaseLimits{units: b.Units - spent, wall: b.WallClock - time.Since(start)}
-		res, spent, err = p.check(ctx, goal, lim, mbqi)
-		if err != nil || res.Status == Proved || spent >= b.Units || time.Since(start) >= b.WallClock {
+	res := ph.run(goal, nil)
+	if !ph.open(res) {
+		return ph.result(res), ph.err
+	}
+	terms := pointwiseTerms(r)
+	lemmas := p.pointwiseLemmas(&ph, r.NumInputs, terms)
+	if len(lemmas) > 0 {
+		res = ph.run(goal, lemmas)
+	}
+	for _, sides := range chainAssociations(terms) {
+		if !ph.open(res) {
 			break
 		}
+		g, err := p.parsedGoal(r.NumInputs, sides[0], sides[1])
+		if err != nil {
+			ph.err = err
+			break
+		}
+		res = ph.run(g, lemmas)
 	}
-	res.Elapsed, res.Units = time.Since(start), spent
+	return ph.result(res), ph.err
+}
+
+// result completes res with the time and units spent, and names why an
+// undecided rule stopped.
+func (ph *phases) result(res Result) Result {
+	res.Elapsed, res.Units = time.Since(ph.start), ph.spent
 	switch {
-	case res.Status != Unknown || res.Reason == ReasonNotEntailed:
-	case res.Elapsed >= b.WallClock:
+	case ph.err != nil || res.Status != Unknown || res.Reason == ReasonNotEntailed:
+	case res.Elapsed >= ph.budget.WallClock:
 		res.Reason = ReasonTimeout
-	case spent >= b.Units:
+	case ph.spent >= ph.budget.Units:
 		res.Reason = ReasonBudget
 	}
-	return res, err
+	return res
+}
+
+// phases runs the checks of one rule against its budget.
+type phases struct {
+	p      *prover
+	ctx    context.Context
+	budget Budget
+	start  time.Time
+	spent  uint64 // Z3 counts the context's resource units cumulatively
+	err    error
+}
+
+// open reports whether res leaves the rule undecided with budget to spare.
+func (ph *phases) open(res Result) bool {
+	return ph.err == nil && res.Status != Proved && ph.spent < ph.budget.Units && time.Since(ph.start) < ph.budget.WallClock
+}
+
+func (ph *phases) limits() phaseLimits {
+	return phaseLimits{units: ph.budget.Units - ph.spent, wall: ph.budget.WallClock - time.Since(ph.start)}
+}
+
+// run checks the goal with the axioms and lemmas.
+func (ph *phases) run(goal z3.AST, lemmas []z3.AST) Result {
+	res, spent, err := ph.p.check(ph.ctx, goal, lemmas, ph.limits())
+	ph.spent = max(ph.spent, spent)
+	if err != nil {
+		ph.err = err
+	}
+	return res
+}
+
+// pointwiseLemmas proves, by real arithmetic on one element, equalities
+// between a source and a target sub-term, and returns them as Tensor
+// equations.
+func (p *prover) pointwiseLemmas(ph *phases, inputs int, terms pwTerms) []z3.AST {
+	var lemmas []z3.AST
+	for _, pair := range lemmaCandidates(terms) {
+		if !ph.open(Result{}) {
+			break
+		}
+		if !p.holdsPointwise(ph, pair[0], pair[1]) {
+			continue
+		}
+		eq, err := p.tensorFormula(inputs, "(= "+pair[0].key+" "+pair[1].key+")")
+		if err != nil {
+			ph.err = err
+			return nil
+		}
+		lemmas = append(lemmas, eq)
+	}
+	return lemmas
+}
+
+// holdsPointwise decides s = d element by element within the budget.
+func (p *prover) holdsPointwise(ph *phases, s, d *pwTerm) bool {
+	fs, err := p.ctx.ParseSMTLIB2(pointwiseQuery(s, d), nil, nil)
+	if err != nil {
+		ph.err = fmt.Errorf("pointwise query: %w", err)
+		return false
+	}
+	sv := p.ctx.NewSolver()
+	defer sv.Close()
+	lim := ph.limits()
+	sv.SetResourceLimit(max(lim.units, 1))
+	sv.SetTimeout(max(lim.wall, time.Millisecond))
+	sv.SetBool("ctrl_c", false)
+	for _, f := range fs {
+		sv.Assert(f)
+	}
+	res, err := sv.Check(ph.ctx)
+	used, _ := sv.Statistic("rlimit count")
+	ph.spent = max(ph.spent, uint64(used))
+	if err != nil {
+		ph.err = err
+		return false
+	}
+	return res == z3.Unsat
+}
+
+// tensorFormula parses one formula over the rule's inputs.
+func (p *prover) tensorFormula(inputs int, text string) (z3.AST, error) {
+	decls := maps.Clone(p.decls)
+	for i := range inputs {
+		name := fmt.Sprintf("input%d", i)
+		decls[name] = p.ctx.FuncDecl(name, nil, p.tensor)
+	}
+	fs, err := p.ctx.ParseSMTLIB2("(assert "+text+")", map[string]z3.Sort{axioms.TensorSort: p.tensor}, decls)
+	if err != nil || len(fs) != 1 {
+		return z3.AST{}, fmt.Errorf("formula %s: %v", text, err)
+	}
+	return fs[0], nil
+}
+
+// parsedGoal is "some output differs" for outputs given as terms.
+func (p *prover) parsedGoal(inputs int, src, dst []*pwTerm) (z3.AST, error) {
+	eqs := ""
+	for i := range src {
+		eqs += " (= " + src[i].key + " " + dst[i].key + ")"
+	}
+	return p.tensorFormula(inputs, "(not (and"+eqs+"))")
 }
 
 // phaseLimits bounds one Check.
@@ -194,30 +330,53 @@ type phaseLimits struct {
 
 // check runs one Check within lim and reports the resource units the
 // context has spent so far, this Check included.
-func (p *prover) check(ctx context.Context, goal z3.AST, lim phaseLimits, mbqi bool) (Result, uint64, error) {
-	s := p.ctx.NewSolver()
+func (p *prover) check(ctx context.Context, goal z3.AST, lemmas []z3.AST, lim phaseLimits) (Result, uint64, error) {
+	s := p.ctx.NewSimpleSolver()
 	defer s.Close()
 	s.SetResourceLimit(max(lim.units, 1))
 	s.SetTimeout(max(lim.wall, time.Millisecond))
-	s.SetBool("smt.mbqi", mbqi)
+	s.SetBool("smt.mbqi", false)
 	s.SetBool("ctrl_c", false) // Ctrl-C is Go's: it cancels the context, which interrupts Z3
 	for i, a := range p.axioms {
 		s.AssertTracked(a, p.names[i])
+	}
+	for i, l := range lemmas {
+		s.AssertTracked(l, fmt.Sprintf("%s.%d", PointwiseAxiom, i))
 	}
 	s.Assert(goal)
 	res, err := s.Check(ctx)
 	used, _ := s.Statistic("rlimit count")
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			return Result{}, 0, err
+			return Result{}, uint64(used), err
 		}
-		return Result{}, 0, fmt.Errorf("z3: %w", err)
+		return Result{}, uint64(used), fmt.Errorf("z3: %w", err)
 	}
 	switch res {
 	case z3.Unsat:
-		return Result{Status: Proved, Core: s.UnsatCore()}, uint64(used), nil
+		return Result{Status: Proved, Core: coreNames(s.UnsatCore())}, uint64(used), nil
 	case z3.Sat:
 		return Result{Status: Unknown, Reason: ReasonNotEntailed}, uint64(used), nil
 	}
-	return Result{Status: Unknown, Reason: s.ReasonUnknown()}, uint64(used), nil
+	reason := s.ReasonUnknown()
+	if reason == "(incomplete quantifiers)" || reason == "incomplete quantifiers" {
+		reason = ReasonNotDerived
+	}
+	return Result{Status: Unknown, Reason: reason}, uint64(used), nil
+}
+
+// coreNames names the axioms of an unsat core, each pointwise lemma
+// (tracked as pointwise.N) as PointwiseAxiom once.
+func coreNames(core []string) []string {
+	var out []string
+	for _, name := range core {
+		if strings.HasPrefix(name, PointwiseAxiom+".") {
+			name = PointwiseAxiom
+		}
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

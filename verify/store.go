@@ -53,7 +53,8 @@ func Stored(ctx context.Context, db *store.Store, cfg Config, todo []store.Rule,
 	if err != nil {
 		return nil, err
 	}
-	w := &proofWriter{db: db, set: cfg.Axioms.Hash, sum: Summary{RunID: runID, Solver: SolverVersion(), Rules: len(jobs), Counts: map[rules.Status]int{}}}
+	cfg.Budget = cfg.Budget.orDefault()
+	w := &proofWriter{db: db, set: cfg.Axioms.Hash, budget: cfg.Budget.Units, sum: Summary{RunID: runID, Solver: SolverVersion(), Rules: len(jobs), Counts: map[rules.Status]int{}}}
 	err = Run(ctx, cfg, jobs, w.add)
 	if flushErr := w.flush(context.WithoutCancel(ctx)); err == nil {
 		err = flushErr
@@ -95,13 +96,14 @@ func axiomSetRecord(set *axioms.Set) store.AxiomSet {
 type proofWriter struct {
 	db      *store.Store
 	set     string
+	budget  uint64
 	pending []store.Proof
 	sum     Summary
 }
 
 func (w *proofWriter) add(j Job, r Result) error {
 	w.pending = append(w.pending, store.Proof{RuleID: j.ID, RunID: w.sum.RunID, AxiomSet: w.set, Status: r.Status,
-		Reason: r.Reason, Core: r.Core, Elapsed: r.Elapsed, Solver: w.sum.Solver})
+		Reason: r.Reason, Core: r.Core, Elapsed: r.Elapsed, Solver: w.sum.Solver, Budget: w.budget, Units: r.Units})
 	w.sum.Counts[r.Status]++
 	if r.Status != Proved {
 		w.sum.Unproved = append(w.sum.Unproved, Unproved{ID: j.ID, Status: r.Status, Reason: r.Reason, Rule: j.Rule.Format().String()})

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -29,6 +28,8 @@ type Config struct {
 	// counterexample when a rule is not proved.
 	Seed     uint64
 	Progress func(done, total int)
+
+	blockAxioms axiomNames // BlockAxioms(Axioms), set by Run
 }
 
 // Job is one rule to verify. Rule carries the shapes it was found with, when
@@ -72,6 +73,7 @@ func Run(ctx context.Context, cfg Config, jobs []Job, emit func(Job, Result) err
 		cfg.Workers = runtime.GOMAXPROCS(0)
 	}
 	cfg.Budget = cfg.Budget.orDefault()
+	cfg.blockAxioms = BlockAxioms(cfg.Axioms)
 	var next, done atomic.Int64
 	var mu sync.Mutex
 	var firstErr error
@@ -137,16 +139,63 @@ func decide(ctx context.Context, cfg Config, r *rules.Rule) (Result, error) {
 	}
 	defer p.close()
 	res, err := p.prove(ctx, r, cfg.Budget)
-	if os.Getenv("RB_DEBUG_UNITS") != "" {
-		fmt.Fprintf(os.Stderr, "UNITS\t%s\t%d\t%s\t%s\n", res.Status, res.Units, res.Elapsed, r.Format())
-	}
-	if err != nil || res.Status == Proved || len(r.InputShapes) == 0 {
+	if err != nil || len(r.InputShapes) == 0 {
 		return res, err
+	}
+	if res.Status == Proved {
+		return checkProofShapes(r, res, cfg), nil
 	}
 	if why, found := Counterexample(r, cfg.Seed); found {
 		res.Status, res.Reason = Refuted, why
 	}
 	return res, nil
+}
+
+// checkProofShapes tests a proof that used a block axiom (see BlockAxioms)
+// at other shapes. Such an axiom pairs the parts of two concats, which
+// lines up only when the parts have equal sizes; the axioms do not model
+// shapes, so Z3 may have used it on parts that do not line up and proved a
+// rule that holds only at the sizes it was found with. Such a rule is
+// refuted, with the counterexample.
+func checkProofShapes(r *rules.Rule, res Result, cfg Config) Result {
+	if !slices.ContainsFunc(res.Core, cfg.blockAxioms.has) {
+		return res
+	}
+	if why, found := OtherShapes(r, cfg.Seed); found {
+		core := strings.Join(slices.DeleteFunc(slices.Clone(res.Core), func(a string) bool { return !cfg.blockAxioms.has(a) }), ", ")
+		res.Status, res.Core = Refuted, nil
+		res.Reason = why + "; Z3's proof paired parts of unequal size through " + core
+	}
+	return res
+}
+
+// axiomNames is a set of axiom names.
+type axiomNames map[string]bool
+
+func (s axiomNames) has(name string) bool { return s[name] }
+
+// BlockAxioms names the axioms with two or more concats on one side, such
+// as matmul(concat(x, z), concat(y, w)) = matmul(x, y) + matmul(z, w): they
+// hold only where the concats' parts line up, which the axioms cannot say.
+func BlockAxioms(set *axioms.Set) map[string]bool {
+	out := map[string]bool{}
+	for _, a := range set.Axioms {
+		if countSym(a.LHS, "concat") >= 2 || countSym(a.RHS, "concat") >= 2 {
+			out[a.Name] = true
+		}
+	}
+	return out
+}
+
+func countSym(t *axioms.Term, sym string) int {
+	n := 0
+	if !t.IsVar && t.Sym == sym {
+		n++
+	}
+	for _, a := range t.Args {
+		n += countSym(a, sym)
+	}
+	return n
 }
 
 // counterexampleDraws is how many float draws the concrete test tries at
@@ -169,19 +218,20 @@ func Counterexample(r *rules.Rule, seed uint64) (string, bool) {
 	return OtherShapes(r, seed)
 }
 
-// Limits of the search over other shapes: random restarts, and nodes
-// shaped in each while looking for shapes under which both sides
-// type-check.
+// Limits of the search over other shapes: random restarts, assignments
+// evaluated in each, and nodes shaped in each while looking for shapes
+// under which both sides type-check.
 const (
-	otherShapeTrials = 64
+	otherShapeTrials = 32
+	otherShapeVisits = 8
 	otherShapeSteps  = 4_000
 )
 
 // OtherShapes looks for a counterexample at input shapes other than the
 // recorded ones, with extents 1 to 5 at the recorded ranks: each trial
 // shuffles every input's candidate shapes (seeded, so the search is the
-// same on every run) and takes the first assignment under which both sides
-// type-check. The rule's recorded shapes are restored afterwards.
+// same on every run) and evaluates the first assignments under which both
+// sides type-check. The rule's recorded shapes are restored afterwards.
 func OtherShapes(r *rules.Rule, seed uint64) (string, bool) {
 	if len(r.InputShapes) != r.NumInputs {
 		return "", false
@@ -197,14 +247,16 @@ func OtherShapes(r *rules.Rule, seed uint64) (string, bool) {
 			candidates[i] = shapesOfRank(s.Rank, rng)
 		}
 		var why string
+		visits := 0
 		r.EachShapes(candidates, consts, otherShapeSteps, func() bool {
 			for _, stream := range []uint64{0, 1} { // uniform, one-signed
 				if w, found := differs(r, in, stream); found {
 					why = fmt.Sprintf("at %s: %s", shapeList(r.InputShapes), w)
-					break
+					return false
 				}
 			}
-			return false // one assignment per trial
+			visits++
+			return visits < otherShapeVisits
 		})
 		if why != "" {
 			return why, true

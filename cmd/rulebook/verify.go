@@ -19,6 +19,7 @@ import (
 
 type verifyOptions struct {
 	timeout    time.Duration
+	budget     uint64
 	ruleID     int64
 	recheck    bool
 	workers    int
@@ -33,20 +34,30 @@ func newVerifyCmd() *cobra.Command {
 		Short: "Prove candidate rules from the axioms in DIR (default axioms/) with Z3",
 		Long: `verify proves each rule from the axiom files (*.smt2) in DIR: a rule holds when
 the axioms together with "some output differs" are unsatisfiable over fresh
-inputs. Each query first runs Z3's E-matching alone, then model-based
-instantiation, within --timeout; nothing waits longer.
+inputs. Each rule runs Z3's E-matching on the axioms, then with lemmas that
+real arithmetic proves element by element (relu, max pooling), then with its
+concat chains re-associated where no split reads them.
 
-Each result is stored with the time taken, the Z3 version, the axiom set's hash
-and the axioms the proof used (see 'rulebook why ID'):
-  proved   the axioms entail the rule;
-  unknown  not proved: "timeout" or "not entailed";
-  refuted  not proved, and a float64 test at the shapes the rule was found
-           with gives different outputs.
+The proof budget is Z3's resource count (--budget), not time: the same rule
+gets the same verdict on any machine under any load, so a release can be
+rebuilt bit for bit. --timeout is only a safety net; a rule it stops is
+marked "timeout", which is not reproducible.
 
-Rules that already have a result under the same axiom set are skipped, so an
-interrupted run resumes where it stopped; --recheck verifies every rule again.`,
+Each result is stored with the time taken, the Z3 version, the budget, the
+axiom set's hash and the axioms the proof used (see 'rulebook why ID'):
+  proved   the axioms entail the rule; a proof that paired the parts of two
+           concats is tested at other shapes first, since the axioms do not
+           model sizes;
+  unknown  not proved: "not derived" (the axioms do not get there),
+           "budget" or "timeout";
+  refuted  a float64 test at the shapes the rule was found with, or at other
+           shapes under which both sides type-check, gives different outputs.
+
+Rules that already have a result under the same axiom set, Z3 version and
+budget are skipped, so an interrupted run resumes where it stopped;
+--recheck verifies every rule again.`,
 		Example: `  rulebook verify
-  rulebook verify axioms/ --timeout 5s --rule 42`,
+  rulebook verify axioms/ --budget 1000000 --rule 42`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := "axioms"
@@ -57,7 +68,8 @@ interrupted run resumes where it stopped; --recheck verifies every rule again.`,
 		},
 	}
 	f := cmd.Flags()
-	f.DurationVar(&o.timeout, "timeout", 2*time.Second, "time limit per rule")
+	f.Uint64Var(&o.budget, "budget", verify.DefaultBudget().Units, "Z3 resource units (rlimit) per rule: the deterministic proof budget")
+	f.DurationVar(&o.timeout, "timeout", verify.DefaultBudget().WallClock, "wall-clock safety net per rule")
 	f.Int64Var(&o.ruleID, "rule", 0, "verify only this rule (again, if it has a result)")
 	f.BoolVar(&o.recheck, "recheck", false, "verify every rule again, even those with a result under this axiom set")
 	f.IntVar(&o.workers, "workers", runtime.GOMAXPROCS(0), "parallel Z3 solvers")
@@ -67,8 +79,8 @@ interrupted run resumes where it stopped; --recheck verifies every rule again.`,
 }
 
 func runVerify(ctx context.Context, cmd *cobra.Command, dir string, o verifyOptions) error {
-	if o.timeout <= 0 {
-		return fmt.Errorf("--timeout must be positive, got %s", o.timeout)
+	if o.timeout <= 0 || o.budget == 0 {
+		return fmt.Errorf("--timeout and --budget must be positive, got %s and %d", o.timeout, o.budget)
 	}
 	if o.workers < 1 {
 		return fmt.Errorf("--workers must be at least 1, got %d", o.workers)
@@ -87,10 +99,10 @@ func runVerify(ctx context.Context, cmd *cobra.Command, dir string, o verifyOpti
 	if err != nil {
 		return err
 	}
-	settings := map[string]any{"axioms": dir, "axiom_set": set.Hash, "timeout": o.timeout.String(), "rule": o.ruleID, "recheck": o.recheck}
+	settings := map[string]any{"axioms": dir, "axiom_set": set.Hash, "budget": o.budget, "timeout": o.timeout.String(), "rule": o.ruleID, "recheck": o.recheck}
 	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
 	start := time.Now()
-	sum, err := verify.Stored(ctx, db, verify.Config{Registry: reg, Axioms: set, Timeout: o.timeout, Workers: o.workers, Seed: o.seed,
+	sum, err := verify.Stored(ctx, db, verify.Config{Registry: reg, Axioms: set, Budget: verify.Budget{Units: o.budget, WallClock: o.timeout}, Workers: o.workers, Seed: o.seed,
 		Progress: bar.Stage("verify")}, todo, settings, version)
 	bar.Finish()
 	if err != nil {
@@ -108,7 +120,7 @@ func selectRules(ctx context.Context, db *store.Store, set string, o verifyOptio
 		}
 		return []store.Rule{r}, nil
 	}
-	return db.RulesToVerify(ctx, set, o.recheck)
+	return db.RulesToVerify(ctx, set, verify.SolverVersion(), o.budget, o.recheck)
 }
 
 func printVerifySummary(out io.Writer, set *axioms.Set, sum *verify.Summary, elapsed time.Duration) {

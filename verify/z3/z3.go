@@ -482,14 +482,25 @@ type Solver struct {
 }
 
 // NewSolver makes a general-purpose solver (Z3_mk_solver).
-func (c *Context) NewSolver() *Solver {
+func (c *Context) NewSolver() *Solver { return c.newSolver(false) }
+
+// NewSimpleSolver makes Z3's plain SMT solver (Z3_mk_simple_solver), without
+// the general solver's tactic front end: cheaper to fill with many
+// quantified assertions, for one-shot queries that need no preprocessing.
+func (c *Context) NewSimpleSolver() *Solver { return c.newSolver(true) }
+
+func (c *Context) newSolver(simple bool) *Solver {
 	s := &Solver{c: c}
 	if c.ctx == nil {
 		s.err = errClosed
 		return s
 	}
 	c.reset()
-	s.s = C.Z3_mk_solver(c.ctx)
+	if simple {
+		s.s = C.Z3_mk_simple_solver(c.ctx)
+	} else {
+		s.s = C.Z3_mk_solver(c.ctx)
+	}
 	if err := c.lastError("NewSolver"); err != nil {
 		s.s, s.err = nil, err
 		return s
