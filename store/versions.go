@@ -29,8 +29,8 @@ type Version struct {
 	// (Proof.Prover): with the axiom sets and the generator, what it takes
 	// to rebuild the version.
 	Provers []string
-	Parent    string   // the tag released before this one, "" for the first
-	Created   time.Time
+	Parent  string // the tag released before this one, "" for the first
+	Created time.Time
 }
 
 // ErrTampered reports a version whose rules no longer match its hash.
