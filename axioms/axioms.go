@@ -11,7 +11,9 @@
 package axioms
 
 import (
+	"embed"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -118,24 +120,40 @@ type Set struct {
 	Hash string
 }
 
+// builtin holds this package's own axiom files, so that the binary carries
+// the default axiom set and works outside the repository.
+//
+//go:embed *.smt2
+var builtin embed.FS
+
+// BuiltinDir is how a Set loaded by Builtin names its folder.
+const BuiltinDir = "(built in)"
+
+// Builtin parses the axiom files compiled into the binary: the *.smt2
+// files of this package's folder at build time.
+func Builtin(reg *rules.Registry) (*Set, error) { return load(builtin, BuiltinDir, reg) }
+
 // Load parses every *.smt2 file of dir.
-func Load(dir string, reg *rules.Registry) (*Set, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.smt2"))
+func Load(dir string, reg *rules.Registry) (*Set, error) { return load(os.DirFS(dir), dir, reg) }
+
+// load parses every *.smt2 file at the top of fsys, naming files as in dir.
+func load(fsys fs.FS, dir string, reg *rules.Registry) (*Set, error) {
+	names, err := fs.Glob(fsys, "*.smt2")
 	if err != nil {
 		return nil, err
 	}
-	if len(files) == 0 {
+	if len(names) == 0 {
 		return nil, fmt.Errorf("%s: no *.smt2 axiom files", dir)
 	}
-	slices.Sort(files)
+	slices.Sort(names)
 	set := &Set{Dir: dir}
 	seen := map[string]*Axiom{}
-	for _, f := range files {
-		src, err := os.ReadFile(f)
+	for _, name := range names {
+		src, err := fs.ReadFile(fsys, name)
 		if err != nil {
 			return nil, err
 		}
-		axs, err := Parse(f, string(src), reg)
+		axs, err := Parse(filepath.Join(dir, name), string(src), reg)
 		if err != nil {
 			return nil, err
 		}

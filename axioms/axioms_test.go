@@ -96,3 +96,20 @@ func TestHashIgnoresCommentsAndLayout(t *testing.T) {
 		t.Error("a different formula kept the hash")
 	}
 }
+
+// TestBuiltinIsTheFolder: the axiom set compiled into the binary is this
+// folder's, axiom for axiom and by hash.
+func TestBuiltinIsTheFolder(t *testing.T) {
+	reg := rules.Default()
+	dir, err := Load(".", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := Builtin(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Hash != dir.Hash || len(in.Axioms) != len(dir.Axioms) || in.Dir != BuiltinDir {
+		t.Errorf("built in: %d axioms, hash %s, dir %q; folder: %d axioms, hash %s", len(in.Axioms), in.Hash, in.Dir, len(dir.Axioms), dir.Hash)
+	}
+}

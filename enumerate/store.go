@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"time"
 
 	"rulebook/store"
 )
@@ -56,4 +58,20 @@ func RuleRecords(cands []Candidate, runID int64) []store.Rule {
 		out[i].Fingerprint, out[i].RunID = c.Fingerprint, runID
 	}
 	return out
+}
+
+// WriteText prints the generation's stages as 'rulebook generate' does.
+func (s *Stored) WriteText(w io.Writer, elapsed time.Duration) {
+	st := s.Stats
+	fmt.Fprintf(w, "%-28s %12s\n", "stage", "count")
+	fmt.Fprintf(w, "%-28s %12d\n", "graphs enumerated", st.Graphs)
+	for _, l := range st.Levels {
+		fmt.Fprintf(w, "  %-26s %12d\n", fmt.Sprintf("with %d operators", l.Ops), l.Graphs)
+	}
+	fmt.Fprintf(w, "%-28s %12d\n", "distinct fingerprints", st.Classes)
+	fmt.Fprintf(w, "%-28s %12d\n", "fingerprint collisions", st.Collisions)
+	fmt.Fprintf(w, "%-28s %12d\n", "pairs after float test", st.Candidates)
+	fmt.Fprintf(w, "%-28s %12d\n", "distinct candidate rules", len(s.Candidates))
+	fmt.Fprintf(w, "%-28s %12d\n", "stored (new)", s.New)
+	fmt.Fprintf(w, "%-28s %12s\n", "time", elapsed.Round(time.Millisecond))
 }

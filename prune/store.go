@@ -3,6 +3,9 @@ package prune
 import (
 	"context"
 	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
 
 	"rulebook/rules"
 	"rulebook/store"
@@ -36,4 +39,30 @@ func Stored(ctx context.Context, db *store.Store, reg *rules.Registry, progress 
 		ps[i] = store.Pruning{Rule: d.ID, By: d.By, Reason: string(d.Reason)}
 	}
 	return res, db.SetPruning(ctx, ps)
+}
+
+// WriteText prints the stages as TASO's Table 2.3 does, then the pruned
+// rules by reason, as 'rulebook prune' does.
+func (res *Result) WriteText(w io.Writer, elapsed time.Duration) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "stage\trules\tproved\t")
+	for _, s := range res.Stages {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t\n", s.Name, s.Rules, s.Proved)
+	}
+	first, last := res.Stages[0], res.Stages[len(res.Stages)-1]
+	fmt.Fprintf(tw, "reduction\t%s\t%s\t\n", percentDrop(first.Rules, last.Rules), percentDrop(first.Proved, last.Proved))
+	tw.Flush()
+	byReason := map[Reason]int{}
+	for _, d := range res.Decisions {
+		byReason[d.Reason]++
+	}
+	fmt.Fprintf(w, "pruned %d rules (renaming %d, common subgraph at inputs %d, at outputs %d) in %s\n",
+		len(res.Decisions), byReason[Renaming], byReason[CommonInput], byReason[CommonOutput], elapsed.Round(time.Millisecond))
+}
+
+func percentDrop(from, to int) string {
+	if from == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(from-to)/float64(from))
 }

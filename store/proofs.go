@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"rulebook/rules"
@@ -42,6 +43,9 @@ func (p Proof) Prover() string { return ProverName(p.Solver, p.Budget) }
 
 // ProverName is Proof.Prover for a solver version and a budget.
 func ProverName(solver string, budget uint64) string {
+	if !strings.HasPrefix(solver, "Z3") {
+		solver = "Z3 " + solver
+	}
 	if budget == 0 {
 		return solver + ", wall-clock timeout"
 	}

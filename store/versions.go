@@ -38,6 +38,42 @@ var ErrTampered = errors.New("version does not match its content hash")
 
 var tagPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
+// CheckNewTag reports why tag cannot name a new version: it is malformed or
+// already taken. Commands that do long work before releasing call it first.
+func (s *Store) CheckNewTag(ctx context.Context, tag string) error {
+	return checkNewTag(ctx, s.db, tag)
+}
+
+func checkNewTag(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, tag string) error {
+	if !tagPattern.MatchString(tag) {
+		return fmt.Errorf("version tag %q: use letters, digits, '.', '_' and '-', starting with a letter or digit", tag)
+	}
+	var exists int
+	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM versions WHERE tag = ?`, tag).Scan(&exists); err != nil {
+		return fmt.Errorf("store: release %s: %w", tag, err)
+	}
+	if exists > 0 {
+		return fmt.Errorf("version %s already exists; released versions never change, choose another tag", tag)
+	}
+	return nil
+}
+
+// NextTag is the first of v1, v2, … that no version uses.
+func (s *Store) NextTag(ctx context.Context) (string, error) {
+	for k := 1; ; k++ {
+		tag := fmt.Sprintf("v%d", k)
+		var exists int
+		if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM versions WHERE tag = ?`, tag).Scan(&exists); err != nil {
+			return "", fmt.Errorf("store: next tag: %w", err)
+		}
+		if exists == 0 {
+			return tag, nil
+		}
+	}
+}
+
 // ContentHash is the identity of a rule set: SHA-256 of its canonical texts,
 // sorted, one per line. Two databases holding the same rules agree on it.
 func ContentHash(texts []string) string {
@@ -58,20 +94,13 @@ func ruleText(src, dst string) string { return rules.Text{Src: src, Dst: dst}.St
 // previous version as parent. It refuses an existing tag and a release with nothing
 // proved.
 func (s *Store) Release(ctx context.Context, tag string) (Version, error) {
-	if !tagPattern.MatchString(tag) {
-		return Version{}, fmt.Errorf("version tag %q: use letters, digits, '.', '_' and '-', starting with a letter or digit", tag)
-	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return Version{}, fmt.Errorf("store: release %s: %w", tag, err)
 	}
 	defer tx.Rollback()
-	var exists int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM versions WHERE tag = ?`, tag).Scan(&exists); err != nil {
-		return Version{}, fmt.Errorf("store: release %s: %w", tag, err)
-	}
-	if exists > 0 {
-		return Version{}, fmt.Errorf("version %s already exists; released versions never change, choose another tag", tag)
+	if err := checkNewTag(ctx, tx, tag); err != nil {
+		return Version{}, err
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT r.id, r.src, r.dst, p.axiom_set, p.solver, p.budget, u.config,
 		(SELECT json_group_array(o.operator) FROM rule_operators o WHERE o.rule_id = r.id)

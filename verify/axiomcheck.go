@@ -3,6 +3,8 @@ package verify
 import (
 	"context"
 	"fmt"
+	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,4 +138,87 @@ func (p *prover) redundancy(ctx context.Context, a *axioms.Axiom, i int, timeout
 		}
 	}
 	return r, nil
+}
+
+// AxiomCheck configures CheckAxioms.
+type AxiomCheck struct {
+	Timeout time.Duration // per Z3 query; ten times that for consistency
+	Workers int
+	MaxDim  int // largest extent of the concrete check
+}
+
+// CheckAxioms validates an axiom set in three steps and reports each on out
+// as it finishes: consistency, redundancy (reported only) and the concrete
+// check of every axiom on small tensors. It fails if the set is
+// inconsistent or an axiom is false.
+func CheckAxioms(ctx context.Context, out io.Writer, reg *rules.Registry, set *axioms.Set, c AxiomCheck) error {
+	fmt.Fprintf(out, "%d axioms in %s (set %s)\n", len(set.Axioms), set.Dir, set.Hash)
+	var failures []string
+	status, core, err := Consistency(ctx, reg, set, 10*c.Timeout)
+	if err != nil {
+		return err
+	}
+	switch status {
+	case Consistent:
+		fmt.Fprintln(out, "consistency: consistent (Z3 found a model)")
+	case Inconsistent:
+		fmt.Fprintf(out, "consistency: INCONSISTENT: %s contradict each other\n", strings.Join(core, ", "))
+		failures = append(failures, "the axioms are inconsistent")
+	default:
+		fmt.Fprintf(out, "consistency: unknown (%s)\n", strings.Join(core, " "))
+	}
+	if err := reportRedundancy(ctx, out, reg, set, c); err != nil {
+		return err
+	}
+	falseAxioms, err := reportConcrete(ctx, out, reg, set, c)
+	if err != nil {
+		return err
+	}
+	if failures = append(failures, falseAxioms...); len(failures) > 0 {
+		return fmt.Errorf("%s", strings.Join(failures, "; "))
+	}
+	return nil
+}
+
+func reportRedundancy(ctx context.Context, out io.Writer, reg *rules.Registry, set *axioms.Set, c AxiomCheck) error {
+	reds, err := Redundancies(ctx, reg, set, c.Timeout, c.Workers)
+	if err != nil {
+		return err
+	}
+	n := map[string]int{}
+	for _, r := range reds {
+		n[r.Status]++
+		if r.Status == Redundant {
+			fmt.Fprintf(out, "redundancy: %s is entailed by %s\n", r.Axiom, strings.Join(r.By, ", "))
+		}
+	}
+	fmt.Fprintf(out, "redundancy: %d redundant, %d independent, %d not shown redundant within %s (reported, not an error)\n",
+		n[Redundant], n[Independent], n[Undetermined], c.Timeout)
+	return nil
+}
+
+// reportConcrete evaluates every axiom on small tensors and returns the
+// failures.
+func reportConcrete(ctx context.Context, out io.Writer, reg *rules.Registry, set *axioms.Set, c AxiomCheck) ([]string, error) {
+	bound := axioms.DefaultBound()
+	bound.Dims = bound.Dims[:0]
+	for d := 1; d <= c.MaxDim; d++ {
+		bound.Dims = append(bound.Dims, d)
+	}
+	reports, err := axioms.Validate(ctx, set, reg, bound, c.Workers)
+	if err != nil {
+		return nil, err
+	}
+	var failures []string
+	total := 0
+	for _, r := range reports {
+		total += r.Instances
+		if !r.OK() {
+			fmt.Fprintf(out, "concrete: %s (%s:%d) is FALSE: %s\n", r.Axiom.Name, r.Axiom.File, r.Axiom.Line, r.Counterexample)
+			failures = append(failures, "axiom "+r.Axiom.Name+" is false")
+		}
+	}
+	fmt.Fprintf(out, "concrete: %d of %d axioms hold at all %d instances (shapes up to rank 4, extents 1..%d)\n",
+		len(reports)-len(failures), len(reports), total, c.MaxDim)
+	return failures, nil
 }

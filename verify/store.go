@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"sort"
 	"strings"
+	"time"
 
 	"rulebook/axioms"
 	"rulebook/rules"
@@ -53,7 +56,7 @@ func Stored(ctx context.Context, db *store.Store, cfg Config, todo []store.Rule,
 	if err != nil {
 		return nil, err
 	}
-	cfg.Budget = cfg.Budget.orDefault()
+	cfg.Budget = cfg.Budget.OrDefault()
 	w := &proofWriter{db: db, set: cfg.Axioms.Hash, budget: cfg.Budget.Units, sum: Summary{RunID: runID, Solver: SolverVersion(), Rules: len(jobs), Counts: map[rules.Status]int{}}}
 	err = Run(ctx, cfg, jobs, w.add)
 	if flushErr := w.flush(context.WithoutCancel(ctx)); err == nil {
@@ -124,4 +127,24 @@ func (w *proofWriter) flush(ctx context.Context) error {
 	w.sum.Written += len(w.pending)
 	w.pending = w.pending[:0]
 	return nil
+}
+
+// WriteText prints the summary as 'rulebook verify' does: the axiom set
+// and solver, the counts, then every rule not proved with its reason.
+func (s *Summary) WriteText(out io.Writer, set *axioms.Set, elapsed time.Duration) {
+	fmt.Fprintf(out, "axiom set %s: %d axioms from %s; %s\n", set.Hash, len(set.Axioms), set.Dir, s.Solver)
+	fmt.Fprintf(out, "%d rules verified in %s: %d proved, %d unknown, %d refuted\n", s.Rules, elapsed.Round(time.Millisecond),
+		s.Counts[Proved], s.Counts[Unknown], s.Counts[Refuted])
+	if len(s.Unproved) == 0 {
+		return
+	}
+	lines := make([]string, len(s.Unproved))
+	for i, u := range s.Unproved {
+		lines[i] = fmt.Sprintf("%6d  %-8s %-13s %s", u.ID, u.Status, u.Reason, u.Rule)
+	}
+	sort.Strings(lines)
+	fmt.Fprintln(out, "not proved:")
+	for _, l := range lines {
+		fmt.Fprintln(out, l)
+	}
 }

@@ -39,15 +39,17 @@ type Job struct {
 	Rule *rules.Rule
 }
 
-// DefaultBudget is the budget a zero Config.Budget takes: enough resource
-// units for every proof of the ≤4-operator candidates with room to spare
-// (BENCHMARKS.md, "Verification budget"), and a wall clock that only a
-// machine many times slower than ours would reach.
+// DefaultBudget is the budget a zero Config.Budget takes. The largest proof
+// of the ≤4-operator candidates spends about 51,000 resource units and the
+// searches that fail stop by themselves below 30,000 (BENCHMARKS.md,
+// "Verification"), so a million leaves twenty times the room; the wall
+// clock is one that only a machine far slower than ours would reach.
 func DefaultBudget() Budget {
-	return Budget{Units: 4_000_000, WallClock: time.Minute}
+	return Budget{Units: 1_000_000, WallClock: time.Minute}
 }
 
-func (b Budget) orDefault() Budget {
+// OrDefault fills the zero fields of b with DefaultBudget's.
+func (b Budget) OrDefault() Budget {
 	d := DefaultBudget()
 	if b.Units == 0 {
 		b.Units = d.Units
@@ -72,7 +74,7 @@ func Run(ctx context.Context, cfg Config, jobs []Job, emit func(Job, Result) err
 	if cfg.Workers < 1 {
 		cfg.Workers = runtime.GOMAXPROCS(0)
 	}
-	cfg.Budget = cfg.Budget.orDefault()
+	cfg.Budget = cfg.Budget.OrDefault()
 	cfg.blockAxioms = BlockAxioms(cfg.Axioms)
 	var next, done atomic.Int64
 	var mu sync.Mutex
@@ -228,10 +230,14 @@ const (
 )
 
 // OtherShapes looks for a counterexample at input shapes other than the
-// recorded ones, with extents 1 to 5 at the recorded ranks: each trial
-// shuffles every input's candidate shapes (seeded, so the search is the
-// same on every run) and evaluates the first assignments under which both
-// sides type-check. The rule's recorded shapes are restored afterwards.
+// recorded ones, with extents 1 to 5 at the recorded ranks. Trials take
+// turns in what they offer each input: its recorded shape and those that
+// differ from it in one extent, or in up to two, which breaks a few
+// coincidences of sizes at a time (two kernels with as many output
+// channels, say), or any shape of its rank. Each list is shuffled (seeded,
+// so the search is the same on every run), and each trial evaluates the
+// first assignments under which both sides type-check. The rule's recorded
+// shapes are restored afterwards.
 func OtherShapes(r *rules.Rule, seed uint64) (string, bool) {
 	if len(r.InputShapes) != r.NumInputs {
 		return "", false
@@ -241,28 +247,75 @@ func OtherShapes(r *rules.Rule, seed uint64) (string, bool) {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	in := fingerprint.Inputs{Seed: seed}
 	consts := constantShapes(r)
-	for range otherShapeTrials {
+	for trial := range otherShapeTrials {
 		candidates := make([][]rules.Shape, r.NumInputs)
 		for i, s := range saved.inputs {
-			candidates[i] = shapesOfRank(s.Rank, rng)
-		}
-		var why string
-		visits := 0
-		r.EachShapes(candidates, consts, otherShapeSteps, func() bool {
-			for _, stream := range []uint64{0, 1} { // uniform, one-signed
-				if w, found := differs(r, in, stream); found {
-					why = fmt.Sprintf("at %s: %s", shapeList(r.InputShapes), w)
-					return false
-				}
+			if k := trial % 3; k < 2 {
+				candidates[i] = shapesNear(s, k+1, rng)
+			} else {
+				candidates[i] = shapesOfRank(s.Rank, rng)
 			}
-			visits++
-			return visits < otherShapeVisits
-		})
-		if why != "" {
+		}
+		if why, found := firstDifference(r, in, candidates, consts, otherShapeVisits); found {
 			return why, true
 		}
 	}
 	return "", false
+}
+
+// firstDifference evaluates the rule at up to visits assignments drawn from
+// candidates and describes the first that tells the sides apart.
+func firstDifference(r *rules.Rule, in fingerprint.Inputs, candidates [][]rules.Shape, consts map[string][]rules.Shape, visits int) (string, bool) {
+	var why string
+	seen := 0
+	r.EachShapes(candidates, consts, otherShapeSteps, func() bool {
+		for _, stream := range []uint64{0, 1} { // uniform, one-signed
+			if w, found := differs(r, in, stream); found {
+				why = fmt.Sprintf("at %s: %s", shapeList(r.InputShapes), w)
+				return false
+			}
+		}
+		seen++
+		return seen < visits
+	})
+	return why, why != ""
+}
+
+// shapesNear lists s and every shape that differs from s in at most k
+// extents (each 1 to 5), shuffled.
+func shapesNear(s rules.Shape, k int, rng *rand.Rand) []rules.Shape {
+	near := []rules.Shape{rules.NewShape(s.DimList()...)}
+	for range k {
+		var next []rules.Shape
+		for _, t := range near {
+			for axis := range t.Rank {
+				for d := 1; d <= 5; d++ {
+					if d != t.Dims[axis] && t.Dims[axis] == s.Dims[axis] {
+						u := rules.NewShape(t.DimList()...)
+						u.Dims[axis] = d
+						next = append(next, u)
+					}
+				}
+			}
+		}
+		near = append(near, next...)
+	}
+	near = uniqueShapes(near)
+	rng.Shuffle(len(near), func(i, j int) { near[i], near[j] = near[j], near[i] })
+	return near
+}
+
+// uniqueShapes drops repeated shapes, keeping the first of each.
+func uniqueShapes(ss []rules.Shape) []rules.Shape {
+	seen := map[string]bool{}
+	out := ss[:0]
+	for _, s := range ss {
+		if k := s.String(); !seen[k] {
+			seen[k] = true
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // differs evaluates both sides on one float draw at r's current shapes.

@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"rulebook/axioms"
 	"rulebook/compare"
 	"rulebook/internal/progress"
 	"rulebook/rules"
@@ -54,7 +53,7 @@ It prints the rules that fall short (missed, or not proved) and a summary;
 	f := cmd.Flags()
 	f.StringVar(&o.tag, "version", "", "version tag or hash prefix to compare against")
 	f.StringVar(&o.format, "format", "", "taso-pb, flexflow-json, json or sexpr (default: from the file's extension and content)")
-	f.StringVar(&o.axiomDir, "axioms", "axioms", "axiom directory for the verifier")
+	f.StringVar(&o.axiomDir, "axioms", "", "axiom folder for the verifier (default: ./axioms if present, else the built-in set)")
 	f.Uint64Var(&o.budget, "budget", verify.DefaultBudget().Units, "Z3 resource units per rule (as verify)")
 	f.DurationVar(&o.timeout, "timeout", verify.DefaultBudget().WallClock, "wall-clock safety net per rule (as verify)")
 	f.IntVar(&o.steps, "steps", compare.DefaultLimits.Steps, "longest rewrite sequence that counts as implied")
@@ -66,7 +65,7 @@ It prints the rules that fall short (missed, or not proved) and a summary;
 
 func runCompare(cmd *cobra.Command, db *store.Store, path string, o compareOptions) error {
 	reg := rules.Default()
-	set, err := axioms.Load(o.axiomDir, reg)
+	set, err := loadAxioms(o.axiomDir, reg)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"runtime"
 	"strings"
 	"time"
@@ -93,21 +92,7 @@ func runGenerate(ctx context.Context, cmd *cobra.Command, o generateOptions) err
 	if err != nil {
 		return err
 	}
-	printStages(cmd.OutOrStdout(), res.Stats, len(res.Candidates), res.New, time.Since(start))
+	res.WriteText(cmd.OutOrStdout(), time.Since(start))
 	fmt.Fprintf(cmd.OutOrStdout(), "run %d written to %s\n", res.RunID, db.Path())
 	return nil
-}
-
-func printStages(w io.Writer, s enumerate.Stats, distinct int, stored int64, elapsed time.Duration) {
-	fmt.Fprintf(w, "%-28s %12s\n", "stage", "count")
-	fmt.Fprintf(w, "%-28s %12d\n", "graphs enumerated", s.Graphs)
-	for _, l := range s.Levels {
-		fmt.Fprintf(w, "  %-26s %12d\n", fmt.Sprintf("with %d operators", l.Ops), l.Graphs)
-	}
-	fmt.Fprintf(w, "%-28s %12d\n", "distinct fingerprints", s.Classes)
-	fmt.Fprintf(w, "%-28s %12d\n", "fingerprint collisions", s.Collisions)
-	fmt.Fprintf(w, "%-28s %12d\n", "pairs after float test", s.Candidates)
-	fmt.Fprintf(w, "%-28s %12d\n", "distinct candidate rules", distinct)
-	fmt.Fprintf(w, "%-28s %12d\n", "stored (new)", stored)
-	fmt.Fprintf(w, "%-28s %12s\n", "time", elapsed.Round(time.Millisecond))
 }

@@ -56,7 +56,7 @@ RULEBOOK_DB environment variable names another.`,
 	}
 	root.PersistentFlags().String("db", "", "SQLite database file (default $RULEBOOK_DB or rulebook.db)")
 	root.AddCommand(newGenerateCmd(), newVerifyCmd(), newWhyCmd(), newAxiomsCmd(), newPruneCmd(), newCompareCmd(), newReleaseCmd(), newVersionsCmd(), newDiffCmd(), newExportCmd(), newImportCmd(), newRunCmd(), newBenchOpsCmd(), newOptimizeCmd(), newListCmd(), newShowCmd(), newStatsCmd(), newOpsCmd())
-	root.AddCommand(newUsageCmd())
+	root.AddCommand(newUsageCmd(), newBuildCmd())
 	return root
 }
 

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -39,34 +36,10 @@ what is proved. 'rulebook release' leaves pruned rules out.`,
 			if err != nil {
 				return err
 			}
-			printPruneStages(cmd.OutOrStdout(), res, time.Since(start))
+			res.WriteText(cmd.OutOrStdout(), time.Since(start))
 			return nil
 		}),
 	}
 	cmd.Flags().BoolVar(&quiet, "no-progress", false, "no progress bar")
 	return cmd
-}
-
-func printPruneStages(w io.Writer, res *prune.Result, elapsed time.Duration) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "stage\trules\tproved\t")
-	for _, s := range res.Stages {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t\n", s.Name, s.Rules, s.Proved)
-	}
-	first, last := res.Stages[0], res.Stages[len(res.Stages)-1]
-	fmt.Fprintf(tw, "reduction\t%s\t%s\t\n", percentDrop(first.Rules, last.Rules), percentDrop(first.Proved, last.Proved))
-	tw.Flush()
-	byReason := map[prune.Reason]int{}
-	for _, d := range res.Decisions {
-		byReason[d.Reason]++
-	}
-	fmt.Fprintf(w, "pruned %d rules (renaming %d, common subgraph at inputs %d, at outputs %d) in %s\n",
-		len(res.Decisions), byReason[prune.Renaming], byReason[prune.CommonInput], byReason[prune.CommonOutput], elapsed.Round(time.Millisecond))
-}
-
-func percentDrop(from, to int) string {
-	if from == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.1f%%", 100*float64(from-to)/float64(from))
 }

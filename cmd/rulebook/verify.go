@@ -3,14 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"runtime"
-	"sort"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"rulebook/axioms"
 	"rulebook/internal/progress"
 	"rulebook/rules"
 	"rulebook/store"
@@ -60,7 +57,7 @@ budget are skipped, so an interrupted run resumes where it stopped;
   rulebook verify axioms/ --budget 1000000 --rule 42`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir := "axioms"
+			dir := ""
 			if len(args) == 1 {
 				dir = args[0]
 			}
@@ -86,7 +83,7 @@ func runVerify(ctx context.Context, cmd *cobra.Command, dir string, o verifyOpti
 		return fmt.Errorf("--workers must be at least 1, got %d", o.workers)
 	}
 	reg := rules.Default()
-	set, err := axioms.Load(dir, reg) // before the database: a bad file changes nothing
+	set, err := loadAxioms(dir, reg) // before the database: a bad file changes nothing
 	if err != nil {
 		return err
 	}
@@ -108,7 +105,7 @@ func runVerify(ctx context.Context, cmd *cobra.Command, dir string, o verifyOpti
 	if err != nil {
 		return err
 	}
-	printVerifySummary(cmd.OutOrStdout(), set, sum, time.Since(start))
+	sum.WriteText(cmd.OutOrStdout(), set, time.Since(start))
 	return nil
 }
 
@@ -121,24 +118,6 @@ func selectRules(ctx context.Context, db *store.Store, set string, o verifyOptio
 		return []store.Rule{r}, nil
 	}
 	return db.RulesToVerify(ctx, set, verify.SolverVersion(), o.budget, o.recheck)
-}
-
-func printVerifySummary(out io.Writer, set *axioms.Set, sum *verify.Summary, elapsed time.Duration) {
-	fmt.Fprintf(out, "axiom set %s: %d axioms from %s; %s\n", set.Hash, len(set.Axioms), set.Dir, sum.Solver)
-	fmt.Fprintf(out, "%d rules verified in %s: %d proved, %d unknown, %d refuted\n", sum.Rules, elapsed.Round(time.Millisecond),
-		sum.Counts[verify.Proved], sum.Counts[verify.Unknown], sum.Counts[verify.Refuted])
-	if len(sum.Unproved) == 0 {
-		return
-	}
-	lines := make([]string, len(sum.Unproved))
-	for i, u := range sum.Unproved {
-		lines[i] = fmt.Sprintf("%6d  %-8s %-13s %s", u.ID, u.Status, u.Reason, u.Rule)
-	}
-	sort.Strings(lines)
-	fmt.Fprintln(out, "not proved:")
-	for _, l := range lines {
-		fmt.Fprintln(out, l)
-	}
 }
 
 func newWhyCmd() *cobra.Command {
@@ -158,6 +137,9 @@ func newWhyCmd() *cobra.Command {
 				return nil
 			}
 			fmt.Fprintf(out, "verified by run %d against axiom set %s with %s in %s\n", p.RunID, p.AxiomSet, p.Solver, p.Elapsed.Round(time.Microsecond))
+			if p.Budget > 0 {
+				fmt.Fprintf(out, "budget: %d Z3 resource units, %d spent\n", p.Budget, p.Units)
+			}
 			if p.Reason != "" {
 				fmt.Fprintf(out, "reason: %s\n", p.Reason)
 			}
@@ -169,6 +151,7 @@ func newWhyCmd() *cobra.Command {
 				return err
 			}
 			comments := set.Comments()
+			comments[verify.PointwiseAxiom] = "lemmas about sub-terms, proved element by element in real arithmetic"
 			fmt.Fprintf(out, "the proof uses %d axioms:\n", len(p.Core))
 			for _, name := range p.Core {
 				fmt.Fprintf(out, "  %-28s %s\n", name, comments[name])

@@ -85,7 +85,7 @@ func TestVerifyTimeoutIsStoredAsUnknown(t *testing.T) {
 	if _, err := run(ctx, "generate", "--max-ops", "3", "--ops", "ewmul,relu", "--db", db, "--no-progress"); err != nil {
 		t.Fatal(err)
 	}
-	out, err := run(ctx, "verify", "../../axioms", "--db", db, "--timeout", "200ms", "--no-progress")
+	out, err := run(ctx, "verify", "../../axioms", "--db", db, "--timeout", "1ms", "--no-progress")
 	if err != nil {
 		t.Fatal(err)
 	}

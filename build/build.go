@@ -1,0 +1,115 @@
+// Package build runs the whole pipeline in one call: generate candidate
+// rules, verify them, prune them and release the proved ones as a version.
+// It is what 'rulebook build' runs, so that a newcomer ends with a released,
+// proved rulebook from one command.
+package build
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"rulebook/axioms"
+	"rulebook/enumerate"
+	"rulebook/prune"
+	"rulebook/rules"
+	"rulebook/store"
+	"rulebook/verify"
+)
+
+// Config is one build.
+type Config struct {
+	Registry *rules.Registry
+	Axioms   *axioms.Set
+	MaxOps   int
+	// Tag names the version; empty takes the first free v1, v2, ….
+	Tag     string
+	Seed    uint64
+	Workers int
+	Budget  verify.Budget
+	// ToolVersion is recorded with the runs.
+	ToolVersion string
+	Progress    Progress
+}
+
+// Progress receives each stage's progress; any field may be nil.
+type Progress struct {
+	Generate func(enumerate.Progress)
+	Verify   func(done, total int)
+	Prune    func(stage string, done, total int)
+}
+
+// Stage is one step of a build and how long it took.
+type Stage struct {
+	Name    string
+	Elapsed time.Duration
+}
+
+// Summary is what a build did, stage by stage.
+type Summary struct {
+	Generated *enumerate.Stored
+	Verified  *verify.Summary
+	Pruned    *prune.Result
+	Version   store.Version
+	Stages    []Stage
+}
+
+// Run builds a version into db. A tag that is malformed or already taken
+// is refused before any work; each stage is recorded in db as its own
+// command would record it, so an interrupted build resumes: generation adds
+// no duplicates and verification skips the rules already decided under the
+// same axioms, solver and budget.
+func Run(ctx context.Context, db *store.Store, cfg Config) (*Summary, error) {
+	tag, err := chooseTag(ctx, db, cfg.Tag)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Budget = cfg.Budget.OrDefault()
+	sum := &Summary{}
+	steps := []struct {
+		name string
+		run  func() error
+	}{
+		{"generate", func() (err error) { sum.Generated, err = generate(ctx, db, cfg); return err }},
+		{"verify", func() (err error) { sum.Verified, err = verifyNew(ctx, db, cfg); return err }},
+		{"prune", func() (err error) {
+			sum.Pruned, err = prune.Stored(ctx, db, cfg.Registry, cfg.Progress.Prune)
+			return err
+		}},
+		{"release", func() (err error) { sum.Version, err = db.Release(ctx, tag); return err }},
+	}
+	for _, s := range steps {
+		start := time.Now()
+		if err := s.run(); err != nil {
+			return sum, fmt.Errorf("build: %s: %w", s.name, err)
+		}
+		sum.Stages = append(sum.Stages, Stage{Name: s.name, Elapsed: time.Since(start)})
+	}
+	return sum, nil
+}
+
+// chooseTag checks the requested tag, or picks the next free one.
+func chooseTag(ctx context.Context, db *store.Store, tag string) (string, error) {
+	if tag == "" {
+		return db.NextTag(ctx)
+	}
+	return tag, db.CheckNewTag(ctx, tag)
+}
+
+func generate(ctx context.Context, db *store.Store, cfg Config) (*enumerate.Stored, error) {
+	return enumerate.GenerateInto(ctx, db, enumerate.Config{Registry: cfg.Registry, Pool: rules.DefaultPool(), MaxOps: cfg.MaxOps,
+		Seed: cfg.Seed, Workers: cfg.Workers, Progress: cfg.Progress.Generate}, cfg.ToolVersion)
+}
+
+// verifyNew verifies the rules without a result under this build's axioms,
+// solver and budget.
+func verifyNew(ctx context.Context, db *store.Store, cfg Config) (*verify.Summary, error) {
+	budget := cfg.Budget
+	todo, err := db.RulesToVerify(ctx, cfg.Axioms.Hash, verify.SolverVersion(), budget.Units, false)
+	if err != nil {
+		return nil, err
+	}
+	settings := map[string]any{"axioms": cfg.Axioms.Dir, "axiom_set": cfg.Axioms.Hash, "budget": budget.Units, "timeout": budget.WallClock.String(), "build": true}
+	return verify.Stored(ctx, db, verify.Config{Registry: cfg.Registry, Axioms: cfg.Axioms, Budget: budget, Workers: cfg.Workers,
+		Seed: cfg.Seed, Progress: cfg.Progress.Verify}, todo, settings, cfg.ToolVersion)
+}

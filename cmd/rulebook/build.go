@@ -1,0 +1,118 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"rulebook/axioms"
+	"rulebook/build"
+	"rulebook/enumerate"
+	"rulebook/internal/progress"
+	"rulebook/rules"
+	"rulebook/store"
+	"rulebook/verify"
+)
+
+type buildOptions struct {
+	maxOps     int
+	tag        string
+	axiomsDir  string
+	budget     uint64
+	timeout    time.Duration
+	seed       uint64
+	workers    int
+	noProgress bool
+}
+
+func newBuildCmd() *cobra.Command {
+	var o buildOptions
+	cmd := &cobra.Command{
+		Use:   "build",
+		Short: "Generate, verify, prune and release a rulebook in one command",
+		Long: `build runs generate, verify, prune and release in turn, with one progress
+display and a closing summary, and ends with a released version of the
+proved, pruned rules (see 'rulebook versions').
+
+The version's content hash depends only on the operator set, --max-ops, the
+seed, the axioms, the Z3 version and --budget: proofs are bounded by Z3's
+resource count, not by time, so two builds give the same hash on any machine
+under any load. The version records its axiom sets, generator settings and
+prover with budget.
+
+Each stage is recorded as its own command would record it, so an
+interrupted build resumes: generation adds no duplicates and verification
+skips rules already decided under the same axioms, Z3 and budget. A tag
+that exists already is refused before any work.
+
+The axioms are the *.smt2 files of --axioms, else of ./axioms when it has
+some (as in the repository), else the set compiled into rulebook.`,
+		Example: `  rulebook build --max-ops 3
+  rulebook build --max-ops 4 --tag v4 --db big.db
+  rulebook build --axioms my-axioms/ --tag experiment`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBuild(cmd, o) },
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.maxOps, "max-ops", 3, fmt.Sprintf("largest graph size in operators (1..%d)", enumerate.MaxOps))
+	f.StringVar(&o.tag, "tag", "", "tag of the released version (default: the first free v1, v2, ...)")
+	f.StringVar(&o.axiomsDir, "axioms", "", "folder of *.smt2 axiom files (default: ./axioms if present, else the built-in set)")
+	f.Uint64Var(&o.budget, "budget", verify.DefaultBudget().Units, "Z3 resource units (rlimit) per rule: the deterministic proof budget")
+	f.DurationVar(&o.timeout, "timeout", verify.DefaultBudget().WallClock, "wall-clock safety net per rule")
+	f.Uint64Var(&o.seed, "seed", 1, "seed of the fingerprint, float-test and counterexample inputs")
+	f.IntVar(&o.workers, "workers", runtime.GOMAXPROCS(0), "parallel workers")
+	f.BoolVar(&o.noProgress, "no-progress", false, "do not draw progress bars")
+	return cmd
+}
+
+func runBuild(cmd *cobra.Command, o buildOptions) error {
+	ctx := cmd.Context()
+	switch {
+	case o.maxOps < 1 || o.maxOps > enumerate.MaxOps:
+		return fmt.Errorf("--max-ops must be between 1 and %d, got %d", enumerate.MaxOps, o.maxOps)
+	case o.workers < 1:
+		return fmt.Errorf("--workers must be at least 1, got %d", o.workers)
+	case o.budget == 0 || o.timeout <= 0:
+		return fmt.Errorf("--budget and --timeout must be positive, got %d and %s", o.budget, o.timeout)
+	}
+	reg := rules.Default()
+	set, err := loadAxioms(o.axiomsDir, reg) // before the database: a bad file changes nothing
+	if err != nil {
+		return err
+	}
+	db, err := store.Open(ctx, dbPath(cmd))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
+	sum, err := build.Run(ctx, db, build.Config{Registry: reg, Axioms: set, MaxOps: o.maxOps, Tag: o.tag, Seed: o.seed,
+		Workers: o.workers, Budget: verify.Budget{Units: o.budget, WallClock: o.timeout}, ToolVersion: version,
+		Progress: build.Progress{
+			Generate: func(p enumerate.Progress) { bar.Update(p.Stage, p.Level, p.Done, p.Total) },
+			Verify:   bar.Stage("verify"),
+			Prune:    bar.Count,
+		}})
+	bar.Finish()
+	if err != nil {
+		return err
+	}
+	sum.WriteText(cmd.OutOrStdout(), db.Path())
+	return nil
+}
+
+// loadAxioms reads the axiom folder dir. Without one it reads ./axioms if
+// that folder has axiom files, as in the repository, else the set compiled
+// into rulebook, so that the default works anywhere.
+func loadAxioms(dir string, reg *rules.Registry) (*axioms.Set, error) {
+	if dir != "" {
+		return axioms.Load(dir, reg)
+	}
+	if local, _ := filepath.Glob(filepath.Join("axioms", "*.smt2")); len(local) > 0 {
+		return axioms.Load("axioms", reg)
+	}
+	return axioms.Builtin(reg)
+}
