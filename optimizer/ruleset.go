@@ -1,7 +1,8 @@
-// Package optimizer rewrites models with one pinned version of the rules
-// (TASO §2.7). This file loads that version, from the store or from an
-// exported bundle, and refuses one whose rules do not match its hash.
 package optimizer
+
+// This file loads the version of the rules an optimization uses, from the
+// store or from an exported bundle, and refuses one whose rules do not
+// match its hash.
 
 import (
 	"context"
