@@ -1,5 +1,8 @@
 // Package exchange reads and writes rule sets in the formats users
-// exchange: rulebook's JSON and s-expression files, and Graphviz pictures.
+// exchange: rulebook's own JSON and s-expression files, TASO's
+// RuleCollection protobuf and FlexFlow's JSON rendering of it, and Graphviz
+// pictures. Export writes a released version in any of them; Import brings
+// a rule file into the store.
 package exchange
 
 import (
