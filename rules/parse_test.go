@@ -28,7 +28,7 @@ func FuzzParseRule(f *testing.F) {
 	for _, s := range []string{
 		"(matmul (matmul ?a ?b) ?c) => (matmul ?a (matmul ?b ?c))",
 		"(let ((%0 (matmul ?a (concat 1 ?b ?c)))) (outputs (split0 1 %0) (split1 1 %0))) => (outputs (matmul ?a ?b) (matmul ?a ?c))",
-		"(pool_avg 3 1 same ?a) => (conv2d 1 same none ?a (C_pool 3))",
+		"(pool_avg 3 1 same ?a) => (conv2d 1 same none dw ?a (C_pool 3))",
 		"(ewmul ?a (I_ewmul)) => ?a",
 	} {
 		f.Add(s)
