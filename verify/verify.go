@@ -282,14 +282,16 @@ func firstDifference(r *rules.Rule, in fingerprint.Inputs, candidates [][]rules.
 }
 
 // shapesNear lists s and every shape that differs from s in at most k
-// extents (each 1 to 5), shuffled.
+// extents, shuffled. An extent ranges over 1 to 5, or to twice its recorded
+// value when that is more: a depth-wise kernel's channel multiplier, for
+// one, needs room above the channel count to differ between two kernels.
 func shapesNear(s rules.Shape, k int, rng *rand.Rand) []rules.Shape {
 	near := []rules.Shape{rules.NewShape(s.DimList()...)}
 	for range k {
 		var next []rules.Shape
 		for _, t := range near {
 			for axis := range t.Rank {
-				for d := 1; d <= 5; d++ {
+				for d := 1; d <= max(5, 2*s.Dims[axis]); d++ {
 					if d != t.Dims[axis] && t.Dims[axis] == s.Dims[axis] {
 						u := rules.NewShape(t.DimList()...)
 						u.Dims[axis] = d
