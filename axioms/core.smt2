@@ -32,3 +32,5 @@
 (assert (! (forall ((x Tensor)) (= (ewmul x (relu x)) (ewmul (relu x) (relu x)))) :named relu-square))
 ; smul is associative (TASO Table 2.2: two scalars meet in smul(y, w))
 (assert (! (forall ((x Tensor) (y Tensor) (w Tensor)) (= (smul (smul x y) w) (smul x (smul y w)))) :named smul-assoc))
+; two scalar factors commute (added: the pool's two scalars meet in smul(smul(x, y), w); both sides type-check only when y and w are scalars)
+(assert (! (forall ((x Tensor) (y Tensor) (w Tensor)) (= (smul (smul x y) w) (smul (smul x w) y))) :named smul-scalars-commute))

@@ -85,7 +85,7 @@ func bruteCount(t *testing.T, reg *rules.Registry, pool rules.Pool, maxOps int) 
 				ok := true
 				for i, a := range args {
 					v := values[a]
-					if v.role == rules.RoleWeight && tm.op.DataOperand(i) || v.role == rules.RoleData && tm.op.WeightOperand(i) || (v.role == rules.RoleNeutral) != tm.op.ScalarOperand(i) ||
+					if !tm.op.Takes(i, v.role) ||
 						v.input < 0 && (tm.op.InputOperand(i) || !v.op.CanFeed(tm.op)) {
 						ok = false
 					}
@@ -140,6 +140,9 @@ func TestExhaustiveMatchesBruteForce(t *testing.T) {
 			rules.Pool{Classes: []rules.InputClass{{Name: "x", Shape: rules.NewShape(2, 4), Copies: 3, Role: rules.RoleData}, {Name: "w", Shape: rules.NewShape(4, 4), Copies: 2, Role: rules.RoleWeight}}}, 3},
 		{"matmul transpose smul", []string{"matmul", "transpose", "smul"},
 			rules.Pool{Classes: []rules.InputClass{{Name: "x", Shape: rules.NewShape(2, 4), Copies: 2, Role: rules.RoleData}, {Name: "w", Shape: rules.NewShape(4, 4), Copies: 2, Role: rules.RoleWeight}, {Name: "s", Shape: rules.NewShape(), Copies: 1, Role: rules.RoleNeutral}}}, 3},
+		// Two scalars meet in smul's input operand; they feed no other operator.
+		{"smul ewadd transpose with two scalars", []string{"smul", "ewadd", "transpose"},
+			rules.Pool{Classes: []rules.InputClass{{Name: "x", Shape: rules.NewShape(2, 4), Copies: 2, Role: rules.RoleData}, {Name: "s", Shape: rules.NewShape(), Copies: 2, Role: rules.RoleNeutral}}}, 3},
 		{"concat split ewmul I_matmul", []string{"concat", "split", "ewmul", "I_matmul"},
 			rules.Pool{Classes: []rules.InputClass{{Name: "x", Shape: rules.NewShape(2, 4), Copies: 2, Role: rules.RoleData}, {Name: "w", Shape: rules.NewShape(4, 4), Copies: 2, Role: rules.RoleWeight}},
 				Constants: map[string][]rules.Shape{"I_matmul": {rules.NewShape(4, 4)}}}, 3},

@@ -314,7 +314,7 @@ func (w *worker) attempt(t uint16, args [2]uint8) {
 	for a := 0; a < ar; a++ {
 		v := args[a]
 		role := w.vals[v].role
-		if role == rules.RoleWeight && op.DataOperand(a) || role == rules.RoleData && op.WeightOperand(a) || (role == rules.RoleNeutral) != op.ScalarOperand(a) {
+		if !op.Takes(a, role) {
 			return
 		}
 		if l.isInput(v) {

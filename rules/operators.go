@@ -69,7 +69,7 @@ func Default() *Registry {
 			TASO:     TASOForm{Type: 17, Name: "OP_EW_MUL", Operands: []int{2}},
 			FlexFlow: FlexFlowForm{Type: "OP_EW_MUL"}},
 		{Name: "smul", Doc: "multiplication by a scalar tensor", Arity: 2, Outputs: 1, Z3: []string{"smul"},
-			Operands: []Operand{{Name: "input"}, {Name: "scalar", Scalar: true}},
+			Operands: []Operand{{Name: "input", ScalarToo: true}, {Name: "scalar", Scalar: true}},
 			Shape:    smulShape, IntKernel: smulKernel[uint32, Mod], FloatKernel: smulKernel[float64, Real],
 			ONNX:     ONNXForm{Types: []string{"Mul"}},
 			TASO:     TASOForm{Type: 19, Name: "OP_MUL", Operands: []int{2}},

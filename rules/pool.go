@@ -19,9 +19,9 @@ type InputClass struct {
 // value computed from any activation is data; one computed only from
 // weights and constants is a weight; scalars are neutral. Data operands
 // (a convolution's input) never take a weight and weight operands (its
-// kernel) never take data, and scalar operands (smul's) take scalars and
-// nothing else, which keeps out identities that hold only for the pool's
-// particular shapes.
+// kernel) never take data, scalar operands (smul's) take scalars and
+// nothing else, and scalars feed no operator but smul (Op.Takes), which
+// keeps out identities that hold only for the pool's particular shapes.
 type Role uint8
 
 // Roles of inputs and values.
@@ -43,21 +43,29 @@ type Pool struct {
 	Constants map[string][]Shape
 }
 
-// DefaultPool is TASO's input pool: 2-D activations and weights, 4-D
-// activations, conv kernels and one scalar. The generator enumerates over
-// it, and rules imported from TASO, which were found with it, take their
-// shapes from it.
+// DefaultPool is TASO's input pool (2-D activations and weights, 4-D
+// activations and conv kernels, a scalar), grown where TASO's operator
+// properties need more copies of one shape than it has:
+//   - four 2-D activations, not three: concat commutes with ewadd and ewmul
+//     on the column axis only over four inputs of one shape;
+//   - two depth-wise kernels, not one: depth-wise convolution is linear in
+//     its kernel, and a concat of depth-wise convolutions is one;
+//   - two scalars, not one: smul is associative only where two scalars meet
+//     in smul(y, w).
+//
+// The generator enumerates over it, and rules imported from TASO, which
+// were found with its shapes, take their shapes from it.
 func DefaultPool() Pool {
 	return Pool{
 		Classes: []InputClass{
-			{"x", NewShape(2, 4), 3, RoleData},
+			{"x", NewShape(2, 4), 4, RoleData},
 			{"w", NewShape(4, 4), 3, RoleWeight},
 			{"i", NewShape(2, 4, 5, 5), 3, RoleData},
 			{"k", NewShape(4, 4, 3, 3), 3, RoleWeight},
 			{"kh", NewShape(4, 4, 1, 3), 3, RoleWeight},
 			{"kv", NewShape(4, 4, 3, 1), 3, RoleWeight},
-			{"kd", NewShape(4, 1, 3, 3), 1, RoleWeight},
-			{"s", NewShape(), 1, RoleNeutral},
+			{"kd", NewShape(4, 1, 3, 3), 2, RoleWeight},
+			{"s", NewShape(), 2, RoleNeutral},
 		},
 		Constants: map[string][]Shape{
 			"C_pool":   {NewShape(4, 1, 3, 3)},

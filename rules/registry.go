@@ -79,9 +79,13 @@ type Operand struct {
 	// Weight marks operands that take weights: the generator never feeds an
 	// activation input there directly.
 	Weight bool
-	// Scalar marks operands that take a scalar tensor, and only those take
-	// values computed from scalars alone.
+	// Scalar marks operands that take a scalar tensor and nothing else.
 	Scalar bool
+	// ScalarToo marks operands that take a scalar besides tensors (smul's
+	// input, so that two scalars meet in smul(y, w) and smul's
+	// associativity is found). Values computed from scalars alone go only
+	// to Scalar and ScalarToo operands.
+	ScalarToo bool
 	// Input marks operands the generator feeds graph inputs only (TASO
 	// enlarges input kernels, never computed ones).
 	Input bool
@@ -152,6 +156,23 @@ func (op *Op) CanFeed(consumer *Op) bool {
 // ScalarOperand reports whether operand i takes a scalar.
 func (op *Op) ScalarOperand(i int) bool {
 	return i < len(op.Operands) && op.Operands[i].Scalar
+}
+
+// Takes reports whether the generator may feed operand i a value of role
+// r: data operands refuse weights, weight operands refuse data, scalar
+// operands take scalars only, and scalars go only to scalar operands and
+// to those that take a scalar too.
+func (op *Op) Takes(i int, r Role) bool {
+	switch {
+	case op.ScalarOperand(i):
+		return r == RoleNeutral
+	case r == RoleNeutral:
+		return i < len(op.Operands) && op.Operands[i].ScalarToo
+	case r == RoleWeight:
+		return !op.DataOperand(i)
+	default:
+		return !op.WeightOperand(i)
+	}
 }
 
 // IsConstant reports whether the operator produces a constant tensor.

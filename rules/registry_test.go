@@ -150,3 +150,39 @@ func TestCommutativeOperators(t *testing.T) {
 		}
 	}
 }
+
+// TestOperandRoles: scalars feed smul alone (either operand, so that two
+// scalars meet), kernels never feed a data operand, activations never a
+// kernel operand.
+func TestOperandRoles(t *testing.T) {
+	reg := Default()
+	cases := []struct {
+		op      string
+		operand int
+		role    Role
+		want    bool
+	}{
+		{"smul", 0, RoleNeutral, true},
+		{"smul", 1, RoleNeutral, true},
+		{"smul", 0, RoleData, true},
+		{"smul", 1, RoleData, false},
+		{"smul", 1, RoleWeight, false},
+		{"ewadd", 0, RoleNeutral, false},
+		{"matmul", 1, RoleNeutral, false},
+		{"conv2d", 0, RoleNeutral, false},
+		{"conv2d", 0, RoleWeight, false},
+		{"conv2d", 1, RoleData, false},
+		{"conv2d", 1, RoleWeight, true},
+		{"pool_avg", 0, RoleWeight, false},
+		{"ewadd", 0, RoleWeight, true},
+	}
+	for _, c := range cases {
+		op, ok := reg.Lookup(c.op)
+		if !ok {
+			t.Fatalf("no operator %s", c.op)
+		}
+		if got := op.Takes(c.operand, c.role); got != c.want {
+			t.Errorf("%s operand %d takes %s: %v, want %v", c.op, c.operand, c.role, got, c.want)
+		}
+	}
+}

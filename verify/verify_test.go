@@ -181,7 +181,7 @@ func TestFalseCandidatesAreNotProved(t *testing.T) {
 // TestGeneratedCandidatesAreDecided generates the ≤3-operator candidates,
 // verifies them all, and re-checks every proved rule on fresh float inputs.
 // A candidate passed the generator's float test at the pool's shapes, so it
-// may be refuted only at other shapes: knownFalseCandidates lists the two
+// may be refuted only at other shapes: knownFalseCandidates lists the four
 // that are false where their concats' parts have unequal sizes.
 var knownFalseCandidates = map[string]bool{
 	// a·c + b·d ≠ b·d + a·c when a's columns and c's rows differ in number
@@ -190,6 +190,11 @@ var knownFalseCandidates = map[string]bool{
 	// The same with channels: conv(a, c) + conv(b, d) is not conv(b, d) +
 	// conv(a, c) over swapped channel blocks of different sizes.
 	"(conv2d 1 same relu 1 (concat 1 ?a ?b) (concat 1 ?c ?d)) => (conv2d 1 same relu 1 (concat 1 ?b ?a) (concat 1 ?d ?c))": true,
+	// Depth-wise convolutions of a channel concat are one over concatenated
+	// kernels only when both kernels give as many outputs per input channel
+	// (found since the pool has two depth-wise kernels).
+	"(concat 1 (conv2d 1 same none dw ?a ?b) (conv2d 1 same none dw ?c ?d)) => (conv2d 1 same none dw (concat 1 ?a ?c) (concat 0 ?b ?d))": true,
+	"(concat 1 (conv2d 1 same relu dw ?a ?b) (conv2d 1 same relu dw ?c ?d)) => (conv2d 1 same relu dw (concat 1 ?a ?c) (concat 0 ?b ?d))": true,
 }
 
 func TestGeneratedCandidatesAreDecided(t *testing.T) {
