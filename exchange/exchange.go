@@ -115,30 +115,47 @@ func WriteSexpr(w io.Writer, h Header, rs []rules.Text) error {
 	return bw.Flush()
 }
 
+// sexprNameKey opens a comment line that names the rules below it, up to
+// the next such line: "; name: ewadd is associative".
+const sexprNameKey = "name:"
+
 // ReadSexpr reads a file written by WriteSexpr; each rule must parse, and
 // errors name the file, line and column.
 func ReadSexpr(name string, data []byte, reg *rules.Registry) ([]rules.Text, error) {
+	texts, _, err := readSexprNamed(name, data, reg)
+	return texts, err
+}
+
+// readSexprNamed is ReadSexpr that also returns, for each rule, the name
+// the nearest "; name:" comment line above it gives ("" if none does).
+func readSexprNamed(name string, data []byte, reg *rules.Registry) ([]rules.Text, []string, error) {
 	var out []rules.Text
+	var names []string
+	current := ""
 	for i, line := range strings.Split(string(data), "\n") {
-		text, shapes, _ := strings.Cut(line, ";")
+		text, comment, _ := strings.Cut(line, ";")
 		if strings.TrimSpace(text) == "" {
+			if n, ok := strings.CutPrefix(strings.TrimSpace(comment), sexprNameKey); ok {
+				current = strings.TrimSpace(n)
+			}
 			continue
 		}
 		var inputs, constants string
-		if in, cs, ok := strings.Cut(shapes, "|"); ok {
+		if in, cs, ok := strings.Cut(comment, "|"); ok {
 			inputs, constants = strings.TrimSpace(in), strings.TrimSpace(cs)
 		}
 		r, err := rules.ParseText(reg, text, inputs, constants)
 		if err != nil {
 			var syn *rules.SyntaxError
 			if errors.As(err, &syn) {
-				return nil, fmt.Errorf("%s:%d:%d: %s", name, i+1, syn.Col, syn.Msg)
+				return nil, nil, fmt.Errorf("%s:%d:%d: %s", name, i+1, syn.Col, syn.Msg)
 			}
-			return nil, fmt.Errorf("%s:%d: %v", name, i+1, err)
+			return nil, nil, fmt.Errorf("%s:%d: %v", name, i+1, err)
 		}
 		out = append(out, r)
+		names = append(names, current)
 	}
-	return out, nil
+	return out, names, nil
 }
 
 // WriteDot draws each rule as a Graphviz cluster pair: source on the left,

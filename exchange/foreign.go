@@ -53,7 +53,8 @@ func GuessFormat(name string, data []byte) string {
 }
 
 // Read reads a rule file in any of Formats. Rules of rulebook's own formats
-// are named "rule N" and come canonical, with their shapes; foreign rules
+// are named "rule N", with the name a sexpr file's "; name:" line gives
+// them in parentheses, and come canonical, with their shapes; foreign rules
 // come as their readers leave them.
 func Read(name string, data []byte, reg *rules.Registry, format string) (*Foreign, error) {
 	switch format {
@@ -62,33 +63,43 @@ func Read(name string, data []byte, reg *rules.Registry, format string) (*Foreig
 	case "flexflow-json":
 		return ReadFlexFlow(name, data, reg)
 	case "json", "sexpr":
-		texts, err := readOwn(name, data, reg, format)
+		texts, given, err := readOwn(name, data, reg, format)
 		if err != nil {
 			return nil, err
 		}
 		f := &Foreign{Unknown: map[string]int{}}
 		for i, t := range texts {
 			canon, _ := t.Rule().Oriented()
-			f.Rules = append(f.Rules, Named{Name: fmt.Sprintf("rule %d", i+1), Rule: canon})
+			f.Rules = append(f.Rules, Named{Name: ownRuleName(i, given), Rule: canon})
 		}
 		return f, nil
 	}
 	return nil, fmt.Errorf("unknown rule file format %q: expected one of %s", format, strings.Join(Formats, ", "))
 }
 
-// readOwn reads rulebook's own json or sexpr format, every rule checked.
-func readOwn(name string, data []byte, reg *rules.Registry, format string) ([]rules.Text, error) {
+// ownRuleName names rule i of one of our files: "rule N", or
+// "rule N (NAME)" where the file names it.
+func ownRuleName(i int, given []string) string {
+	if i < len(given) && given[i] != "" {
+		return fmt.Sprintf("rule %d (%s)", i+1, given[i])
+	}
+	return fmt.Sprintf("rule %d", i+1)
+}
+
+// readOwn reads rulebook's own json or sexpr format, every rule checked,
+// with the names a sexpr file gives its rules (none for json).
+func readOwn(name string, data []byte, reg *rules.Registry, format string) ([]rules.Text, []string, error) {
 	if format == "sexpr" {
-		return ReadSexpr(name, data, reg)
+		return readSexprNamed(name, data, reg)
 	}
 	_, texts, err := ReadJSON(name, data)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for i, t := range texts {
 		if texts[i], err = t.Checked(reg); err != nil {
-			return nil, fmt.Errorf("%s: rule %d: %w", name, i+1, err)
+			return nil, nil, fmt.Errorf("%s: rule %d: %w", name, i+1, err)
 		}
 	}
-	return texts, nil
+	return texts, nil, nil
 }
