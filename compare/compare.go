@@ -40,6 +40,8 @@ type Verdict struct {
 	// Steps is the rewrite sequence that implies the rule; Rule fields
 	// index the ours slice given to Compare.
 	Steps []rewrite.Step
+	// Why explains a missed rule, once Explain has run.
+	Why Shortfall
 }
 
 // Limits bounds the search for implying rewrite sequences.

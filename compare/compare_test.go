@@ -2,6 +2,7 @@ package compare
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"rulebook/rules"
@@ -51,5 +52,53 @@ func TestCompare(t *testing.T) {
 		if v.Relation == Implied && len(v.Steps) == 0 {
 			t.Errorf("%s: implied without steps", c.rule)
 		}
+	}
+}
+
+func TestExplain(t *testing.T) {
+	parse := func(text string) *rules.Rule {
+		r, err := rules.ParseRule(rules.Default(), text)
+		if err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		return r
+	}
+	ours := []*rules.Rule{parse("(ewadd (ewadd ?a ?b) ?c) => (ewadd ?a (ewadd ?b ?c))")}
+	grouped := "(concat 1 (conv2d 1 same none 1 ?a ?b) (conv2d 1 same none 1 ?c ?d)) => (conv2d 1 same none 2 (concat 1 ?a ?c) (concat 0 ?b ?d))"
+	cases := []struct {
+		rule    string
+		refuted bool
+		want    Cause
+		detail  string // a part of the detail
+	}{
+		{"(ewmul ?a ?b) => (ewmul ?b ?a)", false, Unexplained, ""},
+		{"(ewmul ?a ?b) => (ewmul ?a ?a)", true, Refuted, ""},
+		{grouped, false, ShapeCondition, "same number of output channels"},
+		{grouped, true, Refuted, "same number of output channels"},
+		{"(let ((%0 (I_conv 3))) (conv2d 1 same none 1 %0 (conv2d 1 same none 1 %0 ?a))) => (enlarge 3 ?a)", false, KernelAsActivation, "I_conv as conv2d's input"},
+		{"(conv2d 1 same none 1 ?a (pool_avg 3 1 same (I_conv 3))) => (pool_avg 3 1 same ?a)", false, KernelAsActivation, "I_conv as pool_avg's input"},
+		{"(conv2d 1 same none dw ?a (ewadd ?b (C_pool 3))) => (ewadd (conv2d 1 same none dw ?a ?b) (pool_avg 3 1 same ?a))", false, ConstantElsewhere, "C_pool into ewadd"},
+		{"(ewmul ?a (smul (C_pool 3) ?b)) => (smul ?a ?b)", true, Refuted, "also a constant feeds an operator other than its own: C_pool into smul"},
+		{"(concat 2 (relu ?a) (relu ?b)) => (relu (concat 2 ?a ?b))", false, ParamNotGenerated, "concat axis 2"},
+		{"(relu (relu (relu (relu ?a)))) => (relu ?a)", false, TooLarge, "4 operators"},
+	}
+	vs := make([]Verdict, len(cases))
+	refuted := make([]bool, len(cases))
+	for i, c := range cases {
+		vs[i] = Verdict{Foreign: Foreign{Name: c.rule, Rule: parse(c.rule)}, Relation: Missed}
+		refuted[i] = c.refuted
+	}
+	vs = append(vs, Verdict{Foreign: Foreign{Rule: parse("(ewadd ?a ?b) => (ewadd ?b ?a)")}, Relation: Contained})
+	Explain(vs, append(refuted, false), ours)
+	for i, c := range cases {
+		why := vs[i].Why
+		if why.Cause != c.want || !strings.Contains(why.Detail, c.detail) {
+			t.Errorf("%s (refuted %v): %q, want %s with %q", c.rule, c.refuted, why, c.want, c.detail)
+		}
+	}
+	tally := Count(vs)
+	if tally.Reached() != 1 || tally.Missed(False) != 4 || tally.Missed(OutsideRoles) != 3 || tally.Missed(Gap) != 3 {
+		t.Errorf("tally %+v: reached %d, false %d, outside roles %d, gaps %d; want 1, 4, 3, 3",
+			tally, tally.Reached(), tally.Missed(False), tally.Missed(OutsideRoles), tally.Missed(Gap))
 	}
 }

@@ -64,7 +64,15 @@ func File(ctx context.Context, db *store.Store, path, format, ref string, lim Li
 	cfg.Progress = stage(progress, "verify")
 	err = verify.Run(ctx, cfg, jobs, func(j verify.Job, res verify.Result) error { r.Proofs[j.ID] = res; return nil })
 	r.Verified = time.Since(start) - r.Searched
-	return r, err
+	if err != nil {
+		return nil, err
+	}
+	refuted := make([]bool, len(r.Proofs))
+	for i, p := range r.Proofs {
+		refuted[i] = p.Status == verify.Refuted
+	}
+	Explain(r.Verdicts, refuted, ours)
+	return r, nil
 }
 
 // stage reports one stage's progress, if anyone listens.
@@ -100,6 +108,9 @@ func (r *Report) WriteText(w io.Writer, path string, all bool) {
 			proof += " (" + proofs[i].Reason + ")"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", vd.Name, describeRelation(vd, r.Ours), proof, vd.Text)
+		if vd.Relation == Missed {
+			fmt.Fprintf(tw, "\t\t\twhy: %s\n", vd.Why)
+		}
 	}
 	tw.Flush()
 	n := len(vs)
@@ -113,8 +124,24 @@ func (r *Report) WriteText(w io.Writer, path string, all bool) {
 		fmt.Fprintf(w, ", trivial (both sides equal) %s", pct(k))
 	}
 	fmt.Fprintln(w)
+	writeShortfalls(w, Count(vs))
 	fmt.Fprintf(w, "  our verifier: proved %s, unknown %s, refuted %s\n", pct(statuses[verify.Proved]), pct(statuses[verify.Unknown]), pct(statuses[verify.Refuted]))
 	fmt.Fprintf(w, "  rewrite search %s, verification %s\n", r.Searched.Round(time.Millisecond), r.Verified.Round(time.Millisecond))
+}
+
+// writeShortfalls counts the missed rules by cause and says how many of
+// the true rules the version reaches: of those our operand roles allow,
+// and of all. Trivial rules are in neither count.
+func writeShortfalls(w io.Writer, t Tally) {
+	for _, c := range Causes() {
+		if k := t.Causes[c]; k > 0 {
+			fmt.Fprintf(w, "    missed, %s: %d\n", c, k)
+		}
+	}
+	reached, gaps, outside := t.Reached(), t.Missed(Gap), t.Missed(OutsideRoles)
+	pct := func(n int) float64 { return 100 * float64(reached) / float64(max(n, 1)) }
+	fmt.Fprintf(w, "  contained or implied: %d of %d true rules within our operand roles (%.2f%%), of %d true rules in all (%.2f%%)\n",
+		reached, reached+gaps, pct(reached+gaps), reached+gaps+outside, pct(reached+gaps+outside))
 }
 
 // describeRelation names the version's rules an implying sequence uses, by
