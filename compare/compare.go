@@ -117,7 +117,7 @@ func relate(ctx context.Context, f Foreign, contained map[string]bool, rws []rew
 		return v, nil
 	}
 	nodes := max(len(f.Rule.Src.Nodes), len(f.Rule.Dst.Nodes)) + lim.ExtraNodes
-	steps, err := rewrite.Derive(ctx, &f.Rule.Src, &f.Rule.Dst, rws, rewrite.Limits{Steps: lim.Steps, Nodes: nodes, Explored: lim.Explored})
+	steps, err := rewrite.Derive(ctx, &f.Rule.Src, &f.Rule.Dst, rws, rewrite.Limits{Steps: lim.Steps, Nodes: nodes, Explored: lim.Explored, Admit: shapesFit(f.Rule)})
 	if err != nil {
 		return v, err
 	}

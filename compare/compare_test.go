@@ -75,6 +75,7 @@ func TestExplain(t *testing.T) {
 		{"(ewmul ?a ?b) => (ewmul ?a ?a)", true, Refuted, ""},
 		{grouped, false, ShapeCondition, "same number of output channels"},
 		{grouped, true, Refuted, "same number of output channels"},
+		{"(concat 1 (conv2d 1 same none dw ?a ?b) (conv2d 1 same none dw ?c ?d)) => (conv2d 1 same none dw (concat 1 ?a ?c) (concat 0 ?b ?d))", false, ShapeCondition, "per input channel"},
 		{"(let ((%0 (I_conv 3))) (conv2d 1 same none 1 %0 (conv2d 1 same none 1 %0 ?a))) => (enlarge 3 ?a)", false, KernelAsActivation, "I_conv as conv2d's input"},
 		{"(conv2d 1 same none 1 ?a (pool_avg 3 1 same (I_conv 3))) => (pool_avg 3 1 same ?a)", false, KernelAsActivation, "I_conv as pool_avg's input"},
 		{"(conv2d 1 same none dw ?a (ewadd ?b (C_pool 3))) => (ewadd (conv2d 1 same none dw ?a ?b) (pool_avg 3 1 same ?a))", false, ConstantElsewhere, "C_pool into ewadd"},
@@ -97,8 +98,47 @@ func TestExplain(t *testing.T) {
 		}
 	}
 	tally := Count(vs)
-	if tally.Reached() != 1 || tally.Missed(False) != 4 || tally.Missed(OutsideRoles) != 3 || tally.Missed(Gap) != 3 {
-		t.Errorf("tally %+v: reached %d, false %d, outside roles %d, gaps %d; want 1, 4, 3, 3",
+	if tally.Reached() != 1 || tally.Missed(False) != 5 || tally.Missed(OutsideRoles) != 3 || tally.Missed(Gap) != 3 {
+		t.Errorf("tally %+v: reached %d, false %d, outside roles %d, gaps %d; want 1, 5, 3, 3",
 			tally, tally.Reached(), tally.Missed(False), tally.Missed(OutsideRoles), tally.Missed(Gap))
+	}
+}
+
+// TestShapesFit: a graph on the way from a rule's source to its target
+// must type-check at the rule's shapes and keep its outputs' shapes; a
+// constant's shape is left open.
+func TestShapesFit(t *testing.T) {
+	reg := rules.Default()
+	r, err := rules.ParseRule(reg, "(smul (transpose ?a) ?b) => (transpose (smul ?a ?b))")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetShapes("?a:2x4 ?b:scalar", ""); err != nil {
+		t.Fatal(err)
+	}
+	fit := shapesFit(r)
+	cases := []struct {
+		graph string
+		want  bool
+	}{
+		{"(smul (transpose ?a) ?b)", true},
+		{"(transpose (smul ?a ?b))", true},
+		{"(smul ?b (transpose ?a))", false},                  // a tensor as smul's scalar
+		{"(smul ?a ?b)", false},                              // 2x4 where the rule gives 4x2
+		{"(transpose (ewmul (smul ?a ?b) (I_ewmul)))", true}, // the constant takes any shape
+	}
+	for _, c := range cases {
+		g, err := rules.ParseGraph(reg, c.graph)
+		if err != nil {
+			t.Fatalf("%s: %v", c.graph, err)
+		}
+		g.NumInputs = 2
+		if got := fit(g); got != c.want {
+			t.Errorf("%s: fits %v, want %v", c.graph, got, c.want)
+		}
+	}
+	unshaped, _ := rules.ParseRule(reg, "(smul ?a ?b) => (smul ?b ?a)")
+	if shapesFit(unshaped) != nil {
+		t.Error("a rule without shapes restricts the graphs on the way")
 	}
 }

@@ -153,20 +153,25 @@ func structuralCause(r *rules.Rule, largest int) Shortfall {
 	return Shortfall{Cause: Unexplained}
 }
 
-// groupedConcatKernels finds a grouped convolution over a kernel
-// concatenated on output channels: TASO's rule that turns two
+// groupedConcatKernels finds a grouped or depth-wise convolution over a
+// kernel concatenated on output channels: TASO's rule that turns two
 // convolutions into one of twice the groups. Our groups split the output
 // channels evenly, so it holds only when both kernels have as many output
-// channels; TASO infers the groups from the shapes its generator used,
-// where they always did.
+// channels (per input channel, for depth-wise ones); TASO infers the
+// groups from the shapes its generator used, where they always do.
 func groupedConcatKernels(g *rules.Graph) string {
 	for _, n := range g.Nodes {
-		if n.Op.Name != "conv2d" || n.Params[3] == 1 || n.Params[3] == rules.GroupsDepthwise {
+		if n.Op.Name != "conv2d" || n.Params[3] == 1 {
 			continue
 		}
-		if k := n.Args[1]; !k.IsInput() && g.Nodes[k.Node].Op.Name == "concat" && g.Nodes[k.Node].Params[0] == 0 {
-			return fmt.Sprintf("both kernels need the same number of output channels (conv2d of %d groups over their concat on axis 0; TASO infers groups from its pool's shapes, where they do)", n.Params[3])
+		k := n.Args[1]
+		if k.IsInput() || g.Nodes[k.Node].Op.Name != "concat" || g.Nodes[k.Node].Params[0] != 0 {
+			continue
 		}
+		if n.Params[3] == rules.GroupsDepthwise {
+			return "both kernels need the same number of output channels per input channel (depth-wise conv2d over their concat on axis 0)"
+		}
+		return fmt.Sprintf("both kernels need the same number of output channels (conv2d of %d groups over their concat on axis 0; TASO infers groups from its pool's shapes, where they do)", n.Params[3])
 	}
 	return ""
 }

@@ -90,6 +90,9 @@ type Limits struct {
 	Steps    int // rewrites in the sequence
 	Nodes    int // nodes of any graph on the way
 	Explored int // graphs visited, both directions together
+	// Admit, if set, says whether a graph may be on the way (one whose
+	// shapes fit, say); the search neither keeps nor extends the others.
+	Admit func(*rules.Graph) bool
 }
 
 type visit struct {
@@ -121,7 +124,7 @@ func Derive(ctx context.Context, from, to *rules.Graph, rws []Rewrite, lim Limit
 			cur := sides[s][key]
 			var meet string
 			Neighbours(cur.g, rws, func(rw *Rewrite, _ *Match, g *rules.Graph) bool {
-				if lim.Nodes > 0 && len(g.Nodes) > lim.Nodes {
+				if lim.Nodes > 0 && len(g.Nodes) > lim.Nodes || lim.Admit != nil && !lim.Admit(g) {
 					return true
 				}
 				k := Key(g)
