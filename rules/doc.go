@@ -65,6 +65,8 @@
 //
 // Pool is TASO's input pool: families of interchangeable inputs
 // (InputClass) of fixed shapes and roles (Role), and the shapes offered to
-// constants. The generator enumerates over DefaultPool, and rules imported
-// from TASO take their shapes from it.
+// constants; Op.Takes says which roles an operand takes. The generator
+// enumerates over DefaultPool, TASO's grown where its operator properties
+// need more copies of one shape, and rules imported from TASO take their
+// shapes from it.
 package rules
