@@ -158,7 +158,7 @@ func assertSameOutputs(t *testing.T, a, b *runtime.Model) {
 // TestOpaqueNodesIntact checks that every node the registry cannot express
 // is written back as it was, attributes and all, also after a search.
 func TestOpaqueNodesIntact(t *testing.T) {
-	rs, err := LoadBundle(bundleV3)
+	rs, err := LoadBundle(bundle3Ops)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,17 +6,16 @@ import (
 	"time"
 )
 
-// The released ≤3-operator rulebook (version v3), exported as a bundle with
-// 'rulebook export --version v3 --format json'. Regenerate it with
-// generate --max-ops 3, verify, prune, release and export when the
-// rulebook changes.
-const bundleV3 = "testdata/rules-v3.json"
+// The released ≤3-operator rulebook, exported as a bundle: 'rulebook build
+// --max-ops 3' in an empty folder, then 'rulebook export --version v1
+// --format json'. Regenerate it so when the rulebook changes.
+const bundle3Ops = "testdata/rules-3ops.json"
 
 // TestOptimizeModels optimizes every shared model with the released
 // rulebook under a small budget: the rewritten model must compute the same
 // outputs as the original within 1e-4, and cost no more.
 func TestOptimizeModels(t *testing.T) {
-	rs, err := LoadBundle(bundleV3)
+	rs, err := LoadBundle(bundle3Ops)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +55,7 @@ func TestOptimizeModels(t *testing.T) {
 // BenchmarkSearch times the search on resnet50 with the released rulebook:
 // 20 expansions a run (go test -bench Search -benchtime 3x ./optimizer).
 func BenchmarkSearch(b *testing.B) {
-	rs, err := LoadBundle(bundleV3)
+	rs, err := LoadBundle(bundle3Ops)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -230,11 +230,11 @@ const (
 )
 
 // OtherShapes looks for a counterexample at input shapes other than the
-// recorded ones, with extents 1 to 5 at the recorded ranks. Trials take
-// turns in what they offer each input: its recorded shape and those that
-// differ from it in one extent, or in up to two, which breaks a few
-// coincidences of sizes at a time (two kernels with as many output
-// channels, say), or any shape of its rank. Each list is shuffled (seeded,
+// recorded ones, at the recorded ranks. Trials take turns in what they
+// offer each input: its recorded shape and those that differ from it in one
+// extent, or in up to two (shapesNear), which breaks a few coincidences of
+// sizes at a time (two kernels with as many output channels, say), or any
+// shape of its rank with extents 1 to 5. Each list is shuffled (seeded,
 // so the search is the same on every run), and each trial evaluates the
 // first assignments under which both sides type-check. The rule's recorded
 // shapes are restored afterwards.
