@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"rulebook/axioms"
 	"rulebook/build"
@@ -21,8 +22,7 @@ type buildOptions struct {
 	maxOps     int
 	tag        string
 	axiomsDir  string
-	budget     uint64
-	timeout    time.Duration
+	limits     proofLimits
 	seed       uint64
 	workers    int
 	noProgress bool
@@ -60,8 +60,7 @@ some (as in the repository), else the set compiled into rulebook.`,
 	f.IntVar(&o.maxOps, "max-ops", 3, fmt.Sprintf("largest graph size in operators (1..%d)", enumerate.MaxOps))
 	f.StringVar(&o.tag, "tag", "", "tag of the released version (default: the first free v1, v2, ...)")
 	f.StringVar(&o.axiomsDir, "axioms", "", "folder of *.smt2 axiom files (default: ./axioms if present, else the built-in set)")
-	f.Uint64Var(&o.budget, "budget", verify.DefaultBudget().Units, "Z3 resource units (rlimit) per rule: the deterministic proof budget")
-	f.DurationVar(&o.timeout, "timeout", verify.DefaultBudget().WallClock, "wall-clock safety net per rule")
+	o.limits.register(f)
 	f.Uint64Var(&o.seed, "seed", 1, "seed of the fingerprint, float-test and counterexample inputs")
 	f.IntVar(&o.workers, "workers", runtime.GOMAXPROCS(0), "parallel workers")
 	f.BoolVar(&o.noProgress, "no-progress", false, "do not draw progress bars")
@@ -75,8 +74,9 @@ func runBuild(cmd *cobra.Command, o buildOptions) error {
 		return fmt.Errorf("--max-ops must be between 1 and %d, got %d", enumerate.MaxOps, o.maxOps)
 	case o.workers < 1:
 		return fmt.Errorf("--workers must be at least 1, got %d", o.workers)
-	case o.budget == 0 || o.timeout <= 0:
-		return fmt.Errorf("--budget and --timeout must be positive, got %d and %s", o.budget, o.timeout)
+	}
+	if err := o.limits.check(); err != nil {
+		return err
 	}
 	reg := rules.Default()
 	set, err := loadAxioms(o.axiomsDir, reg) // before the database: a bad file changes nothing
@@ -90,7 +90,7 @@ func runBuild(cmd *cobra.Command, o buildOptions) error {
 	defer db.Close()
 	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
 	sum, err := build.Run(ctx, db, build.Config{Registry: reg, Axioms: set, MaxOps: o.maxOps, Tag: o.tag, Seed: o.seed,
-		Workers: o.workers, Budget: verify.Budget{Units: o.budget, WallClock: o.timeout}, ToolVersion: version,
+		Workers: o.workers, Budget: o.limits.budget(), ToolVersion: version,
 		Progress: build.Progress{
 			Generate: func(p enumerate.Progress) { bar.Update(p.Stage, p.Level, p.Done, p.Total) },
 			Verify:   bar.Stage("verify"),
@@ -116,3 +116,25 @@ func loadAxioms(dir string, reg *rules.Registry) (*axioms.Set, error) {
 	}
 	return axioms.Builtin(reg)
 }
+
+// proofLimits are the verifier's limits per rule, as flags: the budget of
+// Z3 resource units that decides, and the wall clock that only guards.
+type proofLimits struct {
+	units uint64
+	wall  time.Duration
+}
+
+func (l *proofLimits) register(f *pflag.FlagSet) {
+	d := verify.DefaultBudget()
+	f.Uint64Var(&l.units, "budget", d.Units, "Z3 resource units (rlimit) per rule: the deterministic proof budget")
+	f.DurationVar(&l.wall, "timeout", d.WallClock, "wall-clock safety net per rule")
+}
+
+func (l proofLimits) check() error {
+	if l.units == 0 || l.wall <= 0 {
+		return fmt.Errorf("--budget and --timeout must be positive, got %d and %s", l.units, l.wall)
+	}
+	return nil
+}
+
+func (l proofLimits) budget() verify.Budget { return verify.Budget{Units: l.units, WallClock: l.wall} }

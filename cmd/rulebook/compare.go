@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -15,8 +14,7 @@ import (
 
 type compareOptions struct {
 	tag, format, axiomDir string
-	timeout               time.Duration
-	budget                uint64
+	limits                proofLimits
 	steps, workers        int
 	all, noProgress       bool
 }
@@ -41,10 +39,10 @@ It prints the rules that fall short (missed, or not proved) and a summary;
 			if o.tag == "" {
 				return fmt.Errorf("--version is required (see 'rulebook versions')")
 			}
-			if o.steps < 1 || o.timeout <= 0 || o.budget == 0 {
-				return fmt.Errorf("--steps, --timeout and --budget must be positive")
+			if o.steps < 1 {
+				return fmt.Errorf("--steps must be positive")
 			}
-			return nil
+			return o.limits.check()
 		},
 		RunE: withStore(func(cmd *cobra.Command, args []string, db *store.Store) error {
 			return runCompare(cmd, db, args[0], o)
@@ -54,8 +52,7 @@ It prints the rules that fall short (missed, or not proved) and a summary;
 	f.StringVar(&o.tag, "version", "", "version tag or hash prefix to compare against")
 	f.StringVar(&o.format, "format", "", "taso-pb, flexflow-json, json or sexpr (default: from the file's extension and content)")
 	f.StringVar(&o.axiomDir, "axioms", "", "axiom folder for the verifier (default: ./axioms if present, else the built-in set)")
-	f.Uint64Var(&o.budget, "budget", verify.DefaultBudget().Units, "Z3 resource units per rule (as verify)")
-	f.DurationVar(&o.timeout, "timeout", verify.DefaultBudget().WallClock, "wall-clock safety net per rule (as verify)")
+	o.limits.register(f)
 	f.IntVar(&o.steps, "steps", compare.DefaultLimits.Steps, "longest rewrite sequence that counts as implied")
 	f.IntVar(&o.workers, "workers", 0, "parallel workers (default: all cores)")
 	f.BoolVar(&o.all, "all", false, "print every rule, not only those that fall short")
@@ -72,7 +69,7 @@ func runCompare(cmd *cobra.Command, db *store.Store, path string, o compareOptio
 	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
 	lim := compare.DefaultLimits
 	lim.Steps, lim.Workers = o.steps, o.workers
-	cfg := verify.Config{Registry: reg, Axioms: set, Budget: verify.Budget{Units: o.budget, WallClock: o.timeout}, Workers: o.workers}
+	cfg := verify.Config{Registry: reg, Axioms: set, Budget: o.limits.budget(), Workers: o.workers}
 	r, err := compare.File(cmd.Context(), db, path, o.format, o.tag, lim, cfg, bar.Count)
 	bar.Finish()
 	if err != nil {

@@ -15,8 +15,7 @@ import (
 )
 
 type verifyOptions struct {
-	timeout    time.Duration
-	budget     uint64
+	limits     proofLimits
 	ruleID     int64
 	recheck    bool
 	workers    int
@@ -65,8 +64,7 @@ budget are skipped, so an interrupted run resumes where it stopped;
 		},
 	}
 	f := cmd.Flags()
-	f.Uint64Var(&o.budget, "budget", verify.DefaultBudget().Units, "Z3 resource units (rlimit) per rule: the deterministic proof budget")
-	f.DurationVar(&o.timeout, "timeout", verify.DefaultBudget().WallClock, "wall-clock safety net per rule")
+	o.limits.register(f)
 	f.Int64Var(&o.ruleID, "rule", 0, "verify only this rule (again, if it has a result)")
 	f.BoolVar(&o.recheck, "recheck", false, "verify every rule again, even those with a result under this axiom set")
 	f.IntVar(&o.workers, "workers", runtime.GOMAXPROCS(0), "parallel Z3 solvers")
@@ -76,8 +74,8 @@ budget are skipped, so an interrupted run resumes where it stopped;
 }
 
 func runVerify(ctx context.Context, cmd *cobra.Command, dir string, o verifyOptions) error {
-	if o.timeout <= 0 || o.budget == 0 {
-		return fmt.Errorf("--timeout and --budget must be positive, got %s and %d", o.timeout, o.budget)
+	if err := o.limits.check(); err != nil {
+		return err
 	}
 	if o.workers < 1 {
 		return fmt.Errorf("--workers must be at least 1, got %d", o.workers)
@@ -96,10 +94,10 @@ func runVerify(ctx context.Context, cmd *cobra.Command, dir string, o verifyOpti
 	if err != nil {
 		return err
 	}
-	settings := map[string]any{"axioms": dir, "axiom_set": set.Hash, "budget": o.budget, "timeout": o.timeout.String(), "rule": o.ruleID, "recheck": o.recheck}
+	settings := map[string]any{"axioms": dir, "axiom_set": set.Hash, "budget": o.limits.units, "timeout": o.limits.wall.String(), "rule": o.ruleID, "recheck": o.recheck}
 	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
 	start := time.Now()
-	sum, err := verify.Stored(ctx, db, verify.Config{Registry: reg, Axioms: set, Budget: verify.Budget{Units: o.budget, WallClock: o.timeout}, Workers: o.workers, Seed: o.seed,
+	sum, err := verify.Stored(ctx, db, verify.Config{Registry: reg, Axioms: set, Budget: o.limits.budget(), Workers: o.workers, Seed: o.seed,
 		Progress: bar.Stage("verify")}, todo, settings, version)
 	bar.Finish()
 	if err != nil {
@@ -117,7 +115,7 @@ func selectRules(ctx context.Context, db *store.Store, set string, o verifyOptio
 		}
 		return []store.Rule{r}, nil
 	}
-	return db.RulesToVerify(ctx, set, verify.SolverVersion(), o.budget, o.recheck)
+	return db.RulesToVerify(ctx, set, verify.SolverVersion(), o.limits.units, o.recheck)
 }
 
 func newWhyCmd() *cobra.Command {
