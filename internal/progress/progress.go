@@ -47,8 +47,12 @@ func (b *Bar) Update(stage string, level int, done, total int64) {
 	if key != b.key {
 		b.finishLocked()
 		b.key = key
+		desc := fmt.Sprintf("%-9s %d ops", stage, level)
+		if level == 0 { // a stage without graph sizes: verify, prune
+			desc = fmt.Sprintf("%-15s", stage)
+		}
 		b.bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(b.w),
-			progressbar.OptionSetDescription(fmt.Sprintf("%-9s %d ops", stage, level)),
+			progressbar.OptionSetDescription(desc),
 			progressbar.OptionShowCount(), progressbar.OptionSetWidth(30), progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionClearOnFinish())
 	}
