@@ -104,7 +104,11 @@ func position(data []byte, off int64) string {
 // ("; ?a:2x4 ?b:4x4 | 4x4").
 func WriteSexpr(w io.Writer, h Header, rs []rules.Text) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "; rulebook rules, version %s, hash %s, %d rules\n", h.Version, h.Hash, len(rs))
+	hash := ""
+	if h.Hash != "" {
+		hash = ", hash " + h.Hash
+	}
+	fmt.Fprintf(bw, "; rulebook rules, version %s%s, %d rules\n", h.Version, hash, len(rs))
 	for _, r := range rs {
 		fmt.Fprintf(bw, "%s => %s", r.Src, r.Dst)
 		if r.Inputs != "" || r.Constants != "" {
@@ -156,70 +160,4 @@ func readSexprNamed(name string, data []byte, reg *rules.Registry) ([]rules.Text
 		names = append(names, current)
 	}
 	return out, names, nil
-}
-
-// WriteDot draws each rule as a Graphviz cluster pair: source on the left,
-// target on the right, inputs shared.
-func WriteDot(w io.Writer, reg *rules.Registry, rs []rules.Text) error {
-	bw := bufio.NewWriter(w)
-	fmt.Fprintln(bw, "digraph rules {\n  rankdir=BT;\n  node [shape=box, fontname=\"monospace\"];")
-	for k, r := range rs {
-		checked, err := r.Checked(reg)
-		if err != nil {
-			return fmt.Errorf("rule %d: %w", k, err)
-		}
-		parsed := checked.Rule()
-		fmt.Fprintf(bw, "  subgraph cluster_%d {\n    label=%q;\n", k, fmt.Sprintf("rule %d", k+1))
-		for i := 0; i < parsed.NumInputs; i++ {
-			fmt.Fprintf(bw, "    r%d_in%d [label=\"?%c\", shape=ellipse];\n", k, i, 'a'+i%26)
-		}
-		for side, g := range []*rules.Graph{&parsed.Src, &parsed.Dst} {
-			writeDotSide(bw, k, []string{"src", "dst"}[side], g)
-		}
-		fmt.Fprintln(bw, "  }")
-	}
-	fmt.Fprintln(bw, "}")
-	return bw.Flush()
-}
-
-func writeDotSide(w io.Writer, k int, side string, g *rules.Graph) {
-	ref := func(v rules.Value) string {
-		if v.IsInput() {
-			return fmt.Sprintf("r%d_in%d", k, v.Input())
-		}
-		return fmt.Sprintf("r%d_%s%d", k, side, v.Node)
-	}
-	// An edge says which operand it feeds (order matters for concat and
-	// matmul) and, from a split, which output it carries.
-	label := func(from rules.Value, operand, arity int) string {
-		var parts []string
-		if !from.IsInput() && g.Nodes[from.Node].Op.Outputs > 1 {
-			parts = append(parts, fmt.Sprintf("out %d", from.Out))
-		}
-		if arity > 1 {
-			parts = append(parts, fmt.Sprintf("arg %d", operand))
-		}
-		return strings.Join(parts, ", ")
-	}
-	name := map[string]string{"src": "source", "dst": "target"}[side]
-	fmt.Fprintf(w, "    subgraph cluster_%d_%s {\n      label=%q; style=dashed;\n", k, side, name)
-	for j, n := range g.Nodes {
-		text := n.Op.Name
-		for i, p := range n.Params {
-			text += " " + n.Op.Params[i].Format(p)
-		}
-		fmt.Fprintf(w, "      r%d_%s%d [label=%q];\n", k, side, j, text)
-	}
-	for i := range g.Outputs {
-		fmt.Fprintf(w, "      r%d_%s_out%d [label=\"output %d\", shape=plaintext];\n", k, side, i, i)
-	}
-	fmt.Fprintln(w, "    }")
-	for j, n := range g.Nodes {
-		for a, v := range n.Args {
-			fmt.Fprintf(w, "    %s -> r%d_%s%d [label=%q];\n", ref(v), k, side, j, label(v, a, len(n.Args)))
-		}
-	}
-	for i, o := range g.Outputs {
-		fmt.Fprintf(w, "    %s -> r%d_%s_out%d [label=%q];\n", ref(o), k, side, i, label(o, 0, 1))
-	}
 }

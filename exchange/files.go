@@ -49,27 +49,50 @@ func Import(ctx context.Context, db *store.Store, f *Foreign, path, format, tool
 	return runID, added, db.EndRun(ctx, run, err)
 }
 
-// Export writes a released version's rules in format: json, sexpr, dot,
-// or TASO's ("taso-pb") or FlexFlow's ("flexflow-json"), and returns the
-// rules those two cannot carry, named by their ids in the store.
-func Export(w io.Writer, reg *rules.Registry, format string, v store.Version, stored []store.Rule) ([]Skip, error) {
-	rs := make([]rules.Text, len(stored))
-	ids := make([]int64, len(stored))
-	for i, r := range stored {
+// Export writes the rules of a released version v (its rules stored) that
+// sel picks in format: json, sexpr, dot, or TASO's ("taso-pb") or
+// FlexFlow's ("flexflow-json"), and returns the rules those two cannot
+// carry, named by their ids in the store. A selection's header names the
+// version but not its content hash, which only the whole version has. A
+// dot picture holds at most MaxPictureRules rules.
+func Export(w io.Writer, reg *rules.Registry, format string, v store.Version, stored []store.Rule, sel Selection) ([]Skip, error) {
+	picked, err := sel.Pick(v, stored)
+	if err != nil {
+		return nil, err
+	}
+	if format == "dot" && len(picked) > MaxPictureRules {
+		return nil, tooManyToDraw(v, len(picked), sel)
+	}
+	rs := make([]rules.Text, len(picked))
+	ids := make([]int64, len(picked))
+	for i, r := range picked {
 		rs[i], ids[i] = r.Text, r.ID
 	}
 	h := Header{Version: v.Tag, Hash: v.Hash}
+	if !sel.All() {
+		h.Hash = ""
+	}
 	switch format {
 	case "json":
 		return nil, WriteJSON(w, h, rs)
 	case "sexpr":
 		return nil, WriteSexpr(w, h, rs)
 	case "dot":
-		return nil, WriteDot(w, reg, rs)
+		return nil, WriteDot(w, reg, versionPicture(v, stored, picked))
 	case "taso-pb", "flexflow-json":
 		return writeForeign(w, reg, format, rs, ids)
 	}
 	return nil, fmt.Errorf("export: unknown format %q", format)
+}
+
+// tooManyToDraw says that n rules make a picture nobody can read, and how
+// to pick fewer.
+func tooManyToDraw(v store.Version, n int, sel Selection) error {
+	what := fmt.Sprintf("version %s's %d rules", v.Tag, n)
+	if !sel.All() {
+		what = fmt.Sprintf("the %d rules %s selects", n, sel)
+	}
+	return fmt.Errorf("--format dot: %s are too many for a readable picture (at most %d); pick fewer with --id (--id 12,53) or --op (--op conv2d,split)", what, MaxPictureRules)
 }
 
 // writeForeign writes rs in TASO's or FlexFlow's format and names the

@@ -94,6 +94,10 @@ func (t Text) String() string { return t.Src + " => " + t.Dst }
 // Hash is the rule's identity: xxh3 of the canonical text.
 func (t Text) Hash() string { return fmt.Sprintf("%016x", xxh3.HashString(t.String())) }
 
+// InputName is the canonical name of the i-th input in order of
+// appearance ("?a", "?b", …): the name canonical text gives it.
+func InputName(i int) string { return inputName(i) }
+
 // inputName is the canonical name of the i-th input in order of appearance.
 func inputName(i int) string {
 	name := string(rune('a' + i%26))

@@ -15,14 +15,21 @@ import (
 
 func newExportCmd() *cobra.Command {
 	var tag, format, output string
+	var sel exchange.Selection
 	cmd := &cobra.Command{
-		Use:   "export --version TAG [--format json|sexpr|taso-pb|flexflow-json|dot]",
+		Use:   "export --version TAG [--format json|sexpr|taso-pb|flexflow-json|dot] [--id ID,…] [--op OP,…]",
 		Short: "Write a released version's rules as json, sexpr, taso-pb, flexflow-json or dot",
 		Long: `export loads a version (by tag or hash prefix), re-checking its hash, and
 writes its rules: json (rulebook's exchange format, with shapes), sexpr (one
 canonical rule per line), taso-pb (TASO's RuleCollection protobuf),
-flexflow-json (FlexFlow's JSON rendering of the same) or dot (Graphviz, one
-cluster per rule).
+flexflow-json (FlexFlow's JSON rendering of the same) or dot (Graphviz: the
+rules one below another, each labelled with its id, source left of target;
+at most 40 rules, so that the picture is readable at its natural size).
+
+--id and --op export only some rules: those with the given ids (in that
+order; all if no --id) that use every given operator. A selection's json
+and sexpr header names the version but not its hash, which belongs to the
+whole version.
 
 TASO and FlexFlow cannot carry every rule: a rule whose result is one of its
 inputs (their outputs name operators), and convolutions whose groups TASO
@@ -33,11 +40,16 @@ What TASO needs and rulebook's rules do not say is inferred from the rule's
 shapes and operators where it can be (conv2d kernel sizes, concat ranks),
 and defaults to 3x3 kernels and 4-D tensors otherwise.`,
 		Example: `  rulebook export --version v1 --format json -o v1.json
-  rulebook export --version v1 --format taso-pb -o v1.pb`,
+  rulebook export --version v1 --format taso-pb -o v1.pb
+  rulebook export --version v1 --format dot --id 12,59 -o rules.dot
+  rulebook export --version v1 --format dot --op split,conv2d -o split.dot`,
 		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			if tag == "" {
 				return fmt.Errorf("--version is required (see 'rulebook versions')")
+			}
+			if err := sel.Check(rules.Default()); err != nil {
+				return err
 			}
 			switch format {
 			case "json", "sexpr", "taso-pb", "flexflow-json", "dot":
@@ -52,7 +64,7 @@ and defaults to 3x3 kernels and 4-D tensors otherwise.`,
 			}
 			var skipped []exchange.Skip
 			err = writeOutput(cmd, output, func(w io.Writer) (err error) {
-				skipped, err = exchange.Export(w, rules.Default(), format, v, rs)
+				skipped, err = exchange.Export(w, rules.Default(), format, v, rs, sel)
 				return err
 			})
 			if err != nil || len(skipped) == 0 {
@@ -68,6 +80,8 @@ and defaults to 3x3 kernels and 4-D tensors otherwise.`,
 	cmd.Flags().StringVar(&tag, "version", "", "version tag or hash prefix")
 	cmd.Flags().StringVar(&format, "format", "json", "json, sexpr, taso-pb, flexflow-json or dot")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "file to write (default standard output)")
+	cmd.Flags().Int64SliceVar(&sel.IDs, "id", nil, "only the rules with these ids (repeat or comma-separate)")
+	cmd.Flags().StringSliceVar(&sel.Ops, "op", nil, "only the rules that use all these operators (repeat or comma-separate)")
 	return cmd
 }
 

@@ -49,7 +49,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 		})
 	}
 	dot, err := run(ctx, "export", "--version", "v1", "--format", "dot", "--db", src)
-	if err != nil || !strings.HasPrefix(dot, "digraph rules {") || !strings.Contains(dot, "cluster_0") {
+	if err != nil || !strings.HasPrefix(dot, "digraph rules {") || !strings.Contains(dot, "cluster_r") {
 		t.Errorf("dot export (err %v):\n%.200s", err, dot)
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -61,19 +60,29 @@ side) and the canonical text.`,
 }
 
 func newShowCmd() *cobra.Command {
-	var svg string
+	var picture string
 	cmd := &cobra.Command{
-		Use:     "show ID",
-		Short:   "Show one rule in full",
-		Example: "  rulebook show 12\n  rulebook show 12 --svg rule12.svg",
+		Use:   "show ID",
+		Short: "Show one rule in full, or draw it",
+		Long: `show prints a rule: status, both sides, sizes, the shapes it was found with.
+--svg FILE draws it instead, the source on the left and the target on the
+right, each operator with its named parameters and each edge with its
+tensor's shape; the file's extension picks the format: .svg, .png or .pdf
+(drawn by Graphviz's dot) or .dot (the Graphviz source).`,
+		Example: "  rulebook show 12\n  rulebook show 12 --svg rule12.svg\n  rulebook show 12 --svg rule12.png",
 		Args:    cobra.ExactArgs(1),
+		PreRunE: func(*cobra.Command, []string) error {
+			if _, err := exchange.PictureFormat(picture); picture != "" && err != nil {
+				return fmt.Errorf("--svg %w", err)
+			}
+			return nil
+		},
 		RunE: withRule(func(cmd *cobra.Command, _ *store.Store, r store.Rule) error {
-			if svg != "" {
-				err := exchange.WriteSVG(svg, rules.Default(), []rules.Text{r.Text})
-				if errors.Is(err, exchange.ErrNoDot) {
-					return fmt.Errorf("--svg needs Graphviz's dot on the PATH (apt-get install graphviz)")
+			if picture != "" {
+				if err := exchange.WritePicture(cmd.Context(), picture, rules.Default(), exchange.RulePicture(r)); err != nil {
+					return fmt.Errorf("--svg %w", err)
 				}
-				return err
+				return nil
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "rule %d (%s)\n", r.ID, r.Hash)
@@ -90,7 +99,7 @@ func newShowCmd() *cobra.Command {
 			return nil
 		}),
 	}
-	cmd.Flags().StringVar(&svg, "svg", "", "draw the rule into this SVG file with Graphviz's dot")
+	cmd.Flags().StringVar(&picture, "svg", "", "draw the rule into this file: .svg, .png, .pdf (with Graphviz's dot) or .dot")
 	return cmd
 }
 
