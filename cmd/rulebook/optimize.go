@@ -68,7 +68,7 @@ largest output difference.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.rules, "rules", "", "rule version: a tag or hash prefix in the database, or an exported bundle (.json)")
-	f.StringVarP(&o.output, "output", "o", "", "rewritten model (default MODEL.opt.onnx beside the input)")
+	f.StringVarP(&o.output, "output", "o", "", "rewritten model (default MODEL.opt.onnx in the current directory)")
 	f.StringVar(&o.report, "report", "", "JSON report (default the output with .json)")
 	f.Float64Var(&o.opt.Alpha, "alpha", o.opt.Alpha, "keep graphs up to alpha times the best cost")
 	f.IntVar(&o.opt.Budget, "budget", o.opt.Budget, "most graphs to expand")
@@ -108,9 +108,12 @@ func (o *optimizeOptions) check() error {
 
 // outputs settles the model and report paths, which must differ, and
 // checks that both can be written before the search spends its minute.
+// By default both go to the current directory, never beside the input:
+// the input's folder may be shared or read-only.
 func (o *optimizeOptions) outputs(model string) error {
 	if o.output == "" {
-		o.output = strings.TrimSuffix(model, filepath.Ext(model)) + ".opt.onnx"
+		base := filepath.Base(model)
+		o.output = strings.TrimSuffix(base, filepath.Ext(base)) + ".opt.onnx"
 	}
 	if o.report == "" {
 		o.report = strings.TrimSuffix(o.output, filepath.Ext(o.output)) + ".json"
