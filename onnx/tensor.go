@@ -204,6 +204,19 @@ func (t *Tensor) ExternalLocation(key string) (string, bool) {
 	return "", false
 }
 
+// ExternalLocations counts the initializers whose data is stored in
+// external files, by the file's location (relative to the model's folder).
+func (g *Graph) ExternalLocations() map[string]int {
+	out := map[string]int{}
+	for _, t := range g.Initializers {
+		if t.DataLocation == LocationExternal {
+			loc, _ := t.ExternalLocation("location")
+			out[loc]++
+		}
+	}
+	return out
+}
+
 // LoadExternal reads the data of a tensor stored externally (data_location
 // EXTERNAL) from the file named by its "location" entry, relative to dir
 // (the model's directory), honouring "offset" and "length", and stores it as

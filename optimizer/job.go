@@ -2,6 +2,10 @@ package optimizer
 
 import (
 	"context"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 
 	"rulebook/onnx"
 	"rulebook/runtime"
@@ -55,10 +59,32 @@ func (j *Job) Run(ctx context.Context) (*Report, error) {
 			return nil, &SideBySideError{err}
 		}
 	}
-	if err := onnx.WriteModel(j.Output, out); err != nil {
+	file, err := res.Graph.ToONNXKeepingExternal()
+	if err != nil {
+		return nil, err
+	}
+	if err := onnx.WriteModel(j.Output, file); err != nil {
 		return nil, err
 	}
 	rep := NewReport(j.Path, j.CostModel, j.Rules, j.Graph, res, measured)
 	rep.Device = j.Device
+	rep.ExternalData = externalData(file, j.Path, j.Output)
 	return rep, rep.WriteFile(j.Report)
+}
+
+// externalData lists the weights files the written model refers to, and
+// whether each lies beside it and beside the input model.
+func externalData(m *onnx.Model, input, output string) []ExternalData {
+	locs := m.Graph.ExternalLocations()
+	out := []ExternalData{}
+	for _, loc := range slices.Sorted(maps.Keys(locs)) {
+		out = append(out, ExternalData{Location: loc, Initializers: locs[loc],
+			BesideOutput: isFile(filepath.Join(filepath.Dir(output), loc)), BesideInput: isFile(filepath.Join(filepath.Dir(input), loc))})
+	}
+	return out
+}
+
+func isFile(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
 }

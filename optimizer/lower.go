@@ -1,6 +1,7 @@
 package optimizer
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"maps"
@@ -19,9 +20,22 @@ import (
 // become one Conv again, a chain of concats one Concat), opaque nodes come
 // back as they were, and nodes nothing uses are dropped. Nodes computed
 // from weights alone are folded: their results become initializers, with
-// their data inline like every weight.
-func (g *Graph) ToONNX() (*onnx.Model, error) {
+// their data inline like every weight, so that the model stands alone.
+func (g *Graph) ToONNX() (*onnx.Model, error) { return g.lower(false) }
+
+// ToONNXKeepingExternal is ToONNX for a model file: each weight the input
+// model stored in an external file (ONNX external data) and that lowering
+// writes unchanged, at the same dims, keeps that reference (location,
+// offset, length) instead of being embedded; only the weights lowering
+// made, folded or reshaped, are inline. A model whose weights file is
+// large, or absent, stays small. The locations are relative to the
+// model's folder, so the written model finds the weights file only if it
+// lies beside it (ExternalData).
+func (g *Graph) ToONNXKeepingExternal() (*onnx.Model, error) { return g.lower(true) }
+
+func (g *Graph) lower(keepExternal bool) (*onnx.Model, error) {
 	l := newLowering(g, g.liveNodes(), g.weightNodes())
+	l.keepExternal = keepExternal
 	var err error
 	if l.folded, err = g.fold(l.live, l.weight); err != nil {
 		return nil, fmt.Errorf("optimizer: %w", err)
@@ -63,6 +77,11 @@ type lowering struct {
 	// initializers lowering adds, such as Split's sizes.
 	inits map[string]*onnx.Tensor
 	extra []*onnx.Tensor
+	// keepExternal writes references to the input's external data for the
+	// weights written unchanged (ToONNXKeepingExternal); originals holds
+	// the model's weights by name, filled when first needed.
+	keepExternal bool
+	originals    map[string]Value
 }
 
 // liveNodes marks the nodes the outputs depend on.
@@ -226,6 +245,10 @@ func (l *lowering) initializer(w Value, u use) string {
 	if !slices.Equal(t.Shape, w.Shape) && !readsStored(u, t.Shape, w.Shape) {
 		t = w.Tensor()
 	}
+	if ref := l.externalRef(w, t); ref != nil {
+		l.inits[ref.Name] = ref
+		return ref.Name
+	}
 	name := w.Name
 	if !slices.Equal(t.Shape, w.Shape) {
 		name = l.g.gen("compact", w.Name)
@@ -276,7 +299,13 @@ func (l *lowering) node(i int) ([]*onnx.Node, error) {
 			return l.conv(conv, out, l.convBias(i)), nil
 		}
 		return one(), nil
-	case "relu", "ewmul", "smul", "matmul":
+	case "matmul":
+		if w, ok := l.transposedWeight(n); ok {
+			return []*onnx.Node{{Name: out, OpType: rules.ONNXGemm, Inputs: []string{l.name(n.Args[0], full), l.name(w, full)}, Outputs: []string{out},
+				Attributes: []*onnx.Attribute{intAttr(rules.ONNXAttrTransB, 1)}}}, nil
+		}
+		return one(), nil
+	case "relu", "ewmul", "smul":
 		return one(), nil
 	case "transpose":
 		return one(intsAttr(rules.ONNXAttrPerm, 1, 0)), nil
@@ -296,15 +325,80 @@ func (l *lowering) node(i int) ([]*onnx.Node, error) {
 	return nil, fmt.Errorf("no ONNX lowering for %s yet", n.Op.Name)
 }
 
+// transposedWeight is W when a matrix product multiplies a matrix by the
+// transpose of a weight W the model stores externally, as Gemm(transB=1)
+// maps (the mapping's transpose): written back as that Gemm, the product
+// reads W itself, which the model file can keep referring to, instead of
+// a folded copy (8 MB in resnet50).
+func (l *lowering) transposedWeight(n *rules.Node) (rules.Value, bool) {
+	a, b := n.Args[0], n.Args[1]
+	if b.IsInput() || !l.weight[b.Node] || l.g.G.Nodes[b.Node].Op.Name != "transpose" || len(l.g.shape(a)) != 2 {
+		return rules.Value{}, false
+	}
+	w := l.g.G.Nodes[b.Node].Args[0]
+	if !w.IsInput() || l.g.Inputs[w.Input()].Data == nil || len(l.g.Inputs[w.Input()].Shape) != 2 {
+		return rules.Value{}, false
+	}
+	orig := l.g.model.Graph.Initializer(l.g.Inputs[w.Input()].Name)
+	return w, orig != nil && orig.DataLocation == onnx.LocationExternal
+}
+
 // convBias records the one-dimensional bias of a fused ewadd's Conv.
 func (l *lowering) convBias(i int) string {
 	b := l.bias(i)
 	w, _ := l.weightValue(b)
 	stored := w.Stored()
 	perChannel := broadcastTo(&runtime.Tensor{Shape: trimOnes(stored.Shape), Data: stored.Data}, []int{w.Shape[1], 1, 1})
+	data := &runtime.Tensor{Shape: []int{w.Shape[1]}, Data: perChannel.Data}
+	if ref := l.externalRef(w, data); ref != nil {
+		l.inits[ref.Name] = ref
+		return ref.Name
+	}
 	name := l.g.gen("bias", w.Name)
-	l.inits[name] = floatTensor(name, &runtime.Tensor{Shape: []int{w.Shape[1]}, Data: perChannel.Data})
+	l.inits[name] = floatTensor(name, data)
 	return name
+}
+
+// externalRef is the input model's initializer, stored in an external
+// file, whose data t is unchanged and at the same dims: w's own, or the
+// one w shows broadcast (Origin). It is nil when lowering embeds every
+// weight, or t is data lowering made.
+func (l *lowering) externalRef(w Value, t *runtime.Tensor) *onnx.Tensor {
+	if !l.keepExternal {
+		return nil
+	}
+	name := cmp.Or(w.Origin, w.Name)
+	orig := l.g.model.Graph.Initializer(name)
+	if orig == nil || orig.DataLocation != onnx.LocationExternal || !slices.Equal(orig.Shape(), t.Shape) {
+		return nil
+	}
+	if l.originals == nil {
+		l.originals = map[string]Value{}
+		for _, in := range l.g.Inputs {
+			l.originals[in.Name] = in
+		}
+	}
+	src, ok := l.originals[name]
+	if !ok || src.Data == nil || !sameBits(src.Data.Data, t.Data) {
+		return nil
+	}
+	return orig
+}
+
+// sameBits reports whether two float slices hold the same bit patterns.
+func sameBits(a, b []float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || &a[0] == &b[0] {
+		return true
+	}
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // conv lowers a conv2d node, with the bias initializer of that name when

@@ -91,7 +91,7 @@ func (b *builder) broadcastWeight(v rules.Value, shape []int, out string) (rules
 			return rules.Value{}, false
 		}
 	}
-	return b.addInput(Value{Name: b.g.gen("bcast", w.Name+"@"+out), Shape: slices.Clone(shape), Compact: w.Data}), true
+	return b.addInput(Value{Name: b.g.gen("bcast", w.Name+"@"+out), Shape: slices.Clone(shape), Compact: w.Data, Origin: w.Name}), true
 }
 
 // matmul maps MatMul of equal ranks 2 or 3, and of a rank-3 operand by a
@@ -250,9 +250,9 @@ func (b *builder) conv(n *onnx.Node, args []rules.Value) (bool, error) {
 	if !bias.IsInput() || b.g.Inputs[bias.Input()].Data == nil {
 		return false, fmt.Errorf("the bias is not a weight")
 	}
-	data := b.g.Inputs[bias.Input()].Data
-	channels := &runtime.Tensor{Shape: []int{len(data.Data), 1, 1}, Data: data.Data}
-	expanded := b.addInput(Value{Name: b.g.gen("bcast", b.g.Inputs[bias.Input()].Name+"@"+n.Outputs[0]), Shape: b.g.shape(conv[0]), Compact: channels})
+	orig := b.g.Inputs[bias.Input()]
+	channels := &runtime.Tensor{Shape: []int{len(orig.Data.Data), 1, 1}, Data: orig.Data.Data}
+	expanded := b.addInput(Value{Name: b.g.gen("bcast", orig.Name+"@"+n.Outputs[0]), Shape: b.g.shape(conv[0]), Compact: channels, Origin: orig.Name})
 	sum, err := b.add("ewadd", nil, conv[0], expanded)
 	if err != nil {
 		return false, err

@@ -36,6 +36,22 @@ type Report struct {
 	MemoryAfter  int64            `json:"memory_after_bytes"`
 	Measured     *SideBySide      `json:"measured,omitempty"`
 	Confirmed    *ConfirmedGain   `json:"confirmed,omitempty"`
+	// ExternalData are the weights files the rewritten model refers to
+	// for the weights it keeps as the input stored them.
+	ExternalData []ExternalData `json:"external_data"`
+}
+
+// ExternalData is a weights file (ONNX external data) that the rewritten
+// model refers to, as the input model did, for weights it writes
+// unchanged.
+type ExternalData struct {
+	// Location is the file's name relative to the model's folder.
+	Location     string `json:"location"`
+	Initializers int    `json:"initializers"`
+	// BesideOutput and BesideInput say whether the file lies beside the
+	// rewritten model, where a runtime looks for it, and beside the input.
+	BesideOutput bool `json:"beside_output"`
+	BesideInput  bool `json:"beside_input"`
 }
 
 // ReportRules names the rule version an optimization used.
@@ -224,6 +240,25 @@ func writeConfirmation(w io.Writer, c *ConfirmedGain, before float64) {
 		fmt.Fprintf(w, "timed again side by side (%d rounds): the operators the rewrite removed take %.3f ms, those it added %.3f ms; the gain does not hold, so the model is written without rewrites\n",
 			c.Rounds, c.Removed, c.Added)
 	}
+}
+
+// WeightNotes says, for each weights file the rewritten model at output
+// refers to but that does not lie beside it, what to do to run it with
+// its weights.
+func (r *Report) WeightNotes(output string) []string {
+	var notes []string
+	for _, e := range r.ExternalData {
+		switch {
+		case e.BesideOutput:
+		case e.BesideInput:
+			notes = append(notes, fmt.Sprintf("%s refers to %s for %d weights, as the input does, but the file is not beside it: copy or link it there to run the model with them",
+				output, e.Location, e.Initializers))
+		default:
+			notes = append(notes, fmt.Sprintf("%s refers to %s for %d weights, as the input does; that file is absent (random weights were used here): put it beside %s to run the model with its weights",
+				output, e.Location, e.Initializers, output))
+		}
+	}
+	return notes
 }
 
 // Optimization is the report as the store records it for 'rulebook

@@ -77,7 +77,8 @@ func TestReportLayout(t *testing.T) {
     "removed_ms": 1,
     "added_ms": 0.5,
     "held": true
-  }
+  },
+  "external_data": null
 }
 `
 	if string(got) != want {

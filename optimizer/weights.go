@@ -24,6 +24,10 @@ type Value struct {
 	// (integer shapes and axes, read by opaque nodes): the runtime holds
 	// every constant as float, so lowering writes this one back instead.
 	Typed *onnx.Tensor
+	// Origin names the model's initializer whose data a broadcast weight
+	// shows at a larger shape, so that lowering can refer to that
+	// initializer again where it writes the data unchanged.
+	Origin string
 }
 
 // IsWeight reports whether the value is known ahead of time.

@@ -163,6 +163,9 @@ func runOptimize(cmd *cobra.Command, path string, o optimizeOptions) error {
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", msg)
 	}
 	printOptimization(cmd.OutOrStdout(), rep, o.output, rec)
+	for _, msg := range rep.WeightNotes(o.output) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: %s\n", msg)
+	}
 	return nil
 }
 
