@@ -2,6 +2,7 @@ package optimizer
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -41,24 +42,70 @@ type SideBySideError struct{ Err error }
 func (e *SideBySideError) Error() string { return "side by side: " + e.Err.Error() }
 func (e *SideBySideError) Unwrap() error { return e.Err }
 
+// InterruptedError is how a Job ends whose context was cancelled: it
+// still wrote the best graph found so far and its report, and says in
+// which phase it was stopped. It unwraps to the context's error.
+type InterruptedError struct {
+	Phase          string // PhaseSearch, PhaseConfirmation, …
+	Output, Report string
+	Err            error
+}
+
+func (e *InterruptedError) Error() string {
+	return fmt.Sprintf("interrupted during the %s: wrote the best graph found so far to %s and its report to %s", e.Phase, e.Output, e.Report)
+}
+func (e *InterruptedError) Unwrap() error { return e.Err }
+
 // Run searches, times both models if asked (a failure there is a
 // *SideBySideError), writes the rewritten model and the report, and
-// returns the report.
+// returns the report. When ctx is cancelled, each phase stops at once and
+// Run writes what it has, the best graph found so far (for a measured
+// search, the start graph unless its gain was confirmed), without the
+// side-by-side times, and returns the report with an *InterruptedError.
 func (j *Job) Run(ctx context.Context) (*Report, error) {
 	res, err := Optimize(ctx, j.Graph, j.Rules, j.Options)
 	if err != nil {
 		return nil, err
 	}
-	out, err := res.Graph.ToONNX()
-	if err != nil {
-		return nil, err
+	interrupted := ""
+	switch {
+	case res.Stopped == Interrupted:
+		interrupted = PhaseSearch
+	case ctx.Err() != nil:
+		interrupted = PhaseConfirmation
 	}
 	var measured *SideBySide
-	if j.Compare > 0 {
-		if measured, err = MeasureSideBySide(ctx, j.Runtime, out, j.Compare, j.Threads, j.Seed); err != nil {
+	if j.Compare > 0 && interrupted == "" {
+		announce(j.Options.Phase, PhaseComparison)
+		out, err := res.Graph.ToONNX()
+		if err != nil {
+			return nil, err
+		}
+		measured, err = MeasureSideBySide(ctx, j.Runtime, out, j.Compare, j.Threads, j.Seed)
+		switch {
+		case ctx.Err() != nil:
+			measured, interrupted = nil, PhaseComparison
+		case err != nil:
 			return nil, &SideBySideError{err}
 		}
 	}
+	announce(j.Options.Phase, PhaseWriting)
+	rep, err := j.write(res, measured)
+	if err != nil {
+		return nil, err
+	}
+	if interrupted == "" && ctx.Err() != nil {
+		interrupted = PhaseWriting
+	}
+	if interrupted != "" {
+		return rep, &InterruptedError{Phase: interrupted, Output: j.Output, Report: j.Report, Err: ctx.Err()}
+	}
+	return rep, nil
+}
+
+// write writes the rewritten model, referring to the input's external
+// weights where it can, and the report, which it returns.
+func (j *Job) write(res *Result, measured *SideBySide) (*Report, error) {
 	file, err := res.Graph.ToONNXKeepingExternal()
 	if err != nil {
 		return nil, err

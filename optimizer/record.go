@@ -42,15 +42,20 @@ func BeginRecording(ctx context.Context, db *store.Store, device string, setting
 // Recorded says whether the run is kept in a store.
 func (r *Recording) Recorded() bool { return r.db != nil }
 
-// Finish records rep when the optimization succeeded (err is nil), stores
-// the costs timed in the run, which hold either way, ends the run as err
-// says and returns err, or the first error of recording.
+// Finish records rep when a model was written (rep is not nil: the
+// optimization succeeded, or was interrupted after writing the best graph
+// found so far), stores the costs timed in the run, which hold either
+// way, ends the run as err says and returns err, or the first error of
+// recording. These few writes go ahead after an interruption.
 func (r *Recording) Finish(ctx context.Context, rep *Report, err error) error {
 	if r.db == nil {
 		return err
 	}
-	if err == nil {
-		_, err = r.db.RecordOptimization(ctx, rep.Optimization(r.RunID))
+	ctx = context.WithoutCancel(ctx)
+	if rep != nil {
+		if _, rerr := r.db.RecordOptimization(ctx, rep.Optimization(r.RunID)); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
 	}
 	if cerr := r.Costs.Save(ctx); cerr != nil {
 		err = errors.Join(err, cerr)

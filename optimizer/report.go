@@ -54,6 +54,16 @@ type ExternalData struct {
 	BesideInput  bool `json:"beside_input"`
 }
 
+// CostUnit names the unit of a cost model's prices, for people: the
+// analytic model's milliseconds are an estimate, comparable between
+// graphs but not with times measured on a machine.
+func CostUnit(costModel string) string {
+	if costModel == "measured" {
+		return "ms"
+	}
+	return "model ms"
+}
+
 // ReportRules names the rule version an optimization used.
 type ReportRules struct {
 	Version string `json:"version"`

@@ -3,6 +3,7 @@ package optimizer
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -35,6 +36,10 @@ type Options struct {
 	// times the best graph's changes against the start's, side by side,
 	// before the search keeps them (see Confirmer); 0 skips this.
 	ConfirmRounds int
+	// Phase, if set, hears when the search ("search") and the
+	// confirmation of its gain ("confirmation") begin; Job adds its own
+	// phases ("comparison", "writing").
+	Phase func(name string)
 }
 
 // Confirmer is a cost model whose prices drift, so that the search's
@@ -79,7 +84,26 @@ const (
 	BudgetSpent StopReason = "budget"
 	// TimedOut: the search ran past Timeout.
 	TimedOut StopReason = "timeout"
+	// Interrupted: the context was cancelled (Ctrl-C); the result is the
+	// best graph found so far.
+	Interrupted StopReason = "interrupted"
 )
+
+// Phases of an optimization, as Options.Phase hears them.
+const (
+	PhaseSearch       = "search"
+	PhaseConfirmation = "confirmation"
+	PhaseComparison   = "comparison"
+	PhaseWriting      = "writing"
+)
+
+// tieTolerance is the relative difference under which two costs are the
+// same: sums of the same prices in another order differ in the last
+// digits, and such a difference is no improvement.
+const tieTolerance = 1e-9
+
+// progressEvery is how often a long expansion reports progress.
+const progressEvery = 200 * time.Millisecond
 
 func (r StopReason) String() string { return string(r) }
 
@@ -88,6 +112,10 @@ type Progress struct {
 	Elapsed  time.Duration
 	Explored int
 	Best     float64
+	// Fraction is how much of the search's bounds is spent: the larger of
+	// the graphs expanded against Budget and the time against Timeout,
+	// since whichever runs out first ends the search; 1 once it stopped.
+	Fraction float64
 }
 
 // Result is the outcome of a search.
@@ -164,24 +192,29 @@ func (c *candidate) applied() map[int]int {
 // set's rules in both directions (TASO Algorithm 2): the cheapest graph is
 // expanded first, every rewrite whose result type-checks and is new enters
 // the queue if it costs less than Alpha times the best so far.
+//
+// The search stops within moments of its Timeout or of ctx's
+// cancellation, also in the middle of expanding a large graph, and
+// returns the best graph found so far (Stopped says why it stopped).
 func Optimize(ctx context.Context, g *Graph, rs *RuleSet, opt Options) (*Result, error) {
 	if opt.MemoryLimit > 0 && g.Memory() > opt.MemoryLimit {
 		return nil, fmt.Errorf("optimizer: the model needs %d MiB, above the memory limit of %d MiB", g.Memory()>>20, opt.MemoryLimit>>20)
 	}
-	s := &search{opt: opt, start: time.Now(), seen: map[string]bool{rewrite.CommutativeKey(&g.G): true}}
+	announce(opt.Phase, PhaseSearch)
+	s := &search{ctx: ctx, opt: opt, start: time.Now(), seen: map[string]bool{rewrite.CommutativeKey(&g.G): true}}
+	s.deadline, s.reported = s.start.Add(opt.Timeout), s.start
 	var unshaped int
 	s.vs, s.rws, unshaped = rs.variants()
 	s.best = &candidate{g: g, cost: opt.Cost.Cost(g)}
 	s.queue = candidates{s.best}
 	s.res = &Result{Before: s.best.cost, Trace: []Progress{{Best: s.best.cost}}, Unshaped: unshaped}
 	for s.res.Stopped == Searching {
-		if err := s.step(ctx); err != nil {
+		if err := s.step(); err != nil {
 			return nil, err
 		}
 	}
-	if err := s.confirm(ctx, g); err != nil {
-		return nil, err
-	}
+	s.report()
+	s.confirm(ctx, g)
 	res := s.res
 	res.Graph, res.After, res.Seen, res.Elapsed = s.best.g, s.best.cost, len(s.seen), time.Since(s.start)
 	res.BeforeByOperator, res.AfterByOperator = ByOperator(opt.Cost, g), ByOperator(opt.Cost, res.Graph)
@@ -192,19 +225,28 @@ func Optimize(ctx context.Context, g *Graph, rs *RuleSet, opt Options) (*Result,
 	return res, nil
 }
 
+// announce tells phase, if set, that a phase begins.
+func announce(phase func(string), name string) {
+	if phase != nil {
+		phase(name)
+	}
+}
+
 // confirm times the best graph's changes against the start graph's
 // afresh, when the cost model drifts, and falls back to the start graph
-// when the gain does not hold or cannot be timed.
-func (s *search) confirm(ctx context.Context, start *Graph) error {
+// when the gain does not hold, cannot be timed, or the timing is
+// interrupted: a measured gain is kept only once it held.
+func (s *search) confirm(ctx context.Context, start *Graph) {
 	c, ok := s.opt.Cost.(Confirmer)
 	if !ok || s.opt.ConfirmRounds <= 0 || s.best.g == start {
-		return nil
+		return
 	}
+	announce(s.opt.Phase, PhaseConfirmation)
 	conf := &Confirmation{Rounds: s.opt.ConfirmRounds}
 	before, after, err := c.Confirm(ctx, start, s.best.g, s.opt.ConfirmRounds)
 	switch {
 	case ctx.Err() != nil:
-		return ctx.Err()
+		conf.Err = ErrConfirmationInterrupted.Error()
 	case err != nil:
 		conf.Err = err.Error()
 	default:
@@ -218,32 +260,39 @@ func (s *search) confirm(ctx context.Context, start *Graph) error {
 	// Priced again: the fresh times replaced the search's.
 	s.res.Before, s.best.cost = s.opt.Cost.Cost(start), s.opt.Cost.Cost(s.best.g)
 	s.res.Trace = append(s.res.Trace, Progress{Elapsed: time.Since(s.start), Explored: s.res.Explored, Best: s.best.cost})
-	return nil
 }
+
+// ErrConfirmationInterrupted is the confirmation's error when the
+// context was cancelled while it timed the gain.
+var ErrConfirmationInterrupted = errors.New("interrupted before the gain was timed again")
 
 // search is the state of one Optimize.
 type search struct {
+	ctx   context.Context
 	opt   Options
 	start time.Time
-	vs    []variant
-	rws   []rewrite.Rewrite
-	seen  map[string]bool // keys of the graphs generated so far
-	queue candidates
-	best  *candidate
-	res   *Result
+	// deadline is when the search times out; reported is when it last
+	// told Progress.
+	deadline, reported time.Time
+	vs                 []variant
+	rws                []rewrite.Rewrite
+	seen               map[string]bool // keys of the graphs generated so far
+	queue              candidates
+	best               *candidate
+	res                *Result
 }
 
 // step expands the cheapest queued graph, or says why the search stops.
-func (s *search) step(ctx context.Context) error {
+func (s *search) step() error {
 	switch {
 	case s.queue.Len() == 0:
 		s.res.Stopped = QueueEmpty
 	case s.res.Explored >= s.opt.Budget:
 		s.res.Stopped = BudgetSpent
-	case time.Since(s.start) > s.opt.Timeout:
+	case s.ctx.Err() != nil:
+		s.res.Stopped = Interrupted
+	case !time.Now().Before(s.deadline):
 		s.res.Stopped = TimedOut
-	case ctx.Err() != nil:
-		return ctx.Err()
 	}
 	if s.res.Stopped != Searching {
 		return nil
@@ -255,11 +304,34 @@ func (s *search) step(ctx context.Context) error {
 	}
 	cur.g, cur.expanded = g, true
 	s.res.Explored++
-	expand(cur, s.vs, s.rws, s.seen, s.consider)
-	if s.opt.Progress != nil {
-		s.opt.Progress(Progress{Elapsed: time.Since(s.start), Explored: s.res.Explored, Best: s.best.cost})
-	}
+	expand(cur, s.vs, s.rws, s.seen, s.consider, s.halted)
+	s.report()
 	return nil
+}
+
+// halted says whether the search must stop now, in the middle of an
+// expansion if need be: a graph of a thousand nodes has thousands of
+// neighbours, a minute's work. It reports progress while it waits.
+func (s *search) halted() bool {
+	now := time.Now()
+	if now.Sub(s.reported) >= progressEvery {
+		s.report()
+	}
+	return s.ctx.Err() != nil || !now.Before(s.deadline)
+}
+
+// report tells Progress how far the search is.
+func (s *search) report() {
+	s.reported = time.Now()
+	if s.opt.Progress == nil {
+		return
+	}
+	elapsed := time.Since(s.start)
+	fraction := 1.0
+	if s.res.Stopped == Searching {
+		fraction = min(1, max(float64(s.res.Explored)/float64(max(s.opt.Budget, 1)), elapsed.Seconds()/max(s.opt.Timeout.Seconds(), 1e-9)))
+	}
+	s.opt.Progress(Progress{Elapsed: elapsed, Explored: s.res.Explored, Best: s.best.cost, Fraction: fraction})
 }
 
 // consider prices a new graph, keeps it if it is the best so far, and
@@ -271,7 +343,7 @@ func (s *search) consider(next *candidate) {
 		return
 	}
 	next.cost = s.opt.Cost.Cost(next.g)
-	if next.cost < s.best.cost*(1-s.opt.MinGain) {
+	if next.cost < s.best.cost*(1-max(s.opt.MinGain, tieTolerance)) {
 		if !s.best.expanded {
 			s.best.g = nil
 		}
@@ -286,9 +358,13 @@ func (s *search) consider(next *candidate) {
 	}
 }
 
-// expand hands consider the new graphs one rewrite away that type-check.
-func expand(cur *candidate, vs []variant, rws []rewrite.Rewrite, seen map[string]bool, consider func(*candidate)) {
+// expand hands consider the new graphs one rewrite away that type-check,
+// until halted says to stop.
+func expand(cur *candidate, vs []variant, rws []rewrite.Rewrite, seen map[string]bool, consider func(*candidate), halted func() bool) {
 	rewrite.Neighbours(&cur.g.G, rws, func(rw *rewrite.Rewrite, m *rewrite.Match, next *rules.Graph) bool {
+		if halted() {
+			return false
+		}
 		if !cur.g.fitsRanks(&vs[rw.Rule], m) {
 			return true // proved for other ranks
 		}

@@ -156,7 +156,9 @@ func runOptimize(cmd *cobra.Command, path string, o optimizeOptions) error {
 	}
 	defer closeDB()
 	rep, warnings, err := optimizeAndWrite(cmd, path, o, rs, rt, g, rec)
-	if err = rec.Finish(cmd.Context(), rep, err); err != nil {
+	// An interrupted optimization wrote the best graph so far: it is
+	// recorded and summed up, and the error says so.
+	if err = rec.Finish(cmd.Context(), rep, err); rep == nil {
 		return err
 	}
 	for _, msg := range append(rec.Costs.Warnings(), warnings...) {
@@ -166,7 +168,7 @@ func runOptimize(cmd *cobra.Command, path string, o optimizeOptions) error {
 	for _, msg := range rep.WeightNotes(o.output) {
 		fmt.Fprintf(cmd.ErrOrStderr(), "note: %s\n", msg)
 	}
-	return nil
+	return err
 }
 
 // openRecording opens the database when the rules come from it, --db
@@ -209,8 +211,17 @@ func optimizeAndWrite(cmd *cobra.Command, path string, o optimizeOptions, rs *op
 		}
 	}
 	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
+	// The bar fills with whichever bound, --budget or --timeout, ends the
+	// search first; the phases after it name themselves.
+	unit := optimizer.CostUnit(o.cost)
 	opt.Progress = func(p optimizer.Progress) {
-		bar.Status(fmt.Sprintf("search %5.1fs, best %.3f ms", p.Elapsed.Seconds(), p.Best), int64(p.Explored), int64(opt.Budget))
+		bar.Status(fmt.Sprintf("search %.1fs of %s, %d of %d graphs, best %.3f %s", p.Elapsed.Seconds(), opt.Timeout, p.Explored, opt.Budget, p.Best, unit),
+			int64(1000*p.Fraction), 1000)
+	}
+	opt.Phase = func(phase string) {
+		if phase != optimizer.PhaseSearch {
+			bar.Status(phase+"…", 1000, 1000)
+		}
 	}
 	job := optimizer.Job{Path: path, Runtime: rt, Graph: g, Rules: rs, Options: opt, CostModel: o.cost, Device: rec.Device,
 		Output: o.output, Report: o.report, Compare: o.compare, Threads: o.threads, Seed: o.seed}
@@ -220,7 +231,7 @@ func optimizeAndWrite(cmd *cobra.Command, path string, o optimizeOptions, rs *op
 		err = fmt.Errorf("--compare: %w", sbs.Err)
 	}
 	var warnings []string
-	if measured != nil && measured.Err() != nil {
+	if measured != nil && measured.Err() != nil && cmd.Context().Err() == nil {
 		warnings = append(warnings, fmt.Sprintf("some nodes could not be timed and were priced analytically: %v", measured.Err()))
 	}
 	return rep, warnings, err
