@@ -1,6 +1,7 @@
 package optimizer
 
 import (
+	"fmt"
 	"path/filepath"
 
 	"rulebook/onnx"
@@ -17,7 +18,7 @@ func LoadModel(path string, opt runtime.LoadOptions) (*runtime.Model, *Graph, *r
 	}
 	rt, report, err := runtime.FromONNX(m, filepath.Dir(path), opt)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	g, err := FromONNX(m, rt)
 	return rt, g, report, err

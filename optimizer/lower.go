@@ -493,21 +493,44 @@ func (l *lowering) opaque(i int, from *onnx.Node) *onnx.Node {
 }
 
 // inputsAndWeights keeps the model's inputs and outputs and writes the
-// initializers the nodes read, in name order.
+// initializers the nodes read, in name order. Symbolic dimensions take the
+// values the graph was mapped with: the rewrite holds for those shapes.
 func (l *lowering) inputsAndWeights(out *onnx.Graph) {
 	for _, vi := range l.g.model.Graph.Inputs {
-		if l.g.model.Graph.Initializer(vi.Name) == nil {
-			out.Inputs = append(out.Inputs, vi)
+		if l.g.model.Graph.Initializer(vi.Name) != nil {
+			continue
 		}
+		for _, in := range l.g.Inputs {
+			if in.Name == vi.Name {
+				vi = withDims(vi, in.Shape)
+			}
+		}
+		out.Inputs = append(out.Inputs, vi)
 	}
 	l.initializers(out)
-	for _, name := range l.g.Outputs {
+	for k, name := range l.g.Outputs {
 		for _, vi := range l.g.model.Graph.Outputs {
 			if vi.Name == name {
-				out.Outputs = append(out.Outputs, vi)
+				out.Outputs = append(out.Outputs, withDims(vi, l.g.shape(l.g.G.Outputs[k])))
 			}
 		}
 	}
+}
+
+// withDims is vi with its symbolic or unknown dimensions set from shape,
+// when vi has a shape of that rank; else vi.
+func withDims(vi *onnx.ValueInfo, shape []int) *onnx.ValueInfo {
+	if !vi.HasShape || len(vi.Shape) != len(shape) || !slices.ContainsFunc(vi.Shape, func(d onnx.Dim) bool { return !d.HasValue }) {
+		return vi
+	}
+	c := *vi
+	c.Shape = slices.Clone(vi.Shape)
+	for i, d := range c.Shape {
+		if !d.HasValue {
+			c.Shape[i] = onnx.Dim{Value: int64(shape[i]), HasValue: true}
+		}
+	}
+	return &c
 }
 
 // floatTensor is a float32 initializer with its data inline.

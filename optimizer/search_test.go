@@ -2,7 +2,9 @@ package optimizer
 
 import (
 	"context"
+	"slices"
 	"testing"
+	"time"
 
 	"rulebook/rules"
 )
@@ -94,6 +96,44 @@ func TestMinGain(t *testing.T) {
 		}
 		if improves := res.After < res.Before; improves != c.improves || !improves && (res.Graph != g || len(res.Applied) != 0) {
 			t.Errorf("min gain %g: cost %.4f -> %.4f, applied %v", c.minGain, res.Before, res.After, res.Applied)
+		}
+	}
+}
+
+// The progress a search reports never goes back and ends full, whichever
+// way it stops: by budget, by time or with nothing left to expand (the
+// bar used to end at the budget's share, 25% on a timeout).
+func TestProgressEndsFull(t *testing.T) {
+	m, rt := load(t, "squeezenet1_1.onnx")
+	g, err := FromONNX(m, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle, err := LoadBundle(bundle3Ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		rules   *RuleSet
+		budget  int
+		timeout time.Duration
+		stopped StopReason
+	}{
+		{bundle, 5, time.Minute, BudgetSpent},
+		{bundle, 1 << 20, 300 * time.Millisecond, TimedOut},
+		{ruleSet(t, "(transpose (transpose ?a)) => ?a"), 300, time.Minute, QueueEmpty},
+	}
+	for _, c := range cases {
+		opt := DefaultOptions()
+		opt.Budget, opt.Timeout = c.budget, c.timeout
+		var fractions []float64
+		opt.Progress = func(p Progress) { fractions = append(fractions, p.Fraction) }
+		res, err := Optimize(context.Background(), g, c.rules, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Stopped != c.stopped || len(fractions) < 2 || fractions[len(fractions)-1] != 1 || !slices.IsSorted(fractions) || fractions[0] < 0 {
+			t.Errorf("stopped %s (want %s) with progress %v, want rising to 1", res.Stopped, c.stopped, fractions)
 		}
 	}
 }

@@ -26,6 +26,8 @@ type optimizeOptions struct {
 	memoryMiB             int64
 	threads, compare      int
 	noProgress            bool
+	dims                  []string
+	dimValues             map[string]int // dims parsed
 }
 
 func newOptimizeCmd() *cobra.Command {
@@ -82,6 +84,7 @@ largest output difference.`,
 	f.IntVar(&o.threads, "threads", 0, "CPU threads for measured costs and --compare (default: all cores)")
 	f.StringVar(&o.weights, "weights", "auto", "auto, file or random (see rulebook run)")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of generated weights and of --compare's input")
+	f.StringSliceVar(&o.dims, "dim", nil, "value of a symbolic input dimension, NAME=N (repeatable); the rewritten model is for these values")
 	f.BoolVar(&o.noProgress, "no-progress", false, "do not draw the search's progress bar")
 	return cmd
 }
@@ -103,7 +106,9 @@ func (o *optimizeOptions) check() error {
 	case o.weights != "auto" && o.weights != "file" && o.weights != "random":
 		return fmt.Errorf("--weights must be auto, file or random, got %q", o.weights)
 	}
-	return nil
+	var err error
+	o.dimValues, err = parseDims(o.dims)
+	return err
 }
 
 // outputs settles the model and report paths, which must differ, and
@@ -143,7 +148,10 @@ func runOptimize(cmd *cobra.Command, path string, o optimizeOptions) error {
 	if err != nil {
 		return err
 	}
-	rt, g, loaded, err := optimizer.LoadModel(path, runtime.LoadOptions{Weights: runtime.WeightsMode(o.weights), Seed: o.seed})
+	rt, g, loaded, err := optimizer.LoadModel(path, runtime.LoadOptions{Weights: runtime.WeightsMode(o.weights), Seed: o.seed, Dims: o.dimValues})
+	if err != nil && strings.Contains(err.Error(), "dimensions without a value") {
+		err = fmt.Errorf("%w; give each with --dim NAME=N", err)
+	}
 	if err != nil {
 		return err
 	}

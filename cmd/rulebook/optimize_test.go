@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -10,7 +11,9 @@ import (
 	"testing"
 
 	"rulebook/internal/testfiles"
+	"rulebook/onnx"
 	"rulebook/optimizer"
+	"rulebook/runtime"
 	"rulebook/store"
 )
 
@@ -124,5 +127,57 @@ func TestOptimizeRefusesBadArguments(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "r.db")); err == nil {
 		t.Error("a refused command created the database")
+	}
+}
+
+// writeBatchModel writes y = relu(x·w1)·w2 for x of shape (batch, 16),
+// batch a symbolic dimension.
+func writeBatchModel(t *testing.T, path string) {
+	t.Helper()
+	info := func(name string) *onnx.ValueInfo {
+		return &onnx.ValueInfo{Name: name, IsTensor: true, ElemType: onnx.Float, HasShape: true,
+			Shape: []onnx.Dim{{Param: "batch"}, {Value: 16, HasValue: true}}}
+	}
+	weight := func(name string) *onnx.Tensor {
+		return &onnx.Tensor{Name: name, Dims: []int64{16, 16}, DataType: onnx.Float, RawData: make([]byte, 4*16*16), HasRawData: true}
+	}
+	g := &onnx.Graph{Name: "batch", Inputs: []*onnx.ValueInfo{info("x")}, Outputs: []*onnx.ValueInfo{info("y")},
+		Initializers: []*onnx.Tensor{weight("w1"), weight("w2")},
+		Nodes: []*onnx.Node{
+			{Name: "p1", OpType: "MatMul", Inputs: []string{"x", "w1"}, Outputs: []string{"p1"}},
+			{Name: "r", OpType: "Relu", Inputs: []string{"p1"}, Outputs: []string{"r"}},
+			{Name: "p2", OpType: "MatMul", Inputs: []string{"r", "w2"}, Outputs: []string{"y"}},
+		}}
+	must(t, onnx.WriteModel(path, &onnx.Model{IRVersion: 8, OpsetImports: []onnx.OperatorSetID{{Version: 13}}, Graph: g}))
+}
+
+// --dim gives symbolic input dimensions their values, as for run and
+// bench-ops; the rewritten model is for those values and says so in its
+// input and output shapes. Without it, the error names the dimension and
+// the flag.
+func TestOptimizeDim(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	model, out := filepath.Join(dir, "batch.onnx"), filepath.Join(dir, "out.onnx")
+	writeBatchModel(t, model)
+	bundle := "../../optimizer/testdata/rules-3ops.json"
+	if _, err := run(ctx, "optimize", model, "--rules", bundle, "-o", out); err == nil || !strings.Contains(err.Error(), `"batch"`) || !strings.Contains(err.Error(), "--dim") {
+		t.Errorf("without --dim: %v, want an error naming batch and --dim", err)
+	}
+	if _, err := run(ctx, "optimize", model, "--rules", bundle, "-o", out, "--dim", "batch"); err == nil || !strings.Contains(err.Error(), "--dim") {
+		t.Errorf("--dim batch: %v, want NAME=N asked for", err)
+	}
+	if text, err := run(ctx, "optimize", model, "--rules", bundle, "-o", out, "--dim", "batch=4", "--budget", "5"); err != nil {
+		t.Fatalf("--dim batch=4: %v\n%s", err, text)
+	}
+	m, err := onnx.ReadModel(out)
+	must(t, err)
+	for _, vi := range append(m.Graph.Inputs, m.Graph.Outputs...) {
+		if got := fmt.Sprint(vi.Shape); got != "[4 16]" {
+			t.Errorf("%s has shape %s in the rewritten model, want [4 16]", vi.Name, got)
+		}
+	}
+	if _, _, err := runtime.Load(out, runtime.LoadOptions{}); err != nil {
+		t.Errorf("the rewritten model does not load without dims: %v", err)
 	}
 }
