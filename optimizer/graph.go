@@ -1,6 +1,7 @@
 package optimizer
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -82,7 +83,12 @@ func freePrefix(g *onnx.Graph) string {
 type opaqueNode struct {
 	node   *onnx.Node
 	shapes []rules.Shape
+	// why the mapping kept the node opaque, for people.
+	why string
 }
+
+// noOperator is why a node whose type the registry lacks stays opaque.
+const noOperator = "the registry has no such operator"
 
 // FromONNX maps a model onto the registry. rt is the same model loaded by
 // the runtime, which supplies every value's shape and the weights' data.
@@ -121,6 +127,9 @@ type builder struct {
 	// padded maps the output of a Pad folded into the average pool that
 	// reads it to the Pad's input.
 	padded map[string]rules.Value
+	// why the node being mapped stays opaque, when the registry has its
+	// operator (see refuse).
+	why string
 }
 
 // inputs makes the model's inputs and its initializers graph inputs.
@@ -196,6 +205,7 @@ func (b *builder) node(n *onnx.Node) error {
 			return err
 		}
 	}
+	b.why = ""
 	var args []rules.Value // the inputs present; omitted optional ones are ""
 	for _, name := range n.Inputs {
 		if name == "" {
@@ -207,10 +217,10 @@ func (b *builder) node(n *onnx.Node) error {
 		}
 		args = append(args, v)
 	}
-	if len(args) == len(n.Inputs) {
-		if ok, err := b.mapped(n, args); ok || err != nil {
-			return err
-		}
+	if len(args) < len(n.Inputs) {
+		b.why = "an optional input is left out"
+	} else if ok, err := b.mapped(n, args); ok || err != nil {
+		return err
 	}
 	return b.opaqueNode(n, args)
 }
@@ -269,7 +279,7 @@ func (b *builder) opaqueNode(n *onnx.Node, args []rules.Value) error {
 		shapes[i] = rules.NewShape(shape...)
 		b.byName[name] = rules.Value{Node: len(b.g.G.Nodes) - 1, Out: i}
 	}
-	b.g.opaque = append(b.g.opaque, opaqueNode{node: n, shapes: shapes})
+	b.g.opaque = append(b.g.opaque, opaqueNode{node: n, shapes: shapes, why: cmp.Or(b.why, noOperator)})
 	b.g.Shapes = append(b.g.Shapes, shapes)
 	return nil
 }
@@ -330,5 +340,32 @@ func (g *Graph) Opaque() map[string]int {
 			out[o.node.OpType]++
 		}
 	}
+	return out
+}
+
+// OpaqueReason is why some nodes of one ONNX operator stayed opaque.
+type OpaqueReason struct {
+	Operator string `json:"operator"`
+	Nodes    int    `json:"nodes"`
+	Reason   string `json:"reason"`
+}
+
+// OpaqueReasons groups the opaque nodes by ONNX operator and by why the
+// mapping kept them opaque, in that order.
+func (g *Graph) OpaqueReasons() []OpaqueReason {
+	count := map[OpaqueReason]int{}
+	for _, n := range g.G.Nodes {
+		if o, ok := g.opaqueOf(&n); ok {
+			count[OpaqueReason{Operator: o.node.OpType, Reason: o.why}]++
+		}
+	}
+	out := []OpaqueReason{}
+	for r, n := range count {
+		r.Nodes = n
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b OpaqueReason) int {
+		return cmp.Or(cmp.Compare(a.Operator, b.Operator), cmp.Compare(a.Reason, b.Reason))
+	})
 	return out
 }

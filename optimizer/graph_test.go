@@ -2,10 +2,12 @@ package optimizer
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"math"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"rulebook/internal/testfiles"
@@ -193,6 +195,38 @@ func TestOpaqueNodesIntact(t *testing.T) {
 		}
 		if kept == 0 {
 			t.Errorf("%s: no opaque nodes", name)
+		}
+	}
+}
+
+// Every opaque node has a reason, grouped by operator: the groups add up
+// to the opaque counts, and the reasons say what the registry lacks.
+func TestOpaqueReasons(t *testing.T) {
+	want := map[string][]string{
+		"squeezenet1_1.onnx": {"MaxPool ×3: ceil_mode 1", "Flatten ×1: the registry has no such operator"},
+		"resnet50.onnx":      {"Conv ×3: stride 2 with pads [1 1 1 1], neither none nor SAME_UPPER's [0 0 1 1]"},
+		"inception_v3.onnx":  {"Conv ×13: a 1×7 kernel (the registry's are square)"},
+		"bert_base.onnx":     {"MatMul ×24: a product of shapes [1 12 64 64] and [1 12 64 64]", "Transpose ×48: a transpose of rank 4"},
+	}
+	for model, reasons := range want {
+		m, rt := load(t, model)
+		g, err := FromONNX(m, rt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		counted := map[string]int{}
+		var lines []string
+		for _, r := range g.OpaqueReasons() {
+			counted[r.Operator] += r.Nodes
+			lines = append(lines, fmt.Sprintf("%s ×%d: %s", r.Operator, r.Nodes, r.Reason))
+		}
+		if !maps.Equal(counted, g.Opaque()) {
+			t.Errorf("%s: reasons count %v, opaque nodes are %v", model, counted, g.Opaque())
+		}
+		for _, want := range reasons {
+			if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, want) }) {
+				t.Errorf("%s: no reason %q among\n%s", model, want, strings.Join(lines, "\n"))
+			}
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"rulebook/onnx"
 	"rulebook/runtime"
@@ -117,6 +118,34 @@ func (j *Job) write(res *Result, measured *SideBySide) (*Report, error) {
 	rep.Device = j.Device
 	rep.ExternalData = externalData(file, j.Path, j.Output)
 	return rep, rep.WriteFile(j.Report)
+}
+
+// OutputPaths settles the rewritten model's and the report's paths for
+// the model file at model, given the ones asked for ("" for the default),
+// and checks that both can be written before the search spends its
+// minute. By default both go to the current directory, never beside the
+// input, whose folder may be shared or read-only: MODEL.opt.onnx and the
+// output's name with .json.
+func OutputPaths(model, output, report string) (string, string, error) {
+	if output == "" {
+		base := filepath.Base(model)
+		output = strings.TrimSuffix(base, filepath.Ext(base)) + ".opt.onnx"
+	}
+	if report == "" {
+		report = strings.TrimSuffix(output, filepath.Ext(output)) + ".json"
+	}
+	if filepath.Clean(report) == filepath.Clean(output) {
+		return "", "", fmt.Errorf("the report would overwrite the model %s: name the report with --report", output)
+	}
+	for _, p := range []string{output, report} {
+		f, err := os.CreateTemp(filepath.Dir(p), ".rulebook-check-*")
+		if err != nil {
+			return "", "", fmt.Errorf("cannot write %s: %w", p, err)
+		}
+		f.Close()
+		os.Remove(f.Name())
+	}
+	return output, report, nil
 }
 
 // externalData lists the weights files the written model refers to, and

@@ -11,8 +11,8 @@ import (
 
 // mapped maps a node onto registry operators when their semantics agree
 // exactly with the node's attributes and shapes; ok is false to keep the
-// node opaque. The node types are the operators' ONNX names in the
-// registry.
+// node opaque, with the reason in b.why when the registry has the
+// operator. The node types are the operators' ONNX names in the registry.
 func (b *builder) mapped(n *onnx.Node, args []rules.Value) (ok bool, err error) {
 	switch n.OpType {
 	case b.g.onnxType("relu"):
@@ -24,10 +24,14 @@ func (b *builder) mapped(n *onnx.Node, args []rules.Value) (ok bool, err error) 
 	case rules.ONNXGemm:
 		return b.gemm(n, args)
 	case b.g.onnxType("transpose"):
-		perm := attrInts(n, rules.ONNXAttrPerm)
-		if len(b.g.shape(args[0])) == 2 && (perm == nil || slices.Equal(perm, []int{1, 0})) {
-			return b.emit(n, "transpose", nil, args...)
+		perm, rank := attrInts(n, rules.ONNXAttrPerm), len(b.g.shape(args[0]))
+		switch {
+		case rank != 2:
+			return b.refuse("a transpose of rank %d (the registry transposes matrices)", rank)
+		case perm != nil && !slices.Equal(perm, []int{1, 0}):
+			return b.refuse("perm %v", perm)
 		}
+		return b.emit(n, "transpose", nil, args...)
 	case b.g.onnxType("conv2d"):
 		return b.conv(n, args)
 	case b.g.onnxType("pool_max"), b.g.onnxType("pool_avg"):
@@ -38,13 +42,19 @@ func (b *builder) mapped(n *onnx.Node, args []rules.Value) (ok bool, err error) 
 	return false, nil
 }
 
+// refuse keeps the node being mapped opaque and says why, for the report.
+func (b *builder) refuse(format string, args ...any) (bool, error) {
+	b.why = fmt.Sprintf(format, args...)
+	return false, nil
+}
+
 // emit adds one registry node for an ONNX node. A shape the registry
 // refuses keeps the node opaque; a shape it infers differently from the
 // runtime is a bug, reported.
 func (b *builder) emit(n *onnx.Node, op string, params []int, args ...rules.Value) (bool, error) {
 	vals, err := b.add(op, params, args...)
 	if err != nil {
-		return false, nil
+		return b.refuse("the registry's %s does not take these operands: %v", op, err)
 	}
 	return true, b.bind(n, vals)
 }
@@ -72,7 +82,7 @@ func (b *builder) elementwise(n *onnx.Node, args []rules.Value) (bool, error) {
 	if w, ok := b.broadcastWeight(args[0], y, n.Outputs[0]); ok {
 		return b.emit(n, op, nil, w, args[1])
 	}
-	return false, nil
+	return b.refuse("shapes %v and %v broadcast, and the smaller operand is not a weight", x, y)
 }
 
 // broadcastWeight is a weight seen at the larger shape it broadcasts to,
@@ -106,7 +116,7 @@ func (b *builder) matmul(n *onnx.Node, args []rules.Value) (bool, error) {
 			return b.emit(n, "matmul", nil, args[0], w)
 		}
 	}
-	return false, nil
+	return b.refuse("a product of shapes %v and %v (the registry's are of matrices or equal batches of them, or by a weight matrix)", x, y)
 }
 
 // gemm maps Gemm without scaling or a transposed first operand: a matrix
@@ -115,12 +125,12 @@ func (b *builder) matmul(n *onnx.Node, args []rules.Value) (bool, error) {
 func (b *builder) gemm(n *onnx.Node, args []rules.Value) (bool, error) {
 	alpha, beta := attrFloat(n, rules.ONNXAttrAlpha, 1), attrFloat(n, rules.ONNXAttrBeta, 1)
 	if alpha != 1 || beta != 1 || attrInt(n, rules.ONNXAttrTransA, 0) != 0 || len(args) < 2 {
-		return false, nil
+		return b.refuse("alpha %g, beta %g, transA %d (only a plain product plus a bias maps)", alpha, beta, attrInt(n, rules.ONNXAttrTransA, 0))
 	}
 	x, w := b.g.shape(args[0]), b.g.shape(args[1])
 	transB := attrInt(n, rules.ONNXAttrTransB, 0) != 0
 	if len(x) != 2 || len(w) != 2 {
-		return false, nil
+		return b.refuse("operands of ranks %d and %d", len(x), len(w))
 	}
 	rows, cols := w[0], w[1]
 	if transB {
@@ -128,13 +138,13 @@ func (b *builder) gemm(n *onnx.Node, args []rules.Value) (bool, error) {
 	}
 	prodShape := []int{x[0], cols}
 	if x[1] != rows {
-		return false, nil
+		return b.refuse("operands of shapes %v and %v do not multiply", x, w)
 	}
 	var bias rules.Value
 	if len(args) == 3 {
 		var ok bool
 		if bias, ok = b.broadcastWeight(args[2], prodShape, n.Outputs[0]); !ok && !slices.Equal(b.g.shape(args[2]), prodShape) {
-			return false, nil
+			return b.refuse("a bias of shape %v that is not a weight broadcast to %v", b.g.shape(args[2]), prodShape)
 		} else if !ok {
 			bias = args[2]
 		}
@@ -169,29 +179,35 @@ type window struct {
 }
 
 // window2D reads kernel, strides, pads, auto_pad and dilations of a 2-D
-// window over an NCHW input of spatial extent in; ok is false when the
-// registry cannot express them (unequal sides, dilation, padding that is
-// neither SAME_UPPER nor none).
-func window2D(n *onnx.Node, kernel []int, in []int) (window, bool) {
-	if len(kernel) != 2 || kernel[0] != kernel[1] || len(in) != 2 {
-		return window{}, false
+// window over an NCHW input of spatial extent in; why says what the
+// registry cannot express (unequal sides, dilation, padding that is
+// neither SAME_UPPER nor none), and is empty when it can.
+func window2D(n *onnx.Node, kernel []int, in []int) (w window, why string) {
+	switch {
+	case len(kernel) != 2 || len(in) != 2:
+		return window{}, fmt.Sprintf("kernel %v over %d spatial axes (the registry's windows are 2-D)", kernel, len(in))
+	case kernel[0] != kernel[1]:
+		return window{}, fmt.Sprintf("a %d×%d kernel (the registry's are square)", kernel[0], kernel[1])
 	}
 	strides := attrIntsDefault(n, rules.ONNXAttrStrides, []int{1, 1})
 	dilations := attrIntsDefault(n, rules.ONNXAttrDilations, []int{1, 1})
-	if len(strides) != 2 || strides[0] != strides[1] || !slices.Equal(dilations, []int{1, 1}) {
-		return window{}, false
+	switch {
+	case len(strides) != 2 || strides[0] != strides[1]:
+		return window{}, fmt.Sprintf("strides %v (the registry's are equal on both axes)", strides)
+	case !slices.Equal(dilations, []int{1, 1}):
+		return window{}, fmt.Sprintf("dilations %v (the registry's windows are not dilated)", dilations)
 	}
-	w := window{kernel: kernel[0], stride: strides[0]}
+	w = window{kernel: kernel[0], stride: strides[0]}
 	same := samePads(in, w.kernel, w.stride)
 	pads := attrIntsDefault(n, rules.ONNXAttrPads, []int{0, 0, 0, 0})
-	switch attrString(n, rules.ONNXAttrAutoPad, "NOTSET") {
+	switch autoPad := attrString(n, rules.ONNXAttrAutoPad, "NOTSET"); autoPad {
 	case "SAME_UPPER":
 		pads = same
 	case "VALID":
 		pads = []int{0, 0, 0, 0}
 	case "NOTSET":
 	default:
-		return window{}, false
+		return window{}, fmt.Sprintf("auto_pad %s (the registry pads as SAME_UPPER or not at all)", autoPad)
 	}
 	// Where same and valid padding coincide (1×1 windows), same is the
 	// canonical choice: it is the padding rules are generated with.
@@ -201,9 +217,9 @@ func window2D(n *onnx.Node, kernel []int, in []int) (window, bool) {
 	case slices.Equal(pads, []int{0, 0, 0, 0}):
 		w.padding = rules.PadValid
 	default:
-		return window{}, false
+		return window{}, fmt.Sprintf("stride %d with pads %v, neither none nor SAME_UPPER's %v", w.stride, pads, same)
 	}
-	return w, true
+	return w, ""
 }
 
 // samePads are SAME_UPPER's pads [top, left, bottom, right] for a square
@@ -223,25 +239,25 @@ func samePads(in []int, k, stride int) []int {
 func (b *builder) conv(n *onnx.Node, args []rules.Value) (bool, error) {
 	x, w := b.g.shape(args[0]), b.g.shape(args[1])
 	if len(x) != 4 || len(w) != 4 {
-		return false, nil
+		return b.refuse("a convolution of rank %d (the registry's are 2-D)", len(x))
 	}
 	if ks := attrInts(n, rules.ONNXAttrKernelShape); ks != nil && !slices.Equal(ks, w[2:]) {
-		return false, nil
+		return b.refuse("kernel_shape %v is not the weight's %v", ks, w[2:])
 	}
-	win, ok := window2D(n, w[2:], x[2:])
-	if !ok {
-		return false, nil
+	win, why := window2D(n, w[2:], x[2:])
+	if why != "" {
+		return b.refuse("%s", why)
 	}
 	groups := attrInt(n, rules.ONNXAttrGroup, 1)
 	switch {
 	case groups == x[1] && w[1] == 1 && groups > 1:
 		groups = rules.GroupsDepthwise
 	case groups < 1:
-		return false, nil
+		return b.refuse("group %d", groups)
 	}
 	conv, err := b.add("conv2d", []int{win.stride, win.padding, rules.ActNone, groups}, args[0], args[1])
 	if err != nil {
-		return false, nil
+		return b.refuse("the registry's conv2d does not take these operands: %v", err)
 	}
 	if len(args) == 2 {
 		return true, b.bind(n, conv)
@@ -264,18 +280,25 @@ func (b *builder) conv(n *onnx.Node, args []rules.Value) (bool, error) {
 // cells as zeros, so only count_include_pad=1 or no padding maps.
 func (b *builder) pool(n *onnx.Node, args []rules.Value) (bool, error) {
 	x := b.g.shape(args[0])
-	if len(x) != 4 || len(n.Outputs) != 1 || attrInt(n, rules.ONNXAttrCeilMode, 0) != 0 || attrInt(n, rules.ONNXAttrStorageOrder, 0) != 0 {
-		return false, nil
+	switch {
+	case len(x) != 4:
+		return b.refuse("pooling of rank %d (the registry's is 2-D)", len(x))
+	case len(n.Outputs) != 1:
+		return b.refuse("a second output, the indices")
+	case attrInt(n, rules.ONNXAttrCeilMode, 0) != 0:
+		return b.refuse("ceil_mode 1 (the registry's windows round the output size down)")
+	case attrInt(n, rules.ONNXAttrStorageOrder, 0) != 0:
+		return b.refuse("storage_order %d", attrInt(n, rules.ONNXAttrStorageOrder, 0))
 	}
-	win, ok := window2D(n, attrInts(n, rules.ONNXAttrKernelShape), x[2:])
-	if !ok {
-		return false, nil
+	win, why := window2D(n, attrInts(n, rules.ONNXAttrKernelShape), x[2:])
+	if why != "" {
+		return b.refuse("%s", why)
 	}
 	op := "pool_max"
 	if n.OpType == b.g.onnxType("pool_avg") {
 		op = "pool_avg"
 		if win.padding == rules.PadSame && attrInt(n, rules.ONNXAttrCountIncludePad, 0) != 1 && !slices.Equal(samePads(x[2:], win.kernel, win.stride), []int{0, 0, 0, 0}) {
-			return false, nil
+			return b.refuse("padding without count_include_pad (the registry's average counts padded cells)")
 		}
 	}
 	return b.emit(n, op, []int{win.kernel, win.stride, win.padding}, args...)
@@ -376,13 +399,13 @@ func (b *builder) concat(n *onnx.Node, args []rules.Value) (bool, error) {
 		axis += rank
 	}
 	if len(args) < 2 || axis < 0 || axis >= rank {
-		return false, nil
+		return b.refuse("%d inputs on axis %d of rank %d", len(args), axis, rank)
 	}
 	acc := args[0]
 	for _, a := range args[1:] {
 		out, err := b.add("concat", []int{axis}, acc, a)
 		if err != nil {
-			return false, nil
+			return b.refuse("the registry's concat does not take these operands: %v", err)
 		}
 		acc = out[0]
 	}

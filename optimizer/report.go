@@ -1,6 +1,7 @@
 package optimizer
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -10,32 +11,40 @@ import (
 	"os"
 	"slices"
 	"sort"
-	"strings"
 
 	"rulebook/store"
 )
 
 // Report is the JSON report of one optimization, as 'rulebook optimize'
-// writes it. Its field names and order are the file's layout: scripts and
-// benchmarks read it, so they do not change.
+// writes it; docs/optimize-report.md documents every field. Its field
+// names and order are the file's layout: scripts and benchmarks read it,
+// so fields are added, never renamed or moved. Lists are empty, never
+// null.
 type Report struct {
 	Model     string      `json:"model"`
 	Rules     ReportRules `json:"rules"`
 	CostModel string      `json:"cost_model"`
+	// CostUnit is the unit of every cost the report gives in "…_ms"
+	// fields under the cost model: "model ms" for analytic costs, an
+	// estimate not comparable with times measured on a machine, "ms"
+	// for measured ones (see CostUnit).
+	CostUnit string `json:"cost_unit"`
 	// Device is what measured costs and the side-by-side runs ran on.
-	Device       string           `json:"device"`
-	Before       float64          `json:"cost_before_ms"`
-	After        float64          `json:"cost_after_ms"`
-	Speedup      float64          `json:"speedup"`
-	Applied      []AppliedRule    `json:"applied"`
-	Opaque       map[string]int   `json:"opaque"`
-	Search       SearchStats      `json:"search"`
-	ByOperator   []OperatorChange `json:"cost_by_operator"`
-	Unshaped     int              `json:"rules_without_shapes_left_out"`
-	MemoryBefore int64            `json:"memory_before_bytes"`
-	MemoryAfter  int64            `json:"memory_after_bytes"`
-	Measured     *SideBySide      `json:"measured,omitempty"`
-	Confirmed    *ConfirmedGain   `json:"confirmed,omitempty"`
+	Device  string         `json:"device"`
+	Before  float64        `json:"cost_before_ms"`
+	After   float64        `json:"cost_after_ms"`
+	Speedup float64        `json:"speedup"`
+	Applied []AppliedRule  `json:"applied"`
+	Opaque  map[string]int `json:"opaque"`
+	// OpaqueReasons says why the opaque nodes stayed opaque, by operator.
+	OpaqueReasons []OpaqueReason   `json:"opaque_reasons"`
+	Search        SearchStats      `json:"search"`
+	ByOperator    []OperatorChange `json:"cost_by_operator"`
+	Unshaped      int              `json:"rules_without_shapes_left_out"`
+	MemoryBefore  int64            `json:"memory_before_bytes"`
+	MemoryAfter   int64            `json:"memory_after_bytes"`
+	Measured      *SideBySide      `json:"measured,omitempty"`
+	Confirmed     *ConfirmedGain   `json:"confirmed,omitempty"`
 	// ExternalData are the weights files the rewritten model refers to
 	// for the weights it keeps as the input stored them.
 	ExternalData []ExternalData `json:"external_data"`
@@ -122,8 +131,9 @@ type ConfirmedGain struct {
 // the rules of rs, priced by costModel ("analytic" or "measured");
 // measured is the side-by-side run of both models, if there was one.
 func NewReport(model, costModel string, rs *RuleSet, start *Graph, res *Result, measured *SideBySide) *Report {
-	r := &Report{Model: model, CostModel: costModel, Before: res.Before, After: res.After, Speedup: ratio(res.Before, res.After),
-		Applied: appliedRules(rs, res), Opaque: start.Opaque(), MemoryBefore: start.Memory(), MemoryAfter: res.Graph.Memory(), Measured: measured}
+	r := &Report{Model: model, CostModel: costModel, CostUnit: CostUnit(costModel), Before: res.Before, After: res.After, Speedup: ratio(res.Before, res.After),
+		Applied: appliedRules(rs, res), Opaque: start.Opaque(), OpaqueReasons: start.OpaqueReasons(),
+		MemoryBefore: start.Memory(), MemoryAfter: res.Graph.Memory(), Measured: measured, ExternalData: []ExternalData{}}
 	r.Rules = ReportRules{Version: rs.Version, Hash: rs.Hash, Count: len(rs.Rules)}
 	r.Search = SearchStats{Explored: res.Explored, Seen: res.Seen, Seconds: res.Elapsed.Seconds(), Stopped: res.Stopped, OverMemory: res.OverMemory}
 	r.Unshaped = res.Unshaped
@@ -131,10 +141,22 @@ func NewReport(model, costModel string, rs *RuleSet, start *Graph, res *Result, 
 	if c := res.Confirmed; c != nil {
 		r.Confirmed = &ConfirmedGain{Rounds: c.Rounds, Removed: c.Before, Added: c.After, Held: c.Held, Error: c.Err}
 	}
-	for _, p := range res.Trace {
-		r.Search.Trace = append(r.Search.Trace, TracePoint{Seconds: p.Elapsed.Seconds(), Explored: p.Explored, Best: p.Best})
-	}
+	r.Search.Trace = trace(res.Trace)
 	return r
+}
+
+// trace is the best cost over time as the report gives it: the start,
+// then each point that improves on the one before by more than rounding
+// error, and the last point, which may be a confirmation's fresh price.
+func trace(points []Progress) []TracePoint {
+	out := []TracePoint{}
+	for i, p := range points {
+		if n := len(out); n > 0 && i < len(points)-1 && p.Best >= out[n-1].Best*(1-tieTolerance) {
+			continue
+		}
+		out = append(out, TracePoint{Seconds: p.Elapsed.Seconds(), Explored: p.Explored, Best: p.Best})
+	}
+	return out
 }
 
 // ratio is before/after, 1 when both are 0 (a model with nothing to cost).
@@ -147,7 +169,7 @@ func ratio(before, after float64) float64 {
 
 // appliedRules lists the rules a search used, the most used first.
 func appliedRules(rs *RuleSet, res *Result) []AppliedRule {
-	var out []AppliedRule
+	out := []AppliedRule{}
 	for i, n := range res.Applied {
 		a := AppliedRule{Index: i, Hash: rs.RuleHashes[i], Rule: rs.Texts[i], Count: n}
 		if rs.IDs != nil {
@@ -170,7 +192,7 @@ func costByOperator(before, after map[string]OperatorCost) []OperatorChange {
 		}
 	}
 	slices.Sort(ops)
-	var out []OperatorChange
+	out := []OperatorChange{}
 	for _, op := range ops {
 		b, a := before[op], after[op]
 		out = append(out, OperatorChange{Operator: op, NodesBefore: b.Nodes, Before: b.Ms, NodesAfter: a.Nodes, After: a.Ms})
@@ -182,11 +204,16 @@ func costByOperator(before, after map[string]OperatorCost) []OperatorChange {
 	return out
 }
 
-// WriteFile writes the report as indented JSON.
+// WriteFile writes the report as indented JSON, rules as they read
+// ("=>", not "=\u003e").
 func (r *Report) WriteFile(path string) error {
-	data, err := json.MarshalIndent(r, "", "  ")
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	err := enc.Encode(r)
 	if err == nil {
-		err = os.WriteFile(path, append(data, '\n'), 0o644)
+		err = os.WriteFile(path, buf.Bytes(), 0o644)
 	}
 	if err != nil {
 		return fmt.Errorf("write the report %s: %w", path, err)
@@ -198,20 +225,22 @@ func (r *Report) WriteFile(path string) error {
 // the search, the rules applied, the operators whose cost changed, the
 // opaque operators, and the confirmation and side-by-side runs if any.
 func (r *Report) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "rules %s (%.12s, %d rules); %s cost %.3f ms -> %.3f ms (%.2fx)\n",
-		r.Rules.Version, r.Rules.Hash, r.Rules.Count, r.CostModel, r.Before, r.After, r.Speedup)
+	unit := cmp.Or(r.CostUnit, CostUnit(r.CostModel))
+	fmt.Fprintf(w, "rules %s (%.12s, %d rules); %s cost %.3f -> %.3f %s (%.2fx)\n",
+		r.Rules.Version, r.Rules.Hash, r.Rules.Count, r.CostModel, r.Before, r.After, unit, r.Speedup)
+	if unit != "ms" {
+		fmt.Fprintf(w, "  (%s: the analytic model's estimate, to compare graphs, not with measured times)\n", unit)
+	}
 	fmt.Fprintf(w, "search: %d graphs expanded, %d seen, %.1fs, stopped: %s\n", r.Search.Explored, r.Search.Seen, r.Search.Seconds, r.Search.Stopped)
 	for _, a := range r.Applied {
 		fmt.Fprintf(w, "  %3d× %s\n", a.Count, a.Rule)
 	}
-	writeChanges(w, r.ByOperator)
-	var opaque []string
-	for op, n := range r.Opaque {
-		opaque = append(opaque, fmt.Sprintf("%s ×%d", op, n))
+	writeChanges(w, r.ByOperator, unit)
+	if len(r.OpaqueReasons) > 0 {
+		fmt.Fprintln(w, "opaque nodes (rules do not cross them), and why:")
 	}
-	sort.Strings(opaque)
-	if len(opaque) > 0 {
-		fmt.Fprintf(w, "opaque (rules do not cross): %s\n", strings.Join(opaque, ", "))
+	for _, o := range r.OpaqueReasons {
+		fmt.Fprintf(w, "  %s ×%d: %s\n", o.Operator, o.Nodes, o.Reason)
 	}
 	if r.Unshaped > 0 {
 		fmt.Fprintf(w, "%d rules left out: they record no shapes, so the ranks they hold at are unknown\n", r.Unshaped)
@@ -224,7 +253,7 @@ func (r *Report) WriteText(w io.Writer) {
 }
 
 // writeChanges lists the operators whose cost the rewrite changed.
-func writeChanges(w io.Writer, ops []OperatorChange) {
+func writeChanges(w io.Writer, ops []OperatorChange, unit string) {
 	header := "cost by operator, where it changed:"
 	for _, c := range ops {
 		if c.NodesBefore != c.NodesAfter || math.Abs(c.Before-c.After) >= 0.0005 {
@@ -232,7 +261,7 @@ func writeChanges(w io.Writer, ops []OperatorChange) {
 				fmt.Fprintln(w, header)
 				header = ""
 			}
-			fmt.Fprintf(w, "  %-14s %4d nodes %9.3f ms -> %4d nodes %9.3f ms\n", c.Operator, c.NodesBefore, c.Before, c.NodesAfter, c.After)
+			fmt.Fprintf(w, "  %-14s %4d nodes %9.3f %s -> %4d nodes %9.3f %s\n", c.Operator, c.NodesBefore, c.Before, unit, c.NodesAfter, c.After, unit)
 		}
 	}
 }

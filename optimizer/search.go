@@ -118,6 +118,12 @@ type Progress struct {
 	Fraction float64
 }
 
+// Describe says how far a search under opt is, for a progress bar;
+// costModel names the cost model ("analytic" or "measured").
+func (p Progress) Describe(opt Options, costModel string) string {
+	return fmt.Sprintf("search %.1fs of %s, %d of %d graphs, best %.3f %s", p.Elapsed.Seconds(), opt.Timeout, p.Explored, opt.Budget, p.Best, CostUnit(costModel))
+}
+
 // Result is the outcome of a search.
 type Result struct {
 	Graph         *Graph

@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -37,32 +36,41 @@ func newOptimizeCmd() *cobra.Command {
 		Short: "Rewrite an ONNX model with one pinned rule version (cost-based search)",
 		Long: `optimize loads exactly one released rule version, by tag or hash prefix from
 the database or from a bundle exported with 'rulebook export --format json'
-(no database needed), and refuses a version whose rules do not match its
-content hash. It maps the model's operators onto the registry's (the rest
-stay opaque: rules never cross them, and the report lists them), runs TASO's
-cost-based backtracking search, and writes the rewritten model, with
-weight-only subgraphs folded into initializers, and a JSON report: the rules
-applied, the cost before and after (in all and by operator), the best cost
-over time, and the search's statistics.
+(optimizer/testdata/rules-3ops.json is the ≤3-operator release), and
+refuses a version whose rules do not match its content hash. It maps the
+model's operators onto the registry's (the rest stay opaque: rules never
+cross them, and the report says why), runs TASO's cost-based backtracking
+search, and writes the rewritten model, with weight-only subgraphs folded,
+and a JSON report (docs/optimize-report.md), by default to the current
+directory, never beside the input. Weights the input keeps in an external
+file stay references to it: the file must lie beside the rewritten model.
 
 Costs are analytic (FLOPs, bytes moved and a launch overhead per node, priced
-for this machine's CPU runtime) or measured: the CPU runtime's time of each
-operator configuration from the database's op_costs table (filled by
-'rulebook bench-ops'); a missing one is timed on demand and stored. Timings taken minutes apart drift
-with the machine's load, so before a measured search keeps its rewrite, the
-operators it changed are timed again against the original's, side by side
-(--confirm rounds); if the gain does not hold, no rewrite is kept. The fresh
-times replace the stored ones.
+for this machine's CPU runtime, in "model ms": an estimate to compare graphs,
+not a time to compare with measured ones) or measured: the CPU runtime's
+time of each operator configuration from the database's op_costs table
+(filled by 'rulebook bench-ops'); a missing one is timed on demand and
+stored. Timings taken minutes apart drift with the machine's load, so before
+a measured search keeps its rewrite, the operators it changed are timed
+again against the original's, side by side (--confirm rounds); if the gain
+does not hold, no rewrite is kept. The fresh times replace the stored ones.
 --memory-limit drops rewrites whose estimated peak memory (weights plus the
 activations alive at once) exceeds it.
 
-With a database (the rules come from it, or --db names an existing file),
-the optimization is recorded for 'rulebook usage'. --compare N runs the
+The search stops at --budget graphs or --timeout, whichever comes first;
+Ctrl-C stops any phase at once and writes the best graph found so far (for
+a measured search, the original unless its gain was confirmed), and the
+command says so and exits with status 130.
+
+The run is recorded for 'rulebook usage' in the database the rules come
+from; with a bundle, in the one --db or RULEBOOK_DB names (created if need
+be), else in ./rulebook.db if it exists, else nowhere. --compare N runs the
 original and the rewritten model N times each, interleaved, on the same
 random input with the CPU runtime, and reports both median latencies and the
 largest output difference.`,
-		Example: `  rulebook optimize ../shared/models/resnet50.onnx --rules v1 -o resnet50.opt.onnx
-  rulebook optimize bert_base.onnx --rules v1.json --cost measured --compare 10`,
+		Example: `  rulebook optimize ../shared/models/squeezenet1_1.onnx --rules optimizer/testdata/rules-3ops.json
+  rulebook optimize ../shared/models/resnet50.onnx --rules optimizer/testdata/rules-3ops.json --timeout 10s -o resnet50.opt.onnx
+  rulebook optimize ../shared/models/bert_base.onnx --rules optimizer/testdata/rules-3ops.json --cost measured --budget 20 --compare 5`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runOptimize(cmd, args[0], o)
@@ -71,10 +79,10 @@ largest output difference.`,
 	f := cmd.Flags()
 	f.StringVar(&o.rules, "rules", "", "rule version: a tag or hash prefix in the database, or an exported bundle (.json)")
 	f.StringVarP(&o.output, "output", "o", "", "rewritten model (default MODEL.opt.onnx in the current directory)")
-	f.StringVar(&o.report, "report", "", "JSON report (default the output with .json)")
+	f.StringVar(&o.report, "report", "", "JSON report (default the output's name with .json)")
 	f.Float64Var(&o.opt.Alpha, "alpha", o.opt.Alpha, "keep graphs up to alpha times the best cost")
 	f.IntVar(&o.opt.Budget, "budget", o.opt.Budget, "most graphs to expand")
-	f.DurationVar(&o.opt.Timeout, "timeout", o.opt.Timeout, "wall-clock limit of the search")
+	f.DurationVar(&o.opt.Timeout, "timeout", o.opt.Timeout, "wall-clock limit of the search (a measured gain's confirmation and --compare come after it)")
 	f.StringVar(&o.cost, "cost", "analytic", "cost model: analytic or measured")
 	f.Float64Var(&o.opt.MinGain, "min-gain", 0, "smallest improvement that counts, a fraction of the cost (default 0 for analytic costs, 0.005 for measured ones, which are noisy)")
 	f.Int64Var(&o.memoryMiB, "memory-limit", 0, "most estimated peak memory of a rewritten model, in MiB (0: no limit)")
@@ -111,37 +119,12 @@ func (o *optimizeOptions) check() error {
 	return err
 }
 
-// outputs settles the model and report paths, which must differ, and
-// checks that both can be written before the search spends its minute.
-// By default both go to the current directory, never beside the input:
-// the input's folder may be shared or read-only.
-func (o *optimizeOptions) outputs(model string) error {
-	if o.output == "" {
-		base := filepath.Base(model)
-		o.output = strings.TrimSuffix(base, filepath.Ext(base)) + ".opt.onnx"
-	}
-	if o.report == "" {
-		o.report = strings.TrimSuffix(o.output, filepath.Ext(o.output)) + ".json"
-	}
-	if filepath.Clean(o.report) == filepath.Clean(o.output) {
-		return fmt.Errorf("the report would overwrite the model %s: name the report with --report", o.output)
-	}
-	for _, p := range []string{o.output, o.report} {
-		f, err := os.CreateTemp(filepath.Dir(p), ".rulebook-check-*")
-		if err != nil {
-			return fmt.Errorf("cannot write %s: %w", p, err)
-		}
-		f.Close()
-		os.Remove(f.Name())
-	}
-	return nil
-}
-
 func runOptimize(cmd *cobra.Command, path string, o optimizeOptions) error {
 	if err := o.check(); err != nil {
 		return err
 	}
-	if err := o.outputs(path); err != nil {
+	var err error
+	if o.output, o.report, err = optimizer.OutputPaths(path, o.output, o.report); err != nil {
 		return err
 	}
 	rs, err := loadRuleSet(cmd, o.rules)
@@ -221,11 +204,7 @@ func optimizeAndWrite(cmd *cobra.Command, path string, o optimizeOptions, rs *op
 	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
 	// The bar fills with whichever bound, --budget or --timeout, ends the
 	// search first; the phases after it name themselves.
-	unit := optimizer.CostUnit(o.cost)
-	opt.Progress = func(p optimizer.Progress) {
-		bar.Status(fmt.Sprintf("search %.1fs of %s, %d of %d graphs, best %.3f %s", p.Elapsed.Seconds(), opt.Timeout, p.Explored, opt.Budget, p.Best, unit),
-			int64(1000*p.Fraction), 1000)
-	}
+	opt.Progress = func(p optimizer.Progress) { bar.Status(p.Describe(opt, o.cost), int64(1000*p.Fraction), 1000) }
 	opt.Phase = func(phase string) {
 		if phase != optimizer.PhaseSearch {
 			bar.Status(phase+"…", 1000, 1000)

@@ -181,3 +181,48 @@ func TestOptimizeDim(t *testing.T) {
 		t.Errorf("the rewritten model does not load without dims: %v", err)
 	}
 }
+
+// optimize records its run where its help says: with a bundle, in the
+// database --db names (created if need be), else in ./rulebook.db when it
+// exists, else nowhere.
+func TestOptimizeRecordsWhereHelpSays(t *testing.T) {
+	ctx := context.Background()
+	model := testfiles.Shared(t, "models", "squeezenet1_1.onnx")
+	bundle, err := filepath.Abs("../../optimizer/testdata/rules-3ops.json")
+	must(t, err)
+	t.Setenv("RULEBOOK_DB", "")
+	t.Chdir(t.TempDir())
+	optimize := func(extra ...string) {
+		t.Helper()
+		if out, err := run(ctx, append([]string{"optimize", model, "--rules", bundle, "--budget", "1", "--no-progress"}, extra...)...); err != nil {
+			t.Fatalf("%v: %v\n%s", extra, err, out)
+		}
+	}
+	recorded := func(db string) (n int) {
+		t.Helper()
+		s, err := store.Open(ctx, db)
+		must(t, err)
+		defer s.Close()
+		runs, err := s.Runs(ctx)
+		must(t, err)
+		for _, r := range runs {
+			if r.Command == "optimize" && r.Status == store.RunDone {
+				n++
+			}
+		}
+		return n
+	}
+	optimize()
+	if _, err := os.Stat(defaultDB); err == nil {
+		t.Fatalf("a bundle without --db created %s", defaultDB)
+	}
+	optimize("--db", "named.db")
+	if n := recorded("named.db"); n != 1 {
+		t.Errorf("--db named.db recorded %d runs, want 1", n)
+	}
+	optimize("--db", defaultDB)
+	optimize()
+	if n := recorded(defaultDB); n != 2 {
+		t.Errorf("./%s recorded %d runs, want 2: the one naming it and the one finding it", defaultDB, n)
+	}
+}
