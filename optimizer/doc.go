@@ -18,8 +18,12 @@
 //     (CostCache); a measured gain is timed again side by side before it is
 //     kept (Confirmer).
 //   - Graph.ToONNX lowers the result back to ONNX, folding weight-only
-//     subgraphs into initializers; Report (NewReport) says what was
-//     applied and what it saved, and MeasureSideBySide times both models.
+//     subgraphs into initializers (ToONNXKeepingExternal keeps the input's
+//     references to external weights it writes unchanged); Report
+//     (NewReport, docs/optimize-report.md) says what was applied and what
+//     it saved, and MeasureSideBySide times both models.
 //
-// Job runs all of it for one model file, as 'rulebook optimize' does.
+// Job runs all of it for one model file, as 'rulebook optimize' does; a
+// cancelled context stops any phase at once, and the Job still writes the
+// best graph found so far (InterruptedError).
 package optimizer
