@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
+	"rulebook/internal/outfile"
 	"rulebook/rules"
 	"rulebook/store"
 )
@@ -123,20 +123,10 @@ func writeForeign(w io.Writer, reg *rules.Registry, format string, rs []rules.Te
 	return skipped, err
 }
 
-// WriteFile writes path through write so that the file appears only once
-// it is complete: a failed write leaves whatever was there before.
+// WriteFile writes an export to path through write (outfile.Write): the
+// file appears only once it is complete, a failed write leaves whatever
+// was there before, and a path that names anything but a regular file or
+// a new name is refused.
 func WriteFile(path string, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".rulebook-export-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := write(tmp); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return outfile.Write(path, write)
 }

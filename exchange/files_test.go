@@ -29,7 +29,7 @@ func TestWriteFile(t *testing.T) {
 	if data, _ := os.ReadFile(path); string(data) != "new" {
 		t.Errorf("file %q after a write", data)
 	}
-	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".rulebook-export-*")); len(left) != 0 {
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".v1.json.*")); len(left) != 0 {
 		t.Errorf("temporary files left: %v", left)
 	}
 }

@@ -48,10 +48,16 @@ func WritePicture(ctx context.Context, path string, reg *rules.Registry, p Pictu
 	if err := WriteDot(&src, reg, p); err != nil {
 		return err
 	}
-	c := exec.CommandContext(ctx, dot, "-T"+format, "-o", path)
-	c.Stdin = &src
-	if out, err := c.CombinedOutput(); err != nil {
-		return fmt.Errorf("%s: dot -T%s: %v: %s", path, format, err, bytes.TrimSpace(out))
-	}
-	return nil
+	// dot draws onto its standard output, and the picture reaches path
+	// through WriteFile, so that only a regular file or a new name is
+	// ever written.
+	return WriteFile(path, func(w io.Writer) error {
+		var errs bytes.Buffer
+		c := exec.CommandContext(ctx, dot, "-T"+format)
+		c.Stdin, c.Stdout, c.Stderr = &src, w, &errs
+		if err := c.Run(); err != nil {
+			return fmt.Errorf("%s: dot -T%s: %v: %s", path, format, err, bytes.TrimSpace(errs.Bytes()))
+		}
+		return nil
+	})
 }

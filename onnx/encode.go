@@ -2,13 +2,13 @@ package onnx
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
+	"io"
 	"math"
-	"os"
-	"path/filepath"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"rulebook/internal/outfile"
 )
 
 // The encoder is the inverse of the decoder: it writes every field the
@@ -38,62 +38,21 @@ func EncodeTensor(t *Tensor) []byte {
 	return appendTensor(nil, t)
 }
 
-// WriteModel encodes a model and writes it to path atomically: the bytes go
-// to a temporary file in the same directory, which is synced and then
-// renamed over path. On failure the temporary file is removed and an
-// existing file at path is left as it was. A new file gets mode 0644; a
-// replaced file keeps its permissions.
-func WriteModel(path string, m *Model) (err error) {
-	fail := func(err error) error { return fmt.Errorf("onnx: write %s: %w", path, err) }
+// WriteModel encodes a model and writes it to path through
+// outfile.Write: the bytes go to a temporary file in the same directory,
+// which is synced and then renamed over path, so an existing file is
+// either left as it was or replaced whole. Only a regular file or a new
+// name is written; a new file gets mode 0644, a replaced file keeps its
+// permissions.
+func WriteModel(path string, m *Model) error {
 	if m == nil {
-		return fail(errors.New("nil model"))
+		return fmt.Errorf("onnx: write %s: nil model", path)
 	}
 	b := EncodeModel(m)
-	perm := os.FileMode(0o644)
-	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() {
-		perm = st.Mode().Perm()
-	}
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp*")
-	if err != nil {
-		return fail(err)
-	}
-	tmp := f.Name()
-	closed := false
-	defer func() {
-		if err != nil {
-			if !closed {
-				f.Close()
-			}
-			os.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(b); err != nil {
-		return fail(err)
-	}
-	if err := f.Chmod(perm); err != nil {
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	closed = true
-	if err := f.Close(); err != nil {
-		return fail(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fail(err)
-	}
-	// Make the rename itself durable where the platform allows; the file is
-	// already in place, so a failure here is not reported.
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return outfile.Write(path, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
 }
 
 // ---- wire helpers ----

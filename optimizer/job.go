@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"rulebook/internal/outfile"
 	"rulebook/onnx"
 	"rulebook/runtime"
 )
@@ -138,6 +139,9 @@ func OutputPaths(model, output, report string) (string, string, error) {
 		return "", "", fmt.Errorf("the report would overwrite the model %s: name the report with --report", output)
 	}
 	for _, p := range []string{output, report} {
+		if err := outfile.Check(p); err != nil {
+			return "", "", err
+		}
 		f, err := os.CreateTemp(filepath.Dir(p), ".rulebook-check-*")
 		if err != nil {
 			return "", "", fmt.Errorf("cannot write %s: %w", p, err)

@@ -8,10 +8,10 @@ import (
 	"io"
 	"maps"
 	"math"
-	"os"
 	"slices"
 	"sort"
 
+	"rulebook/internal/outfile"
 	"rulebook/store"
 )
 
@@ -204,21 +204,22 @@ func costByOperator(before, after map[string]OperatorCost) []OperatorChange {
 	return out
 }
 
-// WriteFile writes the report as indented JSON, rules as they read
-// ("=>", not "=\u003e").
+// WriteFile writes the report as indented JSON, rules as they read ("=>",
+// not "=\u003e"), through outfile.Write: whole or not at all, and only onto
+// a regular file or a new name.
 func (r *Report) WriteFile(path string) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	err := enc.Encode(r)
-	if err == nil {
-		err = os.WriteFile(path, buf.Bytes(), 0o644)
-	}
 	if err != nil {
 		return fmt.Errorf("write the report %s: %w", path, err)
 	}
-	return nil
+	return outfile.Write(path, func(w io.Writer) error {
+		_, err := w.Write(buf.Bytes())
+		return err
+	})
 }
 
 // WriteText summarises the report for a terminal: the rules and costs,
