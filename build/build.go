@@ -30,6 +30,9 @@ type Config struct {
 	// ToolVersion is recorded with the runs.
 	ToolVersion string
 	Progress    Progress
+	// Waiting, if not nil, hears of an earlier verify run of the same
+	// database that the verify stage waits for (see verify.Stored).
+	Waiting func(store.Run)
 }
 
 // Progress receives each stage's progress; any field may be nil.
@@ -73,10 +76,10 @@ func Run(ctx context.Context, db *store.Store, cfg Config) (*Summary, error) {
 		{"generate", func() (err error) { sum.Generated, err = generate(ctx, db, cfg); return err }},
 		{"verify", func() (err error) { sum.Verified, err = verifyNew(ctx, db, cfg); return err }},
 		{"prune", func() (err error) {
-			sum.Pruned, err = prune.Stored(ctx, db, cfg.Registry, cfg.Progress.Prune)
+			sum.Pruned, err = prune.Stored(ctx, db, cfg.Registry, cfg.ToolVersion, cfg.Progress.Prune)
 			return err
 		}},
-		{"release", func() (err error) { sum.Version, err = db.Release(ctx, tag); return err }},
+		{"release", func() (err error) { sum.Version, _, err = db.Release(ctx, tag, cfg.ToolVersion); return err }},
 	}
 	for _, s := range steps {
 		start := time.Now()
@@ -102,14 +105,11 @@ func generate(ctx context.Context, db *store.Store, cfg Config) (*enumerate.Stor
 }
 
 // verifyNew verifies the rules without a result under this build's axioms,
-// solver and budget.
+// solver and budget, as 'rulebook verify' does: an inconsistent axiom set
+// is refused, and concurrent verifications take turns.
 func verifyNew(ctx context.Context, db *store.Store, cfg Config) (*verify.Summary, error) {
 	budget := cfg.Budget
-	todo, err := db.RulesToVerify(ctx, cfg.Axioms.Hash, verify.SolverVersion(), budget.Units, false)
-	if err != nil {
-		return nil, err
-	}
 	settings := map[string]any{"axioms": cfg.Axioms.Dir, "axiom_set": cfg.Axioms.Hash, "budget": budget.Units, "timeout": budget.WallClock.String(), "build": true}
 	return verify.Stored(ctx, db, verify.Config{Registry: cfg.Registry, Axioms: cfg.Axioms, Budget: budget, Workers: cfg.Workers,
-		Seed: cfg.Seed, Progress: cfg.Progress.Verify}, todo, settings, cfg.ToolVersion)
+		Seed: cfg.Seed, Progress: cfg.Progress.Verify}, verify.Request{Settings: settings, ToolVersion: cfg.ToolVersion, Waiting: cfg.Waiting})
 }

@@ -12,9 +12,26 @@ import (
 )
 
 // Stored prunes the rules of db, refuted ones aside, and records each
-// decision (pruned_by and the reason). Pruning is recomputed whole each
-// time, since it depends on what is proved by then.
-func Stored(ctx context.Context, db *store.Store, reg *rules.Registry, progress func(stage string, done, total int)) (*Result, error) {
+// decision (pruned_by and the reason), as a "prune" run of toolVersion.
+// Pruning is recomputed whole each time, since it depends on what is
+// proved by then.
+func Stored(ctx context.Context, db *store.Store, reg *rules.Registry, toolVersion string, progress func(stage string, done, total int)) (*Result, error) {
+	runID, err := db.BeginRun(ctx, "prune", "{}", 0, toolVersion)
+	if err != nil {
+		return nil, err
+	}
+	res, err := pruneStored(ctx, db, reg, progress)
+	run := store.Run{ID: runID, Status: store.RunDone}
+	if res != nil {
+		run.Candidates, run.Stored = int64(res.Stages[0].Rules), int64(len(res.Decisions))
+	}
+	if err := db.EndRun(ctx, run, err); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func pruneStored(ctx context.Context, db *store.Store, reg *rules.Registry, progress func(stage string, done, total int)) (*Result, error) {
 	all, err := db.ListRules(ctx, store.Filter{})
 	if err != nil {
 		return nil, err

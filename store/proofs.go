@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,7 +25,10 @@ type AxiomSet struct {
 
 // Proof is one verification of one rule.
 type Proof struct {
-	RuleID   int64
+	RuleID int64
+	// Text is the rule as it was verified: its canonical text and the
+	// shapes it was checked at. RecordProofs needs it for the claim.
+	Text     rules.Text
 	RunID    int64
 	AxiomSet string
 	Status   rules.Status // proved, unknown or refuted
@@ -35,7 +40,28 @@ type Proof struct {
 	// wall-clock timeout, before schema v7); Units what it spent.
 	Budget, Units uint64
 	Created       time.Time
+	// Claim is what the proof vouches for (see Claim), as recorded; ""
+	// for proofs written before schema v8.
+	Claim string
 }
+
+// Claim is the hash of what a proof vouches for: the rule's canonical text
+// with the shapes it was verified at, the axiom set, the solver, the
+// budget and the verdict. Each proof records it; a release counts a rule as
+// proved only when its latest proof's claim equals the claim computed from
+// the rule's current columns, so a rule whose text, shapes or verdict were
+// edited with SQL (rules.dst, rules.inputs, rules.status, proofs.status…)
+// is not released. It guards against edits, not forgery: anyone can
+// compute a SHA-256.
+func Claim(t rules.Text, axiomSet, solver string, budget uint64, status rules.Status) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "rulebook proof 1\nrule %s\ninputs %s\nconstants %s\naxiom set %s\nsolver %s\nbudget %d\nstatus %s\n",
+		t.String(), t.Inputs, t.Constants, axiomSet, solver, budget, status)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// claim is Claim for this proof.
+func (p Proof) claim() string { return Claim(p.Text, p.AxiomSet, p.Solver, p.Budget, p.Status) }
 
 // Prover names the solver and budget a proof was decided under, as a
 // version records them: "Z3 4.8.12.0, rlimit 200000".
@@ -75,16 +101,22 @@ func (s *Store) AxiomSetByHash(ctx context.Context, hash string) (AxiomSet, erro
 	return a, nil
 }
 
-// RecordProofs stores verification results and sets each rule's status, in
-// one transaction: either all of them are written or none.
+// RecordProofs stores verification results, each with its claim, and sets
+// each rule's status, in one transaction: either all of them are written or
+// none.
 func (s *Store) RecordProofs(ctx context.Context, proofs []Proof) error {
+	for _, p := range proofs {
+		if p.Text.Src == "" || p.Text.Dst == "" {
+			return fmt.Errorf("store: record proof of rule %d: the verified text is missing", p.RuleID)
+		}
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: record proofs: %w", err)
 	}
 	defer tx.Rollback()
-	ins, err := tx.PrepareContext(ctx, `INSERT INTO proofs(rule_id, run_id, axiom_set, status, reason, core, elapsed_ms, solver, budget, units, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO proofs(rule_id, run_id, axiom_set, status, reason, core, elapsed_ms, solver, budget, units, claim, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return fmt.Errorf("store: record proofs: %w", err)
 	}
@@ -100,7 +132,7 @@ func (s *Store) RecordProofs(ctx context.Context, proofs []Proof) error {
 		}
 		cj, _ := json.Marshal(core)
 		ms := float64(p.Elapsed.Microseconds()) / 1000
-		if _, err := ins.ExecContext(ctx, p.RuleID, p.RunID, p.AxiomSet, p.Status, p.Reason, string(cj), ms, p.Solver, int64(p.Budget), int64(p.Units), now); err != nil {
+		if _, err := ins.ExecContext(ctx, p.RuleID, p.RunID, p.AxiomSet, p.Status, p.Reason, string(cj), ms, p.Solver, int64(p.Budget), int64(p.Units), p.claim(), now); err != nil {
 			return fmt.Errorf("store: record proof of rule %d: %w", p.RuleID, err)
 		}
 		if _, err := upd.ExecContext(ctx, p.Status, p.RuleID); err != nil {
@@ -116,26 +148,28 @@ func (s *Store) RecordProofs(ctx context.Context, proofs []Proof) error {
 // RulesToVerify lists the rules without a result under the given axiom set,
 // solver and budget (all rules when recheck), ordered by id. A result under
 // another budget or solver does not count: the verdict is a function of
-// all three, and a version must be rebuildable from them.
+// all three, and a version must be rebuildable from them. Nor does a
+// result whose claim does not match the rule's current text (the rule was
+// edited since, or the proof predates claims).
 func (s *Store) RulesToVerify(ctx context.Context, axiomSet, solver string, budget uint64, recheck bool) ([]Rule, error) {
-	q := `SELECT ` + ruleColumns + ` FROM rules r
-		WHERE NOT EXISTS (SELECT 1 FROM proofs p WHERE p.rule_id = r.id AND p.axiom_set = ? AND p.solver = ? AND p.budget = ?) ORDER BY r.id`
-	args := []any{axiomSet, solver, int64(budget)}
-	if recheck {
-		q, args = `SELECT `+ruleColumns+` FROM rules r ORDER BY r.id`, nil
-	}
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+ruleColumns+`, coalesce(p.status, ''), coalesce(p.claim, '') FROM rules r
+		LEFT JOIN proofs p ON p.id = (SELECT max(q.id) FROM proofs q WHERE q.rule_id = r.id AND q.axiom_set = ? AND q.solver = ? AND q.budget = ?)
+		ORDER BY r.id`, axiomSet, solver, int64(budget))
 	if err != nil {
 		return nil, fmt.Errorf("store: rules to verify: %w", err)
 	}
 	defer rows.Close()
 	var out []Rule
 	for rows.Next() {
-		r, err := scanRule(rows)
+		var status rules.Status
+		var claim string
+		r, err := scanRule(rows, &status, &claim)
 		if err != nil {
 			return nil, fmt.Errorf("store: rules to verify: %w", err)
 		}
-		out = append(out, r)
+		if recheck || claim != Claim(r.Text, axiomSet, solver, budget, status) {
+			out = append(out, r)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: rules to verify: %w", err)
@@ -149,8 +183,8 @@ func (s *Store) LatestProof(ctx context.Context, ruleID int64) (p Proof, ok bool
 	var core, created string
 	var ms float64
 	var budget, units int64
-	err = s.db.QueryRowContext(ctx, `SELECT rule_id, run_id, axiom_set, status, reason, core, elapsed_ms, solver, budget, units, created_at
-		FROM latest_proofs WHERE rule_id = ?`, ruleID).Scan(&p.RuleID, &p.RunID, &p.AxiomSet, &p.Status, &p.Reason, &core, &ms, &p.Solver, &budget, &units, &created)
+	err = s.db.QueryRowContext(ctx, `SELECT rule_id, run_id, axiom_set, status, reason, core, elapsed_ms, solver, budget, units, claim, created_at
+		FROM latest_proofs WHERE rule_id = ?`, ruleID).Scan(&p.RuleID, &p.RunID, &p.AxiomSet, &p.Status, &p.Reason, &core, &ms, &p.Solver, &budget, &units, &p.Claim, &created)
 	p.Budget, p.Units = uint64(budget), uint64(units)
 	if errors.Is(err, sql.ErrNoRows) {
 		return p, false, nil
@@ -164,4 +198,47 @@ func (s *Store) LatestProof(ctx context.Context, ruleID int64) (p Proof, ok bool
 	p.Elapsed = time.Duration(ms * float64(time.Millisecond))
 	p.Created, _ = time.Parse(timeFormat, created)
 	return p, true, nil
+}
+
+// Consistency verdicts of an axiom set, as the store caches them.
+const (
+	Consistent   = "consistent"
+	Inconsistent = "inconsistent"
+)
+
+// Consistency returns the cached verdict of an axiom set's consistency
+// check ("" when it was never decided) and, for an inconsistent set, the
+// axioms that contradict each other.
+func (s *Store) Consistency(ctx context.Context, axiomSet string) (verdict string, conflict []string, err error) {
+	var conflictJSON string
+	err = s.db.QueryRowContext(ctx, `SELECT consistency, conflict FROM axiom_sets WHERE hash = ?`, axiomSet).Scan(&verdict, &conflictJSON)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil, nil
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("store: consistency of axiom set %s: %w", axiomSet, err)
+	}
+	if err := json.Unmarshal([]byte(conflictJSON), &conflict); err != nil {
+		return "", nil, fmt.Errorf("store: consistency of axiom set %s: %w", axiomSet, err)
+	}
+	return verdict, conflict, nil
+}
+
+// RecordConsistency caches a decided verdict (Consistent or Inconsistent,
+// with the axioms that conflict) for a saved axiom set. A verdict is a
+// fact about the axioms, whichever solver found it: a model shows them
+// consistent, an unsat core inconsistent.
+func (s *Store) RecordConsistency(ctx context.Context, axiomSet, verdict string, conflict []string) error {
+	if conflict == nil {
+		conflict = []string{}
+	}
+	cj, _ := json.Marshal(conflict)
+	res, err := s.db.ExecContext(ctx, `UPDATE axiom_sets SET consistency = ?, conflict = ? WHERE hash = ?`, verdict, string(cj), axiomSet)
+	if err != nil {
+		return fmt.Errorf("store: record consistency of axiom set %s: %w", axiomSet, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return fmt.Errorf("store: record consistency of axiom set %s: the set is not saved", axiomSet)
+	}
+	return nil
 }

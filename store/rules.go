@@ -213,14 +213,16 @@ func (s *Store) Rule(ctx context.Context, id int64) (Rule, error) {
 	return r, nil
 }
 
-func scanRule(sc interface{ Scan(...any) error }) (Rule, error) {
+// scanRule reads the ruleColumns, then any extra columns into extra.
+func scanRule(sc interface{ Scan(...any) error }, extra ...any) (Rule, error) {
 	var (
 		r   Rule
 		fp  int64
 		ops string
 	)
-	if err := sc.Scan(&r.ID, &r.Hash, &r.Src, &r.Dst, &r.Inputs, &r.Constants, &r.SrcOps, &r.DstOps,
-		&r.NumInputs, &r.NumOutputs, &fp, &r.Status, &r.RunID, &ops, &r.PrunedBy, &r.PruneReason); err != nil {
+	dest := append([]any{&r.ID, &r.Hash, &r.Src, &r.Dst, &r.Inputs, &r.Constants, &r.SrcOps, &r.DstOps,
+		&r.NumInputs, &r.NumOutputs, &fp, &r.Status, &r.RunID, &ops, &r.PrunedBy, &r.PruneReason}, extra...)
+	if err := sc.Scan(dest...); err != nil {
 		return Rule{}, err
 	}
 	r.Fingerprint = uint64(fp)
@@ -241,12 +243,15 @@ type Stats struct {
 	BySize     map[int]int64 // key = max(SrcOps, DstOps)
 	ByOperator map[string]int64
 	Runs       int64
+	// RunsByStatus counts runs by status: done, interrupted, failed,
+	// abandoned (killed: see markAbandoned) and those still running.
+	RunsByStatus map[string]int64
 }
 
 // Stats counts rules by status, size and operator, and runs, all from one
 // snapshot.
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
-	st := Stats{ByStatus: map[string]int64{}, BySize: map[int]int64{}, ByOperator: map[string]int64{}}
+	st := Stats{ByStatus: map[string]int64{}, BySize: map[int]int64{}, ByOperator: map[string]int64{}, RunsByStatus: map[string]int64{}}
 	// ReadOnly makes the driver issue a plain (deferred) BEGIN instead of
 	// BEGIN IMMEDIATE, so Stats does not take the write lock.
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
@@ -267,6 +272,9 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		return st, fmt.Errorf("store: stats: %w", err)
 	}
 	if err := countBy(ctx, tx, "SELECT operator, n FROM operator_counts", st.ByOperator); err != nil {
+		return st, fmt.Errorf("store: stats: %w", err)
+	}
+	if err := countBy(ctx, tx, "SELECT status, count(*) FROM runs GROUP BY status", st.RunsByStatus); err != nil {
 		return st, fmt.Errorf("store: stats: %w", err)
 	}
 	return st, nil

@@ -2,7 +2,7 @@ package store
 
 // SchemaVersion is the newest schema this build knows. It is stored in
 // PRAGMA user_version; a file with a larger value is refused.
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 // ApplicationID marks a file as a rulebook database ("RULB"). It is stored in
 // PRAGMA application_id.
@@ -11,8 +11,10 @@ const ApplicationID = 0x52554C42
 // migrations[v] takes a database from user_version v-1 to v. Index 0 is
 // unused. Each step runs in its own transaction, together with the update of
 // user_version and meta.schema_version, so a file is always at exactly one
-// version. To change the schema, append a step and bump SchemaVersion; never
-// edit a step that has been released.
+// version. Steps run with foreign-key enforcement off, as SQLite's
+// procedure for rebuilding a table requires, and the foreign keys are
+// checked before each step commits. To change the schema, append a step
+// and bump SchemaVersion; never edit a step that has been released.
 var migrations = []string{
 	1: schemaV1,
 	2: schemaV2,
@@ -21,7 +23,59 @@ var migrations = []string{
 	5: schemaV5,
 	6: schemaV6,
 	7: schemaV7,
+	8: schemaV8,
 }
+
+// schemaV8 makes the store's bookkeeping checkable.
+//
+// Runs record the host and process id that ran them, so that a run left
+// 'running' by a process that is gone (killed, or its machine lost power)
+// can be marked 'abandoned'. A CHECK constraint cannot be altered, so runs
+// is rebuilt, the way SQLite's documentation describes (foreign keys off,
+// new table, copy, drop, rename).
+//
+// Each proof records its claim: a hash of what it vouches for (the rule's
+// text with its shapes, the axiom set, solver, budget and verdict, see
+// Claim). A release counts a rule as proved only through a proof whose
+// claim matches the rule's current text, so a rule, a shape or a verdict
+// edited behind rulebook's back is not released. Proofs written before v8
+// have no claim (”) and are verified again.
+//
+// Each axiom set caches the verdict of its consistency check: an
+// inconsistent set proves everything, so verify refuses one, and the
+// check runs once per set.
+const schemaV8 = `
+CREATE TABLE runs_v8 (
+	id           INTEGER PRIMARY KEY,
+	command      TEXT    NOT NULL,
+	config       TEXT    NOT NULL,
+	seed         INTEGER NOT NULL,
+	tool_version TEXT    NOT NULL,
+	started_at   TEXT    NOT NULL,
+	finished_at  TEXT,
+	status       TEXT    NOT NULL CHECK (status IN ('running', 'done', 'interrupted', 'failed', 'abandoned')),
+	graphs       INTEGER NOT NULL DEFAULT 0,
+	classes      INTEGER NOT NULL DEFAULT 0,
+	collisions   INTEGER NOT NULL DEFAULT 0,
+	candidates   INTEGER NOT NULL DEFAULT 0,
+	stored       INTEGER NOT NULL DEFAULT 0,
+	host         TEXT    NOT NULL DEFAULT '',
+	pid          INTEGER NOT NULL DEFAULT 0 CHECK (pid >= 0)
+) STRICT;
+INSERT INTO runs_v8(id, command, config, seed, tool_version, started_at, finished_at, status, graphs, classes, collisions, candidates, stored)
+	SELECT id, command, config, seed, tool_version, started_at, finished_at, status, graphs, classes, collisions, candidates, stored FROM runs;
+DROP VIEW run_summary;
+DROP TABLE runs;
+ALTER TABLE runs_v8 RENAME TO runs;
+CREATE INDEX runs_status ON runs(status);
+CREATE VIEW run_summary AS
+	SELECT id, command, status, started_at, finished_at, graphs, candidates, stored
+	FROM runs;
+
+ALTER TABLE proofs ADD COLUMN claim TEXT NOT NULL DEFAULT '' CHECK (claim = '' OR length(claim) = 64);
+ALTER TABLE axiom_sets ADD COLUMN consistency TEXT NOT NULL DEFAULT '' CHECK (consistency IN ('', 'consistent', 'inconsistent'));
+ALTER TABLE axiom_sets ADD COLUMN conflict TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(conflict));
+`
 
 // schemaV7 records the deterministic proof budget: the Z3 resource units a
 // proof was allowed (0 for proofs decided by a wall-clock timeout, before

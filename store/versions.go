@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -91,80 +92,133 @@ func ContentHash(texts []string) string {
 func ruleText(src, dst string) string { return rules.Text{Src: src, Dst: dst}.String() }
 
 // Release freezes every proved, unpruned rule as version tag, with the
-// previous version as parent. It refuses an existing tag and a release with nothing
-// proved.
-func (s *Store) Release(ctx context.Context, tag string) (Version, error) {
+// previous version as parent, and records the release as a run; both are
+// written in one transaction, or nothing is. A rule counts as proved only
+// through its latest proof: a 'proved' verdict whose claim (see Claim)
+// matches the rule's current text, shapes and the proof's axiom set,
+// solver and budget. rules.status is not trusted, nor a proof whose rule
+// was edited since; Release returns the ids of the unpruned rules that
+// say they are proved but have no such proof. It refuses an existing tag
+// and a release with nothing proved.
+func (s *Store) Release(ctx context.Context, tag, toolVersion string) (Version, []int64, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return Version{}, fmt.Errorf("store: release %s: %w", tag, err)
+		return Version{}, nil, fmt.Errorf("store: release %s: %w", tag, err)
 	}
 	defer tx.Rollback()
 	if err := checkNewTag(ctx, tx, tag); err != nil {
-		return Version{}, err
+		return Version{}, nil, err
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT r.id, r.src, r.dst, p.axiom_set, p.solver, p.budget, u.config,
-		(SELECT json_group_array(o.operator) FROM rule_operators o WHERE o.rule_id = r.id)
-		FROM rules r JOIN latest_proofs p ON p.rule_id = r.id JOIN runs u ON u.id = r.run_id
-		WHERE r.status = 'proved' AND r.pruned_by IS NULL ORDER BY r.id`)
+	proved, leftOut, err := provedRules(ctx, tx)
 	if err != nil {
-		return Version{}, fmt.Errorf("store: release %s: %w", tag, err)
+		return Version{}, nil, fmt.Errorf("store: release %s: %w", tag, err)
 	}
-	var ids []int64
-	var texts []string
-	sets, ops, gens, provers := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
+	if len(proved.ids) == 0 {
+		return Version{}, leftOut, fmt.Errorf("release %s: no proved rules to release; run 'rulebook verify' first", tag)
+	}
+	v := proved.version(tag)
+	if err := recordReleaseRun(ctx, tx, v, len(proved.ids)+len(leftOut), toolVersion); err != nil {
+		return Version{}, nil, fmt.Errorf("store: release %s: %w", tag, err)
+	}
+	if err := insertVersion(ctx, tx, &v, proved.ids); err != nil {
+		return Version{}, nil, fmt.Errorf("store: release %s: %w", tag, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return Version{}, nil, fmt.Errorf("store: release %s: %w", tag, err)
+	}
+	return v, leftOut, nil
+}
+
+// releasable is what a release is made of: its rules and where they came
+// from.
+type releasable struct {
+	ids                      []int64
+	texts                    []string
+	sets, ops, gens, provers map[string]bool
+}
+
+func (p *releasable) version(tag string) Version {
+	return Version{Tag: tag, Hash: ContentHash(p.texts), Rules: len(p.ids), AxiomSets: sortedKeys(p.sets),
+		Operators: sortedKeys(p.ops), Generator: sortedKeys(p.gens), Provers: sortedKeys(p.provers), Created: time.Now()}
+}
+
+// provedRules reads the unpruned rules whose latest proof proves their
+// current text, and the ids of those that only say they are proved.
+func provedRules(ctx context.Context, tx *sql.Tx) (*releasable, []int64, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT r.id, r.src, r.dst, r.inputs, r.constants, r.status,
+		coalesce(p.status, ''), coalesce(p.claim, ''), coalesce(p.axiom_set, ''), coalesce(p.solver, ''), coalesce(p.budget, 0), u.config,
+		(SELECT json_group_array(o.operator) FROM rule_operators o WHERE o.rule_id = r.id)
+		FROM rules r LEFT JOIN latest_proofs p ON p.rule_id = r.id JOIN runs u ON u.id = r.run_id
+		WHERE r.pruned_by IS NULL AND (r.status = 'proved' OR p.status = 'proved') ORDER BY r.id`)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	out := &releasable{sets: map[string]bool{}, ops: map[string]bool{}, gens: map[string]bool{}, provers: map[string]bool{}}
+	var leftOut []int64
 	for rows.Next() {
 		var id, budget int64
-		var src, dst, set, solver, gen, opsJSON string
-		if err := rows.Scan(&id, &src, &dst, &set, &solver, &budget, &gen, &opsJSON); err != nil {
-			rows.Close()
-			return Version{}, fmt.Errorf("store: release %s: %w", tag, err)
+		var t rules.Text
+		var ruleStatus, proofStatus rules.Status
+		var claim, set, solver, gen, opsJSON string
+		if err := rows.Scan(&id, &t.Src, &t.Dst, &t.Inputs, &t.Constants, &ruleStatus, &proofStatus, &claim, &set, &solver, &budget, &gen, &opsJSON); err != nil {
+			return nil, nil, err
 		}
-		ids, texts = append(ids, id), append(texts, ruleText(src, dst))
-		sets[set], gens[gen], provers[ProverName(solver, uint64(budget))] = true, true, true
+		if proofStatus != rules.StatusProved || claim != Claim(t, set, solver, uint64(budget), rules.StatusProved) {
+			leftOut = append(leftOut, id)
+			continue
+		}
+		out.ids, out.texts = append(out.ids, id), append(out.texts, ruleText(t.Src, t.Dst))
+		out.sets[set], out.gens[gen], out.provers[ProverName(solver, uint64(budget))] = true, true, true
 		var names []string
 		_ = json.Unmarshal([]byte(opsJSON), &names)
 		for _, n := range names {
-			ops[n] = true
+			out.ops[n] = true
 		}
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return Version{}, fmt.Errorf("store: release %s: %w", tag, err)
-	}
-	if len(ids) == 0 {
-		return Version{}, fmt.Errorf("release %s: no proved rules to release; run 'rulebook verify' first", tag)
-	}
-	v := Version{Tag: tag, Hash: ContentHash(texts), Rules: len(ids),
-		AxiomSets: sortedKeys(sets), Operators: sortedKeys(ops), Generator: sortedKeys(gens), Provers: sortedKeys(provers), Created: time.Now()}
+	return out, leftOut, rows.Err()
+}
+
+// recordReleaseRun records the release as a finished run: the rules that
+// claimed to be proved (candidates) and those released (stored).
+func recordReleaseRun(ctx context.Context, tx *sql.Tx, v Version, considered int, toolVersion string) error {
+	config, _ := json.Marshal(map[string]any{"tag": v.Tag, "hash": v.Hash})
+	now := formatTime(v.Created)
+	_, err := tx.ExecContext(ctx, `INSERT INTO runs(command, config, seed, tool_version, started_at, finished_at, status, candidates, stored, host, pid)
+		VALUES ('release', ?, 0, ?, ?, ?, 'done', ?, ?, ?, ?)`, string(config), toolVersion, now, now, considered, v.Rules, hostName(), os.Getpid())
+	return err
+}
+
+// insertVersion writes v, with the version released before it as parent,
+// and its rules.
+func insertVersion(ctx context.Context, tx *sql.Tx, v *Version, ids []int64) error {
 	var parentID sql.NullInt64
 	if err := tx.QueryRowContext(ctx, `SELECT id, tag FROM versions ORDER BY id DESC LIMIT 1`).Scan(&parentID, &v.Parent); err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return Version{}, fmt.Errorf("store: release %s: %w", tag, err)
+		return err
 	}
 	setsJSON, _ := json.Marshal(v.AxiomSets)
 	opsJSON, _ := json.Marshal(v.Operators)
 	genJSON, _ := json.Marshal(v.Generator)
 	proversJSON, _ := json.Marshal(v.Provers)
 	res, err := tx.ExecContext(ctx, `INSERT INTO versions(tag, hash, rules, axiom_sets, operators, generator, provers, parent_id, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, tag, v.Hash, v.Rules, string(setsJSON), string(opsJSON), string(genJSON), string(proversJSON), parentID, formatTime(v.Created))
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, v.Tag, v.Hash, v.Rules, string(setsJSON), string(opsJSON), string(genJSON), string(proversJSON), parentID, formatTime(v.Created))
 	if err != nil {
-		return Version{}, fmt.Errorf("store: release %s: %w", tag, err)
+		return err
 	}
 	if v.ID, err = res.LastInsertId(); err != nil {
-		return Version{}, fmt.Errorf("store: release %s: %w", tag, err)
+		return err
 	}
 	ins, err := tx.PrepareContext(ctx, `INSERT INTO version_rules(version_id, rule_id) VALUES (?, ?)`)
 	if err != nil {
-		return Version{}, fmt.Errorf("store: release %s: %w", tag, err)
+		return err
 	}
+	defer ins.Close()
 	for _, id := range ids {
 		if _, err := ins.ExecContext(ctx, v.ID, id); err != nil {
-			return Version{}, fmt.Errorf("store: release %s: %w", tag, err)
+			return err
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return Version{}, fmt.Errorf("store: release %s: %w", tag, err)
-	}
-	return v, nil
+	return nil
 }
 
 func sortedKeys(m map[string]bool) []string {

@@ -3,6 +3,7 @@ package verify
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -36,33 +37,58 @@ type Unproved struct {
 	Rule   string // canonical text
 }
 
+// Request is one verification of stored rules: which rules, and what the
+// run records.
+type Request struct {
+	// Rule verifies only this rule, again if it has a result; 0 verifies
+	// every rule without a result under the axiom set, solver and budget.
+	Rule int64
+	// Recheck verifies every rule again.
+	Recheck bool
+	// Settings and ToolVersion are recorded with the run.
+	Settings    map[string]any
+	ToolVersion string
+	// Waiting, if not nil, hears of the earlier verify run of the same
+	// database that this one waits for.
+	Waiting func(store.Run)
+}
+
 // Stored verifies stored rules, with the shapes they were found with, as
-// a "verify" run of db that records settings and toolVersion. Results are
-// written in batches as they come, so that an interrupted run keeps what
-// it finished and a re-run resumes; the axiom set is stored with them.
-func Stored(ctx context.Context, db *store.Store, cfg Config, todo []store.Rule, settings map[string]any, toolVersion string) (*Summary, error) {
-	jobs, err := storedJobs(cfg.Registry, todo)
-	if err != nil {
-		return nil, err
+// a "verify" run of db. It refuses an axiom set that is not consistent
+// (RequireConsistent) before recording anything but the set. Verify runs
+// of one database take turns: a run waits for the earlier ones still
+// running and then picks the rules that still need a result, so that no
+// rule is proved twice. Results are written in batches as they come, so
+// that an interrupted run keeps what it finished and a re-run resumes;
+// each records what it proved (store.Claim).
+func Stored(ctx context.Context, db *store.Store, cfg Config, req Request) (*Summary, error) {
+	if req.Rule != 0 {
+		if _, err := db.Rule(ctx, req.Rule); err != nil {
+			return nil, err
+		}
 	}
 	if err := db.SaveAxiomSet(ctx, axiomSetRecord(cfg.Axioms)); err != nil {
 		return nil, err
 	}
-	config, err := json.Marshal(settings)
+	if err := RequireConsistent(ctx, db, cfg.Registry, cfg.Axioms); err != nil {
+		return nil, err
+	}
+	config, err := json.Marshal(req.Settings)
 	if err != nil {
 		return nil, fmt.Errorf("verify: %w", err)
 	}
-	runID, err := db.BeginRun(ctx, "verify", string(config), cfg.Seed, toolVersion)
+	runID, err := db.BeginRun(ctx, "verify", string(config), cfg.Seed, req.ToolVersion)
 	if err != nil {
 		return nil, err
 	}
 	cfg.Budget = cfg.Budget.OrDefault()
-	w := &proofWriter{db: db, set: cfg.Axioms.Hash, budget: cfg.Budget.Units, sum: Summary{RunID: runID, Solver: SolverVersion(), Rules: len(jobs), Counts: map[rules.Status]int{}}}
-	err = Run(ctx, cfg, jobs, w.add)
+	w := &proofWriter{db: db, set: cfg.Axioms.Hash, budget: cfg.Budget.Units, texts: map[int64]rules.Text{},
+		sum: Summary{RunID: runID, Solver: SolverVersion(), Counts: map[rules.Status]int{}}}
+	err = w.verify(ctx, cfg, req)
 	if flushErr := w.flush(context.WithoutCancel(ctx)); err == nil {
 		err = flushErr
 	}
-	run := store.Run{ID: runID, Status: store.RunDone, Candidates: int64(len(jobs)), Stored: int64(w.sum.Written)}
+	run := store.Run{ID: runID, Status: store.RunDone, Candidates: int64(w.sum.Rules), Stored: int64(w.sum.Written)}
 	if err = db.EndRun(ctx, run, err); err != nil {
 		if store.EndStatus(err) == store.RunInterrupted {
 			return nil, fmt.Errorf("interrupted: run %d recorded as interrupted; %d results written, a re-run resumes: %w", runID, w.sum.Written, err)
@@ -70,6 +96,74 @@ func Stored(ctx context.Context, db *store.Store, cfg Config, todo []store.Rule,
 		return nil, err
 	}
 	return &w.sum, nil
+}
+
+// verify waits for the earlier verify runs, selects the rules req asks
+// for and verifies them.
+func (w *proofWriter) verify(ctx context.Context, cfg Config, req Request) error {
+	if err := w.db.AwaitEarlierRuns(ctx, w.sum.RunID, "verify", req.Waiting); err != nil {
+		return err
+	}
+	todo, err := selectRules(ctx, w.db, w.set, w.sum.Solver, w.budget, req)
+	if err != nil {
+		return err
+	}
+	jobs, err := storedJobs(cfg.Registry, todo)
+	if err != nil {
+		return err
+	}
+	for _, r := range todo {
+		w.texts[r.ID] = r.Text
+	}
+	w.sum.Rules = len(jobs)
+	return Run(ctx, cfg, jobs, w.add)
+}
+
+// selectRules is the rules req asks for, as they are now.
+func selectRules(ctx context.Context, db *store.Store, set, solver string, budget uint64, req Request) ([]store.Rule, error) {
+	if req.Rule != 0 {
+		r, err := db.Rule(ctx, req.Rule)
+		return []store.Rule{r}, err
+	}
+	return db.RulesToVerify(ctx, set, solver, budget, req.Recheck)
+}
+
+// consistencyTimeout bounds the consistency check of an axiom set, which
+// Z3 decides for the built-in set in about 20 ms.
+const consistencyTimeout = 10 * time.Second
+
+// ErrInconsistent is matched (errors.Is) by RequireConsistent's refusal
+// of an axiom set Z3 shows inconsistent.
+var ErrInconsistent = errors.New("inconsistent axioms")
+
+// RequireConsistent refuses an axiom set that Z3 shows inconsistent, or
+// cannot show consistent, since an inconsistent set proves every rule. The
+// set must be saved in db (SaveAxiomSet): a decided verdict is cached
+// there, so the check runs once per set.
+func RequireConsistent(ctx context.Context, db *store.Store, reg *rules.Registry, set *axioms.Set) error {
+	verdict, conflict, err := db.Consistency(ctx, set.Hash)
+	if err != nil {
+		return err
+	}
+	if verdict == "" {
+		if verdict, conflict, err = Consistency(ctx, reg, set, consistencyTimeout); err != nil {
+			return fmt.Errorf("consistency of the axioms in %s: %w", set.Dir, err)
+		}
+		if verdict == Consistent || verdict == Inconsistent {
+			if err := db.RecordConsistency(ctx, set.Hash, verdict, conflict); err != nil {
+				return err
+			}
+		}
+	}
+	switch verdict {
+	case Consistent:
+		return nil
+	case Inconsistent:
+		return fmt.Errorf("the axioms in %s contradict each other (%s), so they would prove every rule; nothing was verified ('rulebook axioms check' says more): %w",
+			set.Dir, strings.Join(conflict, ", "), ErrInconsistent)
+	}
+	return fmt.Errorf("could not decide within %s whether the axioms in %s are consistent (Z3: %s); an inconsistent set would prove every rule, so nothing was verified",
+		consistencyTimeout, set.Dir, strings.Join(conflict, " "))
 }
 
 // storedJobs parses the stored rules with the shapes they were found with.
@@ -100,12 +194,13 @@ type proofWriter struct {
 	db      *store.Store
 	set     string
 	budget  uint64
+	texts   map[int64]rules.Text // the rules as verified, by id
 	pending []store.Proof
 	sum     Summary
 }
 
 func (w *proofWriter) add(j Job, r Result) error {
-	w.pending = append(w.pending, store.Proof{RuleID: j.ID, RunID: w.sum.RunID, AxiomSet: w.set, Status: r.Status,
+	w.pending = append(w.pending, store.Proof{RuleID: j.ID, Text: w.texts[j.ID], RunID: w.sum.RunID, AxiomSet: w.set, Status: r.Status,
 		Reason: r.Reason, Core: r.Core, Elapsed: r.Elapsed, Solver: w.sum.Solver, Budget: w.budget, Units: r.Units})
 	w.sum.Counts[r.Status]++
 	if r.Status != Proved {

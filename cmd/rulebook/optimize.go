@@ -233,7 +233,7 @@ func loadRuleSet(cmd *cobra.Command, ref string) (*optimizer.RuleSet, error) {
 	if strings.HasSuffix(ref, ".json") {
 		return nil, fmt.Errorf("--rules %s: no such bundle file (a version tag or hash names no file)", ref)
 	}
-	db, err := store.Open(cmd.Context(), dbPath(cmd))
+	db, err := store.OpenExisting(cmd.Context(), dbPath(cmd))
 	if err != nil {
 		return nil, err
 	}

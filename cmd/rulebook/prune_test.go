@@ -85,7 +85,7 @@ func testPrune(t *testing.T, db string) {
 		}
 	}
 
-	v, err := s.Release(ctx, "v1")
+	v, _, err := s.Release(ctx, "v1", "test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,6 +34,11 @@ side) and the canonical text.`,
 			if size < 0 {
 				return fmt.Errorf("--size must be positive, got %d", size)
 			}
+			if f.Status != "" {
+				if err := rules.CheckStatus(f.Status); err != nil {
+					return fmt.Errorf("--status: %w", err)
+				}
+			}
 			if size > 0 {
 				f.MinOps, f.MaxOps = size, size
 			}
@@ -103,10 +108,11 @@ tensor's shape; the file's extension picks the format: .svg, .png or .pdf
 	return cmd
 }
 
-// withStore runs fn with the database opened (and closed after).
+// withStore runs fn with the database opened (and closed after); a
+// database that does not exist is refused, not created.
 func withStore(fn func(*cobra.Command, []string, *store.Store) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
-		db, err := store.Open(cmd.Context(), dbPath(cmd))
+		db, err := store.OpenExisting(cmd.Context(), dbPath(cmd))
 		if err != nil {
 			return err
 		}
@@ -122,7 +128,7 @@ func withRule(fn func(*cobra.Command, *store.Store, store.Rule) error) func(*cob
 		if err != nil {
 			return err
 		}
-		db, err := store.Open(cmd.Context(), dbPath(cmd))
+		db, err := store.OpenExisting(cmd.Context(), dbPath(cmd))
 		if err != nil {
 			return err
 		}
@@ -154,6 +160,7 @@ func newStatsCmd() *cobra.Command {
 			}
 			printCounts(w, "size", sizes)
 			printCounts(w, "operator", s.ByOperator)
+			printCounts(w, "run status", s.RunsByStatus)
 			return nil
 		}),
 	}

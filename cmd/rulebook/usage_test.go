@@ -38,8 +38,8 @@ func releasedDB(t *testing.T) (string, string) {
 	must(t, db.SaveAxiomSet(ctx, set))
 	rules, err := db.ListRules(ctx, store.Filter{})
 	must(t, err)
-	must(t, db.RecordProofs(ctx, []store.Proof{{RuleID: rules[0].ID, RunID: run, AxiomSet: set.Hash, Status: "proved", Solver: "test"}}))
-	v, err := db.Release(ctx, "v1")
+	must(t, db.RecordProofs(ctx, []store.Proof{{RuleID: rules[0].ID, Text: rules[0].Text, RunID: run, AxiomSet: set.Hash, Status: "proved", Solver: "test"}}))
+	v, _, err := db.Release(ctx, "v1", "test")
 	must(t, err)
 	return path, v.Hash
 }

@@ -85,20 +85,16 @@ func runVerify(ctx context.Context, cmd *cobra.Command, dir string, o verifyOpti
 	if err != nil {
 		return err
 	}
-	db, err := store.Open(ctx, dbPath(cmd))
+	db, err := store.OpenExisting(ctx, dbPath(cmd))
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	todo, err := selectRules(ctx, db, set.Hash, o)
-	if err != nil {
-		return err
-	}
 	settings := map[string]any{"axioms": dir, "axiom_set": set.Hash, "budget": o.limits.units, "timeout": o.limits.wall.String(), "rule": o.ruleID, "recheck": o.recheck}
 	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
 	start := time.Now()
 	sum, err := verify.Stored(ctx, db, verify.Config{Registry: reg, Axioms: set, Budget: o.limits.budget(), Workers: o.workers, Seed: o.seed,
-		Progress: bar.Stage("verify")}, todo, settings, version)
+		Progress: bar.Stage("verify")}, verify.Request{Rule: o.ruleID, Recheck: o.recheck, Settings: settings, ToolVersion: version, Waiting: waitingNote(cmd)})
 	bar.Finish()
 	if err != nil {
 		return err
@@ -107,15 +103,12 @@ func runVerify(ctx context.Context, cmd *cobra.Command, dir string, o verifyOpti
 	return nil
 }
 
-func selectRules(ctx context.Context, db *store.Store, set string, o verifyOptions) ([]store.Rule, error) {
-	if o.ruleID != 0 {
-		r, err := db.Rule(ctx, o.ruleID)
-		if err != nil {
-			return nil, fmt.Errorf("--rule: %w", err)
-		}
-		return []store.Rule{r}, nil
+// waitingNote tells the user which run a verification waits for.
+func waitingNote(cmd *cobra.Command) func(store.Run) {
+	return func(r store.Run) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "waiting for run %d (%s, pid %d on %s, started %s) to finish verifying this database\n",
+			r.ID, r.Command, r.PID, r.Host, r.StartedAt.Local().Format("15:04:05"))
 	}
-	return db.RulesToVerify(ctx, set, verify.SolverVersion(), o.limits.units, o.recheck)
 }
 
 func newWhyCmd() *cobra.Command {

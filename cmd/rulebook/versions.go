@@ -22,7 +22,11 @@ parent. Released versions never change; loading one re-checks its hash.`,
 		Example: "  rulebook release v1",
 		Args:    cobra.ExactArgs(1),
 		RunE: withStore(func(cmd *cobra.Command, args []string, db *store.Store) error {
-			v, err := db.Release(cmd.Context(), args[0])
+			v, leftOut, err := db.Release(cmd.Context(), args[0], version)
+			if len(leftOut) > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "left out %d rules marked proved that no proof of their current text backs (changed outside rulebook?; 'rulebook verify' checks them again): %s\n",
+					len(leftOut), abbreviate(idStrings(leftOut), 10))
+			}
 			if err != nil {
 				return err
 			}
@@ -34,6 +38,14 @@ parent. Released versions never change; loading one re-checks its hash.`,
 			return nil
 		}),
 	}
+}
+
+func idStrings(ids []int64) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = fmt.Sprint(id)
+	}
+	return out
 }
 
 func newVersionsCmd() *cobra.Command {
