@@ -261,7 +261,7 @@ func readError(path string, err error) error {
 		case sqlite3.SQLITE_NOTADB:
 			return &openError{fmt.Sprintf("%s is not a rulebook database: not an SQLite file", path), ErrNotRulebook}
 		case sqlite3.SQLITE_CORRUPT:
-			return damaged(path, firstLine(se.Error()))
+			return damaged(path, problem(se.Error()))
 		}
 	}
 	return fmt.Errorf("store: open %s: %w", path, err)
@@ -280,15 +280,17 @@ func quickCheck(ctx context.Context, db *sql.DB, path string) error {
 	defer rows.Close()
 	var problems []string
 	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
+		var report string
+		if err := rows.Scan(&report); err != nil {
 			return readError(path, err)
 		}
-		if line != "ok" {
-			problems = append(problems, firstLine(line))
+		if report != "ok" {
+			problems = append(problems, problem(report))
 		}
 	}
-	if err := rows.Err(); err != nil {
+	// SQLite may give up with SQLITE_CORRUPT after reporting problems:
+	// the problems say more.
+	if err := rows.Err(); err != nil && len(problems) == 0 {
 		return readError(path, err)
 	}
 	switch len(problems) {
@@ -300,13 +302,20 @@ func quickCheck(ctx context.Context, db *sql.DB, path string) error {
 	return damaged(path, fmt.Sprintf("%s, and %d more problems", problems[0], len(problems)-1))
 }
 
-func damaged(path, problem string) error {
-	return &openError{fmt.Sprintf("%s is damaged and was not opened (SQLite's quick_check: %s); restore it from a copy", path, problem), ErrDamaged}
+// problem is one quick_check report on one line, without the line naming
+// the schema ("*** in database main ***").
+func problem(report string) string {
+	var lines []string
+	for _, l := range strings.Split(report, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "***") {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "; ")
 }
 
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
+func damaged(path, problem string) error {
+	return &openError{fmt.Sprintf("%s is damaged and was not opened (SQLite's quick_check: %s); restore it from a copy", path, problem), ErrDamaged}
 }
 
 func fileExists(path string) bool {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -149,7 +150,12 @@ func TestUsageCSVAndJSON(t *testing.T) {
 
 func TestUsageEmptyAndErrors(t *testing.T) {
 	ctx := context.Background()
-	empty := filepath.Join(t.TempDir(), "empty.db")
+	// A database with nothing in it; one that does not exist is refused
+	// (issue 13: reading commands create nothing).
+	empty, missing := filepath.Join(t.TempDir(), "empty.db"), filepath.Join(t.TempDir(), "missing.db")
+	s, err := store.Open(ctx, empty)
+	must(t, err)
+	must(t, s.Close())
 	released, _ := releasedDB(t)
 	cases := []struct {
 		name    string
@@ -164,10 +170,14 @@ func TestUsageEmptyAndErrors(t *testing.T) {
 		{"unknown version", []string{"--db", released, "--version", "v9"}, `--version: unknown version "v9" (released: v1)`, true},
 		{"nothing released", []string{"--db", empty, "--version", "v1"}, `unknown version "v1": nothing has been released yet`, true},
 		{"bad format", []string{"--db", empty, "--format", "xml"}, `--format must be text, csv or json, got "xml"`, true},
+		{"missing database", []string{"--db", missing}, "no rulebook database at " + missing + " (no such file)", true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			out, err := run(ctx, append([]string{"usage"}, c.args...)...)
+			if _, statErr := os.Stat(missing); statErr == nil {
+				t.Errorf("%s was created", missing)
+			}
 			switch {
 			case c.wantErr && (err == nil || !strings.Contains(err.Error(), c.want)):
 				t.Errorf("err = %v, want %q", err, c.want)
