@@ -57,8 +57,9 @@ type Summary struct {
 	Stages    []Stage
 }
 
-// Run builds a version into db. A tag that is malformed or already taken
-// is refused before any work; each stage is recorded in db as its own
+// Run builds a version into db. A tag that is malformed or already taken,
+// and an axiom set that would prove false rules, are refused before any
+// work; each stage is recorded in db as its own
 // command would record it, so an interrupted build resumes: generation adds
 // no duplicates and verification skips the rules already decided under the
 // same axioms, solver and budget.
@@ -66,6 +67,11 @@ func Run(ctx context.Context, db *store.Store, cfg Config) (*Summary, error) {
 	tag, err := chooseTag(ctx, db, cfg.Tag)
 	if err != nil {
 		return nil, err
+	}
+	// The verify stage would refuse an unsound axiom set; refusing it
+	// before generating spares the user the wait.
+	if err := verify.RequireSound(ctx, db, cfg.Registry, cfg.Axioms, cfg.Workers); err != nil {
+		return nil, fmt.Errorf("build: %w", err)
 	}
 	cfg.Budget = cfg.Budget.OrDefault()
 	sum := &Summary{}
@@ -105,8 +111,8 @@ func generate(ctx context.Context, db *store.Store, cfg Config) (*enumerate.Stor
 }
 
 // verifyNew verifies the rules without a result under this build's axioms,
-// solver and budget, as 'rulebook verify' does: an inconsistent axiom set
-// is refused, and concurrent verifications take turns.
+// solver and budget, as 'rulebook verify' does: an unsound axiom set is
+// refused, and concurrent verifications take turns.
 func verifyNew(ctx context.Context, db *store.Store, cfg Config) (*verify.Summary, error) {
 	budget := cfg.Budget
 	settings := map[string]any{"axioms": cfg.Axioms.Dir, "axiom_set": cfg.Axioms.Hash, "budget": budget.Units, "timeout": budget.WallClock.String(), "build": true}

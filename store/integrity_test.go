@@ -312,24 +312,24 @@ func ruleIDs(rs []Rule) []int64 {
 	return ids
 }
 
-// A decided consistency verdict is cached per axiom set; a set that was
-// never saved cannot take one.
-func TestConsistencyCache(t *testing.T) {
+// The verdict of an axiom set's check is cached per set; a set that was
+// never saved cannot take one, nor can a verdict that is none of the three.
+func TestAxiomCheckCache(t *testing.T) {
 	ctx := context.Background()
 	s := openTemp(t)
 	set := AxiomSet{Hash: "00112233aabbccdd", Dir: "axioms", Axioms: 2, Text: "a\t\t(forall ...)\n"}
 	mustNil(t, s.SaveAxiomSet(ctx, set))
-	if v, c, err := s.Consistency(ctx, set.Hash); err != nil || v != "" || len(c) != 0 {
-		t.Errorf("a new set: %q %v %v", v, c, err)
+	if v, d, err := s.AxiomCheck(ctx, set.Hash); err != nil || v != "" || d != "" {
+		t.Errorf("a new set: %q %q %v", v, d, err)
 	}
-	mustNil(t, s.RecordConsistency(ctx, set.Hash, Inconsistent, []string{"a", "b"}))
-	if v, c, err := s.Consistency(ctx, set.Hash); err != nil || v != Inconsistent || !slices.Equal(c, []string{"a", "b"}) {
-		t.Errorf("after recording: %q %v %v", v, c, err)
+	mustNil(t, s.RecordAxiomCheck(ctx, set.Hash, AxiomsInconsistent, "a, b"))
+	if v, d, err := s.AxiomCheck(ctx, set.Hash); err != nil || v != AxiomsInconsistent || d != "a, b" {
+		t.Errorf("after recording: %q %q %v", v, d, err)
 	}
-	if err := s.RecordConsistency(ctx, "ffffffffffffffff", Consistent, nil); err == nil {
+	if err := s.RecordAxiomCheck(ctx, "ffffffffffffffff", AxiomsSound, ""); err == nil {
 		t.Error("a verdict for an unsaved set was accepted")
 	}
-	if err := s.RecordConsistency(ctx, set.Hash, "probably", nil); err == nil {
+	if err := s.RecordAxiomCheck(ctx, set.Hash, "probably", ""); err == nil {
 		t.Error("an unknown verdict was accepted")
 	}
 }

@@ -200,45 +200,42 @@ func (s *Store) LatestProof(ctx context.Context, ruleID int64) (p Proof, ok bool
 	return p, true, nil
 }
 
-// Consistency verdicts of an axiom set, as the store caches them.
+// Verdicts of the check verify makes of an axiom set before using it.
 const (
-	Consistent   = "consistent"
-	Inconsistent = "inconsistent"
+	// AxiomsSound: Z3 finds the axioms consistent, and each holds on
+	// concrete tensors of small extents.
+	AxiomsSound = "sound"
+	// AxiomsInconsistent: Z3 finds the axioms contradictory.
+	AxiomsInconsistent = "inconsistent"
+	// AxiomsFalse: an axiom fails on concrete tensors.
+	AxiomsFalse = "false"
 )
 
-// Consistency returns the cached verdict of an axiom set's consistency
-// check ("" when it was never decided) and, for an inconsistent set, the
-// axioms that contradict each other.
-func (s *Store) Consistency(ctx context.Context, axiomSet string) (verdict string, conflict []string, err error) {
-	var conflictJSON string
-	err = s.db.QueryRowContext(ctx, `SELECT consistency, conflict FROM axiom_sets WHERE hash = ?`, axiomSet).Scan(&verdict, &conflictJSON)
+// AxiomCheck returns the cached verdict of an axiom set's check ("" when
+// it was never checked) and its detail: the axioms that contradict each
+// other, or the false axiom with its counterexample.
+func (s *Store) AxiomCheck(ctx context.Context, axiomSet string) (verdict, detail string, err error) {
+	err = s.db.QueryRowContext(ctx, `SELECT checked, check_detail FROM axiom_sets WHERE hash = ?`, axiomSet).Scan(&verdict, &detail)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil, nil
+		return "", "", nil
 	}
 	if err != nil {
-		return "", nil, fmt.Errorf("store: consistency of axiom set %s: %w", axiomSet, err)
+		return "", "", fmt.Errorf("store: check of axiom set %s: %w", axiomSet, err)
 	}
-	if err := json.Unmarshal([]byte(conflictJSON), &conflict); err != nil {
-		return "", nil, fmt.Errorf("store: consistency of axiom set %s: %w", axiomSet, err)
-	}
-	return verdict, conflict, nil
+	return verdict, detail, nil
 }
 
-// RecordConsistency caches a decided verdict (Consistent or Inconsistent,
-// with the axioms that conflict) for a saved axiom set. A verdict is a
-// fact about the axioms, whichever solver found it: a model shows them
-// consistent, an unsat core inconsistent.
-func (s *Store) RecordConsistency(ctx context.Context, axiomSet, verdict string, conflict []string) error {
-	if conflict == nil {
-		conflict = []string{}
-	}
-	cj, _ := json.Marshal(conflict)
-	res, err := s.db.ExecContext(ctx, `UPDATE axiom_sets SET consistency = ?, conflict = ? WHERE hash = ?`, verdict, string(cj), axiomSet)
+// RecordAxiomCheck caches the verdict of a saved axiom set's check (one of
+// AxiomsSound, AxiomsInconsistent, AxiomsFalse) with its detail. A verdict
+// is a fact about the axioms, whichever solver found it: a contradiction
+// comes with an unsat core, a false axiom with a counterexample.
+func (s *Store) RecordAxiomCheck(ctx context.Context, axiomSet, verdict, detail string) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE axiom_sets SET checked = ?, check_detail = ? WHERE hash = ?`, verdict, detail, axiomSet)
 	if err != nil {
-		return fmt.Errorf("store: record consistency of axiom set %s: %w", axiomSet, err)
+		return fmt.Errorf("store: record the check of axiom set %s: %w", axiomSet, err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return fmt.Errorf("store: record consistency of axiom set %s: the set is not saved", axiomSet)
+		return fmt.Errorf("store: record the check of axiom set %s: the set is not saved", axiomSet)
 	}
 	return nil
 }

@@ -41,9 +41,10 @@ var migrations = []string{
 // edited behind rulebook's back is not released. Proofs written before v8
 // have no claim (”) and are verified again.
 //
-// Each axiom set caches the verdict of its consistency check: an
-// inconsistent set proves everything, so verify refuses one, and the
-// check runs once per set.
+// Each axiom set caches the verdict of the check verify makes before using
+// it (Z3's consistency check and the concrete check at small extents): a
+// false or contradictory set proves every rule, so verify refuses one, and
+// the check runs once per set.
 const schemaV8 = `
 CREATE TABLE runs_v8 (
 	id           INTEGER PRIMARY KEY,
@@ -73,8 +74,8 @@ CREATE VIEW run_summary AS
 	FROM runs;
 
 ALTER TABLE proofs ADD COLUMN claim TEXT NOT NULL DEFAULT '' CHECK (claim = '' OR length(claim) = 64);
-ALTER TABLE axiom_sets ADD COLUMN consistency TEXT NOT NULL DEFAULT '' CHECK (consistency IN ('', 'consistent', 'inconsistent'));
-ALTER TABLE axiom_sets ADD COLUMN conflict TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(conflict));
+ALTER TABLE axiom_sets ADD COLUMN checked TEXT NOT NULL DEFAULT '' CHECK (checked IN ('', 'sound', 'inconsistent', 'false'));
+ALTER TABLE axiom_sets ADD COLUMN check_detail TEXT NOT NULL DEFAULT '';
 `
 
 // schemaV7 records the deterministic proof budget: the Z3 resource units a
