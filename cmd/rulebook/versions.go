@@ -24,8 +24,8 @@ parent. Released versions never change; loading one re-checks its hash.`,
 		RunE: withStore(func(cmd *cobra.Command, args []string, db *store.Store) error {
 			v, leftOut, err := db.Release(cmd.Context(), args[0], version)
 			if len(leftOut) > 0 {
-				fmt.Fprintf(cmd.ErrOrStderr(), "left out %d rules marked proved that no proof of their current text backs (changed outside rulebook?; 'rulebook verify' checks them again): %s\n",
-					len(leftOut), abbreviate(idStrings(leftOut), 10))
+				fmt.Fprintf(cmd.ErrOrStderr(), "left out, marked proved but with no proof of their current text (changed outside rulebook? 'rulebook verify' checks them again): rules %s\n",
+					abbreviate(idStrings(leftOut), 10))
 			}
 			if err != nil {
 				return err
