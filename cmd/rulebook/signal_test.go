@@ -96,7 +96,7 @@ func TestCtrlCStopsEveryCommand(t *testing.T) {
 		{"prune", []string{"prune", "--no-progress"}, false, 150 * time.Millisecond},
 		{"release", []string{"release", "v2"}, false, 150 * time.Millisecond},
 		{"import", []string{"import", sharedAnchor(t, "flexflow-graph_subst_3_v2.json")}, true, 150 * time.Millisecond},
-		{"export", []string{"export", "--version", "v1", "--format", "dot", "-o", filepath.Join(dir, "v1.dot")}, false, 150 * time.Millisecond},
+		{"export", []string{"export", "--version", "v1", "--format", "json", "-o", filepath.Join(dir, "v1.json")}, false, 150 * time.Millisecond},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
