@@ -96,9 +96,13 @@ func open(ctx context.Context, path string, existing bool) (*Store, error) {
 		"_pragma=foreign_keys(1)",
 		"_txlock=immediate"))
 	if err == nil {
-		err = setWAL(ctx, db)
+		// Creating or upgrading the schema is short and must not stop half
+		// way: an interrupted creation would leave an SQLite file without
+		// rulebook's tables, which later opens refuse.
+		setup := context.WithoutCancel(ctx)
+		err = setWAL(setup, db)
 		if err == nil {
-			err = migrate(ctx, db, path)
+			err = migrate(setup, db, path)
 		}
 		if err == nil {
 			err = markAbandoned(ctx, db)

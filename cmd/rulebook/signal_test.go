@@ -34,7 +34,8 @@ func TestCtrlCStopsVerify(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	awaitRunning(t, db, "verify")
+	time.Sleep(300 * time.Millisecond)
 	cmd.Process.Signal(syscall.SIGINT)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -63,6 +64,26 @@ func TestCtrlCStopsVerify(t *testing.T) {
 			t.Errorf("rule %d stored with reason %q", r.ID, p.Reason)
 		}
 	}
+}
+
+// awaitRunning waits until db records a running run of command, so that
+// a signal sent next reaches the command at work, not while it loads: on a
+// busy machine, checking the axioms before the run starts can take
+// seconds.
+func awaitRunning(t *testing.T, db, command string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if s, err := store.OpenExisting(context.Background(), db); err == nil {
+			runs, _ := s.Runs(context.Background())
+			s.Close()
+			if n := len(runs); n > 0 && runs[n-1].Command == command && runs[n-1].Status == "running" {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no %s run started within 30 s", command)
 }
 
 // stopWithin is how soon after Ctrl-C every command must have stopped.
