@@ -113,3 +113,68 @@ func TestBuiltinIsTheFolder(t *testing.T) {
 		t.Errorf("built in: %d axioms, hash %s, dir %q; folder: %d axioms, hash %s", len(in.Axioms), in.Hash, in.Dir, len(dir.Axioms), dir.Hash)
 	}
 }
+
+// deepAxiom is an axiom whose left side nests n relus.
+func deepAxiom(n int) string {
+	return "; deep\n(assert (! (forall ((x Tensor)) (= " + strings.Repeat("(relu ", n) + "x" + strings.Repeat(")", n) + " (relu x))) :named deep))\n"
+}
+
+// wideAxiom is an axiom whose left side is a balanced sum of 2^levels
+// relus: few levels deep, many applications.
+func wideAxiom(levels int) string {
+	term := "(relu x)"
+	for range levels {
+		term = "(ewadd " + term + " " + term + ")"
+	}
+	return "; wide\n(assert (! (forall ((x Tensor)) (= " + term + " x)) :named wide))\n"
+}
+
+// TestDeepAndHugeAxiomsAreRefused: an axiom nested beyond rules.MaxDepth,
+// or with more than rules.MaxNodes applications, is refused at its
+// position with the limit, in bounded time, however large; one at the
+// depth limit reads.
+func TestDeepAndHugeAxiomsAreRefused(t *testing.T) {
+	reg := rules.Default()
+	for _, c := range []struct{ name, src, want string }{
+		{"deep", deepAxiom(100_000), "deep.smt2:2:1548: lists nested more than 256 deep (rulebook's limit)"},
+		{"wide", wideAxiom(16), "wide.smt2:2:"},
+	} {
+		_, err := Parse(c.name+".smt2", c.src, reg)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an error containing %q", c.name, err, c.want)
+		}
+		if c.name == "wide" && (err == nil || !strings.Contains(err.Error(), "more than 1024 operator applications in one axiom")) {
+			t.Errorf("wide: got %v", err)
+		}
+	}
+	// (assert (! (forall (...) (= LHS ...)))) opens 5 lists around LHS.
+	if _, err := Parse("ok.smt2", deepAxiom(rules.MaxDepth-5), reg); err != nil {
+		t.Errorf("an axiom within the limit: %v", err)
+	}
+}
+
+// FuzzParseAxioms: the parser never panics, and what it reads prints as a
+// formula that reads back the same.
+func FuzzParseAxioms(f *testing.F) {
+	files, _ := filepath.Glob("*.smt2")
+	for _, name := range files {
+		src, _ := os.ReadFile(name)
+		f.Add(string(src))
+	}
+	f.Add(deepAxiom(rules.MaxDepth + 1))
+	f.Add(wideAxiom(11))
+	f.Add("; guarded\n(assert (! (forall ((x Tensor) (a Int)) (=> (or (= a 0) (= a (- 1))) (= (relu x) x))) :named g))")
+	reg := rules.Default()
+	f.Fuzz(func(t *testing.T, src string) {
+		axs, err := Parse("fuzz.smt2", src, reg)
+		if err != nil {
+			return
+		}
+		for _, a := range axs {
+			again, err := Parse("again.smt2", "; c\n(assert (! "+a.Formula()+" :named "+a.Name+"))", reg)
+			if err != nil || len(again) != 1 || again[0].Formula() != a.Formula() {
+				t.Fatalf("axiom %s as %q does not read back: %v", a.Name, a.Formula(), err)
+			}
+		}
+	})
+}

@@ -72,7 +72,12 @@ func (r *reader) skipSpace() {
 }
 
 // read returns the next s-expression, or nil at end of input.
-func (r *reader) read() (*sexp, error) {
+func (r *reader) read() (*sexp, error) { return r.readNested(0) }
+
+// readNested reads an s-expression inside open lists. Nesting is bounded
+// by rules.MaxDepth, as rule text is: Z3 and the checks walk terms
+// recursively.
+func (r *reader) readNested(open int) (*sexp, error) {
 	r.skipSpace()
 	if r.pos >= len(r.src) {
 		return nil, nil
@@ -82,6 +87,9 @@ func (r *reader) read() (*sexp, error) {
 	case ')':
 		return nil, r.errorf(line, col, "unexpected \")\"")
 	case '(':
+		if open == rules.MaxDepth {
+			return nil, r.errorf(line, col, "lists nested more than %d deep (rulebook's limit)", rules.MaxDepth)
+		}
 		r.pos, r.col = r.pos+1, r.col+1
 		s := &sexp{isList: true, line: line, col: col}
 		for {
@@ -93,7 +101,7 @@ func (r *reader) read() (*sexp, error) {
 				r.pos, r.col = r.pos+1, r.col+1
 				return s, nil
 			}
-			item, err := r.read()
+			item, err := r.readNested(open + 1)
 			if err != nil {
 				return nil, err
 			}
@@ -144,6 +152,7 @@ type interp struct {
 	r     *reader
 	reg   *rules.Registry
 	named map[string]int
+	apps  int // operator applications in the axiom being read
 }
 
 func (p *interp) expect(s *sexp, what string) error {
@@ -173,6 +182,7 @@ func (p *interp) assertion(s *sexp) (*Axiom, error) {
 		return nil, p.expect(bang, "(! FORMULA :named NAME)")
 	}
 	a := &Axiom{Name: bang.list[3].atom, Line: s.line, Col: s.col}
+	p.apps = 0
 	formula := bang.list[1]
 	vars := map[string]string{}
 	if formula.isList && len(formula.list) == 3 && formula.list[0].atom == "forall" {
@@ -291,6 +301,9 @@ func (p *interp) term(s *sexp, vars map[string]string, want string) (*Term, erro
 	args := s.list[1:]
 	if len(args) != len(op.Params)+op.Arity {
 		return nil, p.r.errorf(head.line, head.col, "%s takes %d parameters and %d tensors, got %d arguments", head.atom, len(op.Params), op.Arity, len(args))
+	}
+	if p.apps++; p.apps > rules.MaxNodes {
+		return nil, p.r.errorf(head.line, head.col, "more than %d operator applications in one axiom (rulebook's limit)", rules.MaxNodes)
 	}
 	t := &Term{Sym: head.atom, Line: s.line, Col: s.col}
 	for i, a := range args {

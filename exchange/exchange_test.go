@@ -44,8 +44,13 @@ func FuzzReadJSON(f *testing.F) {
 	var js bytes.Buffer
 	WriteJSON(&js, Header{}, sample)
 	f.Add(js.Bytes())
+	for _, seed := range deepSeeds(f, "json") {
+		f.Add(seed)
+	}
+	reg := rules.Default()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ReadJSON("fuzz.json", data) // must not panic
+		ReadJSON("fuzz.json", data)          // must not panic
+		Read("fuzz.json", data, reg, "json") // nor parsing its rules
 	})
 }
 
@@ -53,6 +58,9 @@ func FuzzReadSexpr(f *testing.F) {
 	var sx bytes.Buffer
 	WriteSexpr(&sx, Header{}, sample)
 	f.Add(sx.Bytes())
+	for _, seed := range deepSeeds(f, "sexpr") {
+		f.Add(seed)
+	}
 	reg := rules.Default()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ReadSexpr("fuzz.sexpr", data, reg) // must not panic

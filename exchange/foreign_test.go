@@ -579,6 +579,9 @@ func FuzzReadTASO(f *testing.F) {
 		f.Add(data)
 		f.Add(firstRules(data, 3))
 	}
+	for _, seed := range deepSeeds(f, "taso-pb") {
+		f.Add(seed)
+	}
 	reg := rules.Default()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fr, err := ReadTASO("fuzz.pb", data, reg)
@@ -598,6 +601,9 @@ func FuzzReadFlexFlow(f *testing.F) {
 		head = string(data[:len(head)+i+len("\n    }")])
 	}
 	f.Add([]byte(head + "\n  ]\n}\n"))
+	for _, seed := range deepSeeds(f, "flexflow-json") {
+		f.Add(seed)
+	}
 	reg := rules.Default()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fr, err := ReadFlexFlow("fuzz.json", data, reg)

@@ -54,6 +54,10 @@ func (im importer) check(i int, x *xRule) error {
 		name string
 		ops  []xOp
 	}{{"srcOp", x.src}, {"dstOp", x.dst}} {
+		if len(side.ops) > rules.MaxNodes {
+			return fail(side.ops[rules.MaxNodes].pos, []string{rule, im.st.elem(side.name, rules.MaxNodes)}, "more than %d operators in %s (rulebook's limit)", rules.MaxNodes, side.name)
+		}
+		depth := make([]int, len(side.ops)) // the longest chain of operators ending at each
 		for j, op := range side.ops {
 			for k, t := range op.in {
 				path := []string{rule, im.st.elem(side.name, j), im.st.elem("input", k)}
@@ -64,7 +68,12 @@ func (im importer) check(i int, x *xRule) error {
 					return fail(t.pos, path, "opId %d: there is no operator %d in %s (%d operators)", t.op, t.op, side.name, len(side.ops))
 				case t.op >= j:
 					return fail(t.pos, path, "opId %d: expected an operator earlier in %s than %d", t.op, side.name, j)
+				case t.op >= 0:
+					depth[j] = max(depth[j], depth[t.op])
 				}
+			}
+			if depth[j]++; depth[j] > rules.MaxDepth {
+				return fail(op.pos, []string{rule, im.st.elem(side.name, j)}, "a chain of more than %d operators (rulebook's limit)", rules.MaxDepth)
 			}
 		}
 	}

@@ -59,8 +59,8 @@ func paramName(p xParam) string {
 
 // maxOutputs bounds the outputs of an imported rule: canonical forms try
 // the orders of outputs that look alike, which grows factorially (TASO's
-// rules have one or two).
-const maxOutputs = 8
+// rules have one or two). Rule text allows as many.
+const maxOutputs = rules.MaxOutputs
 
 // style says how a format names places in a file, for errors.
 type style struct {

@@ -52,6 +52,11 @@ package rules
 //     more than once.
 //   - Both sides have the same number of outputs; outputs correspond by
 //     position.
+//   - A side holds at most MaxNodes operators and MaxOutputs outputs, and
+//     no chain of operators from an input to an output, let bindings
+//     included, is longer than MaxDepth: every later stage walks rules
+//     recursively (Z3 among them, on its own stack), and no rule worth
+//     having comes near these sizes.
 //
 // Canonical text writes single spaces between atoms and " => " between the
 // sides, as ParseText, which splits a rule there, expects. Three examples:
@@ -66,6 +71,13 @@ package rules
 import (
 	"fmt"
 	"strings"
+)
+
+// Limits on one side of a rule; see the grammar above.
+const (
+	MaxDepth   = 256
+	MaxNodes   = 1024
+	MaxOutputs = 8
 )
 
 // SyntaxError locates a problem in rule text.
@@ -118,6 +130,7 @@ type parser struct {
 	pos    int
 	inputs map[string]int
 	end    token
+	open   int // applications open at the current token
 }
 
 type nodeKey struct {
@@ -129,6 +142,15 @@ type graphBuilder struct {
 	g     *Graph
 	nodes map[nodeKey]int
 	vars  map[string]Value
+	depth []int // per node: the longest chain of operators ending at it
+}
+
+// depthOf is the longest chain of operators ending at v.
+func (b *graphBuilder) depthOf(v Value) int {
+	if v.IsInput() {
+		return 0
+	}
+	return b.depth[v.Node]
 }
 
 func (p *parser) peek() token {
@@ -252,6 +274,10 @@ func (p *parser) body(b *graphBuilder) error {
 	if p.peek().text == "(" && p.pos+1 < len(p.toks) && p.toks[p.pos+1].text == "outputs" {
 		p.pos += 2
 		for p.peek().text != ")" {
+			if len(b.g.Outputs) == MaxOutputs {
+				t := p.peek()
+				return &SyntaxError{Line: t.line, Col: t.col, Msg: fmt.Sprintf("more than %d outputs (rulebook's limit)", MaxOutputs)}
+			}
 			v, err := p.expr(b)
 			if err != nil {
 				return err
@@ -290,6 +316,11 @@ func (p *parser) expr(b *graphBuilder) (Value, error) {
 	case t.text != "(":
 		return Value{}, p.fail(t, "expected an input ?name, a binding %%name or an operator application")
 	}
+	if p.open == MaxDepth {
+		return Value{}, &SyntaxError{Line: t.line, Col: t.col, Msg: fmt.Sprintf("operators nested more than %d deep (rulebook's limit)", MaxDepth)}
+	}
+	p.open++
+	defer func() { p.open-- }()
 	head := p.next()
 	op, out, ok := p.reg.LookupZ3(head.text)
 	if !ok {
@@ -321,9 +352,30 @@ func (p *parser) expr(b *graphBuilder) (Value, error) {
 	key := nodeKey{op: op, args: fmt.Sprint(params, args)}
 	idx, ok := b.nodes[key]
 	if !ok {
+		if err := p.checkNew(b, head, args); err != nil {
+			return Value{}, err
+		}
 		idx = len(b.g.Nodes)
 		b.nodes[key] = idx
 		b.g.Nodes = append(b.g.Nodes, Node{Op: op, Params: params, Args: args})
 	}
 	return Value{Node: idx, Out: out}, nil
+}
+
+// checkNew keeps a side within MaxNodes and MaxDepth as a node with
+// operands args is added; let bindings can make a chain longer than the
+// text is nested.
+func (p *parser) checkNew(b *graphBuilder, head token, args []Value) error {
+	if len(b.g.Nodes) == MaxNodes {
+		return &SyntaxError{Line: head.line, Col: head.col, Msg: fmt.Sprintf("more than %d operators on one side (rulebook's limit)", MaxNodes)}
+	}
+	depth := 0
+	for _, a := range args {
+		depth = max(depth, b.depthOf(a))
+	}
+	if depth == MaxDepth {
+		return &SyntaxError{Line: head.line, Col: head.col, Msg: fmt.Sprintf("a chain of more than %d operators through let bindings (rulebook's limit)", MaxDepth)}
+	}
+	b.depth = append(b.depth, depth+1)
+	return nil
 }

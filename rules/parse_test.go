@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -30,6 +31,9 @@ func FuzzParseRule(f *testing.F) {
 		"(let ((%0 (matmul ?a (concat 1 ?b ?c)))) (outputs (split0 1 %0) (split1 1 %0))) => (outputs (matmul ?a ?b) (matmul ?a ?c))",
 		"(pool_avg 3 1 same ?a) => (conv2d 1 same none dw ?a (C_pool 3))",
 		"(ewmul ?a (I_ewmul)) => ?a",
+		nested("relu", "?a", MaxDepth+1) + " => ?a",
+		letChain(MaxDepth+1) + " => ?a",
+		"(outputs" + strings.Repeat(" (relu ?a)", MaxOutputs+1) + ") => ?a",
 	} {
 		f.Add(s)
 	}
@@ -51,4 +55,57 @@ func FuzzParseRule(f *testing.F) {
 			t.Fatalf("canonical text not stable:\n %s\n %s", once, twice)
 		}
 	})
+}
+
+// nested writes n applications of op around x: "(relu (relu ... ?a))".
+func nested(op, x string, n int) string {
+	return strings.Repeat("("+op+" ", n) + x + strings.Repeat(")", n)
+}
+
+// letChain binds n relus in a chain, each reading the one before, and
+// returns the last: a chain n operators long that is nested only 2 deep.
+func letChain(n int) string {
+	var b strings.Builder
+	b.WriteString("(let ((%0 (relu ?a))")
+	for i := 1; i < n; i++ {
+		fmt.Fprintf(&b, " (%%%d (relu %%%d))", i, i-1)
+	}
+	fmt.Fprintf(&b, ") %%%d)", n-1)
+	return b.String()
+}
+
+// TestParseLimits: rules deeper, wider or with more outputs than the
+// limits are refused with the position and the limit, in bounded time and
+// memory, however large; rules at the limits parse.
+func TestParseLimits(t *testing.T) {
+	reg := Default()
+	var wide strings.Builder
+	wide.WriteString("(let (")
+	for i := 0; i <= MaxNodes; i++ {
+		fmt.Fprintf(&wide, "(%%%d (relu ?x%d)) ", i, i)
+	}
+	wide.WriteString(") (ewadd %0 %1)) => (ewadd ?x0 ?x1)")
+	outputs := "(outputs" + strings.Repeat(" (relu ?a)", MaxOutputs+1) + ")"
+	for _, c := range []struct{ name, text, want string }{
+		{"nested 100k deep", nested("relu", "?a", 100_000) + " => ?a", fmt.Sprintf("1:%d: operators nested more than %d deep (rulebook's limit)", 6*MaxDepth+1, MaxDepth)},
+		{"nested one too deep on the target", "?a => " + nested("relu", "?a", MaxDepth+1), "operators nested more than 256 deep"},
+		{"a let chain one too long", letChain(MaxDepth+1) + " => ?a", "a chain of more than 256 operators through let bindings"},
+		{"a let chain 100k long", letChain(100_000) + " => ?a", "a chain of more than 256 operators through let bindings"},
+		{"too many operators", wide.String(), fmt.Sprintf("more than %d operators on one side", MaxNodes)},
+		{"too many outputs", outputs + " => " + outputs, fmt.Sprintf("more than %d outputs", MaxOutputs)},
+	} {
+		_, err := ParseRule(reg, c.text)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an error containing %q", c.name, err, c.want)
+		}
+	}
+	for _, text := range []string{
+		nested("relu", "?a", MaxDepth) + " => (relu ?a)",
+		letChain(MaxDepth) + " => (relu ?a)",
+		"(outputs" + strings.Repeat(" ?a", MaxOutputs) + ") => (outputs" + strings.Repeat(" ?a", MaxOutputs) + ")",
+	} {
+		if _, err := ParseRule(reg, text); err != nil {
+			t.Errorf("a rule at the limits: %v", err)
+		}
+	}
 }
