@@ -134,7 +134,11 @@ func Run(ctx context.Context, cfg Config, jobs []Job, emit func(Job, Result) err
 // Every rule gets a fresh Z3 context: Z3's choices follow the order in
 // which terms were created, so a context shared with earlier rules would
 // make a verdict depend on which rules a worker happened to take before.
+//
+// The float64 tests share the rule's wall clock with the proof: a test
+// that runs past it leaves the rule unknown, "timeout".
 func decide(ctx context.Context, cfg Config, r *rules.Rule) (Result, error) {
+	start := time.Now()
 	p, err := newProver(cfg.Registry, cfg.Axioms)
 	if err != nil {
 		return Result{}, err
@@ -144,11 +148,33 @@ func decide(ctx context.Context, cfg Config, r *rules.Rule) (Result, error) {
 	if err != nil || len(r.InputShapes) == 0 {
 		return res, err
 	}
+	fctx, cancel := context.WithDeadline(ctx, start.Add(cfg.Budget.WallClock))
+	defer cancel()
 	if res.Status == Proved {
-		return checkProofShapes(r, res, cfg), nil
+		res, err = checkProofShapes(fctx, r, res, cfg)
+	} else {
+		res, err = refute(fctx, r, res, cfg.Seed)
 	}
-	if why, found := Counterexample(r, cfg.Seed); found {
+	if err != nil && ctx.Err() == nil { // the rule's wall clock, not the run's
+		return Result{Status: Unknown, Reason: ReasonTimeout, Elapsed: time.Since(start), Units: res.Units}, nil
+	}
+	return res, err
+}
+
+// refute looks for a counterexample to a rule that was not proved and
+// says in the reason when the float test could not run at the rule's
+// recorded shapes.
+func refute(ctx context.Context, r *rules.Rule, res Result, seed uint64) (Result, error) {
+	why, found, err := Counterexample(ctx, r, seed)
+	switch {
+	case err != nil:
+		return res, err
+	case found:
 		res.Status, res.Reason = Refuted, why
+	default:
+		if tooLarge := FloatTestable(r); tooLarge != nil {
+			res.Reason += "; not tested in float64 at the recorded shapes: " + tooLarge.Error()
+		}
 	}
 	return res, nil
 }
@@ -159,16 +185,17 @@ func decide(ctx context.Context, cfg Config, r *rules.Rule) (Result, error) {
 // shapes, so Z3 may have used it on parts that do not line up and proved a
 // rule that holds only at the sizes it was found with. Such a rule is
 // refuted, with the counterexample.
-func checkProofShapes(r *rules.Rule, res Result, cfg Config) Result {
+func checkProofShapes(ctx context.Context, r *rules.Rule, res Result, cfg Config) (Result, error) {
 	if !slices.ContainsFunc(res.Core, cfg.blockAxioms.has) {
-		return res
+		return res, nil
 	}
-	if why, found := OtherShapes(r, cfg.Seed); found {
+	why, found, err := OtherShapes(ctx, r, cfg.Seed)
+	if found {
 		core := strings.Join(slices.DeleteFunc(slices.Clone(res.Core), func(a string) bool { return !cfg.blockAxioms.has(a) }), ", ")
 		res.Status, res.Core = Refuted, nil
 		res.Reason = why + "; Z3's proof paired parts of unequal size through " + core
 	}
-	return res
+	return res, err
 }
 
 // axiomNames is a set of axiom names.
@@ -204,20 +231,129 @@ func countSym(t *axioms.Term, sym string) int {
 // the shapes a rule was found with.
 const counterexampleDraws = 16
 
+// Bounds on one float64 evaluation of a rule, both sides: the elements of
+// its inputs and of every value it computes (32 MiB of float64 in all),
+// and the multiply-adds its operators do (well under a second). Shapes
+// beyond them are not evaluated: rules imported from files may record any
+// sizes, and a test must neither exhaust memory nor outlast --timeout by
+// more than one evaluation.
+const (
+	maxFloatElements = 1 << 22
+	maxFloatWork     = 1 << 26
+)
+
+// maxNearExtent bounds the extents shapesNear offers, so that a rule
+// recorded at huge sizes has as few near shapes as one recorded at the
+// generator's (whose extents are at most 5).
+const maxNearExtent = 16
+
 // Counterexample evaluates both sides on float64 draws, first at the
 // rule's recorded shapes, then at other shapes of the same ranks under
 // which both sides type-check (OtherShapes), and describes the first
 // differing output element. The optimizer applies a rule wherever both
 // sides type-check, so a rule that holds only at the sizes the generator
-// happened to use (two operands of equal size, say) is false.
-func Counterexample(r *rules.Rule, seed uint64) (string, bool) {
+// happened to use (two operands of equal size, say) is false. Shapes too
+// large to evaluate (FloatTestable) are passed over; the error is ctx's,
+// when it ends the search.
+func Counterexample(ctx context.Context, r *rules.Rule, seed uint64) (string, bool, error) {
 	in := fingerprint.Inputs{Seed: seed}
-	for d := 0; d < counterexampleDraws; d++ {
+	for d := 0; d < counterexampleDraws && FloatTestable(r) == nil; d++ {
+		if err := ctx.Err(); err != nil {
+			return "", false, err
+		}
 		if why, found := differs(r, in, uint64(d)); found {
-			return why, true
+			return why, true, nil
 		}
 	}
-	return OtherShapes(r, seed)
+	return OtherShapes(ctx, r, seed)
+}
+
+// FloatTestable says why r cannot be evaluated in float64 at its current
+// shapes: its tensors would hold more than maxFloatElements elements, or
+// its operators do more than maxFloatWork multiply-adds. It is nil when r
+// can be, or when the shapes do not type-check (evaluation then fails at
+// once).
+func FloatTestable(r *rules.Rule) error {
+	var elements, work saturating
+	for _, s := range r.InputShapes {
+		elements.add(size(s))
+	}
+	for _, g := range []*rules.Graph{&r.Src, &r.Dst} {
+		shapes := make([][]rules.Shape, len(g.Nodes))
+		for j, node := range g.Nodes {
+			args := make([]rules.Shape, len(node.Args))
+			for k, a := range node.Args {
+				if a.IsInput() {
+					args[k] = r.InputShapes[a.Input()]
+				} else {
+					args[k] = shapes[a.Node][a.Out]
+				}
+			}
+			if node.Op.IsConstant() && node.ConstShape != nil {
+				args = []rules.Shape{*node.ConstShape}
+			}
+			out, err := node.Op.InferShapes(node.Params, args)
+			if err != nil {
+				return nil
+			}
+			shapes[j] = out
+			for _, s := range out {
+				elements.add(size(s))
+				work.add(size(s).times(reads(node, args)))
+			}
+		}
+	}
+	if elements > maxFloatElements || work > maxFloatWork {
+		return fmt.Errorf("%s needs more than the %d elements or %d multiply-adds a float64 test evaluates", shapeList(r.InputShapes), maxFloatElements, maxFloatWork)
+	}
+	return nil
+}
+
+// saturating counts up to just above the larger of the float test's
+// bounds, so that no extent, however large, overflows it.
+type saturating int
+
+const saturated = saturating(max(maxFloatElements, maxFloatWork) + 1)
+
+func (n *saturating) add(k saturating) { *n = min(*n+k, saturated) }
+
+func (n saturating) times(k saturating) saturating {
+	if k > 0 && n > saturated/k {
+		return saturated
+	}
+	return n * k
+}
+
+// size is the number of elements of s.
+func size(s rules.Shape) saturating {
+	n := saturating(1)
+	for i := range s.Rank {
+		n = n.times(saturating(max(s.Dims[i], 1)))
+	}
+	return n
+}
+
+// reads is how many operand elements one output element of a node reads:
+// a matrix product's contraction, a convolution's kernel window over its
+// input channels, a pooling window, else one of each operand.
+func reads(n rules.Node, args []rules.Shape) saturating {
+	switch n.Op.Name {
+	case "matmul":
+		if a := args[0]; a.Rank > 0 {
+			return saturating(max(a.Dims[a.Rank-1], 1))
+		}
+	case "conv2d":
+		k := args[1]
+		k.Dims[0] = 1
+		return size(k)
+	case "pool_avg", "pool_max":
+		for i, p := range n.Op.Params {
+			if p.Name == "kernel" {
+				return saturating(n.Params[i]).times(saturating(n.Params[i]))
+			}
+		}
+	}
+	return saturating(max(len(args), 1))
 }
 
 // Limits of the search over other shapes: random restarts, assignments
@@ -238,9 +374,9 @@ const (
 // so the search is the same on every run), and each trial evaluates the
 // first assignments under which both sides type-check. The rule's recorded
 // shapes are restored afterwards.
-func OtherShapes(r *rules.Rule, seed uint64) (string, bool) {
+func OtherShapes(ctx context.Context, r *rules.Rule, seed uint64) (string, bool, error) {
 	if len(r.InputShapes) != r.NumInputs {
-		return "", false
+		return "", false, nil
 	}
 	saved := saveShapes(r)
 	defer saved.restore(r)
@@ -256,19 +392,27 @@ func OtherShapes(r *rules.Rule, seed uint64) (string, bool) {
 				candidates[i] = shapesOfRank(s.Rank, rng)
 			}
 		}
-		if why, found := firstDifference(r, in, candidates, consts, otherShapeVisits); found {
-			return why, true
+		why, found, err := firstDifference(ctx, r, in, candidates, consts, otherShapeVisits)
+		if found || err != nil {
+			return why, found, err
 		}
 	}
-	return "", false
+	return "", false, nil
 }
 
 // firstDifference evaluates the rule at up to visits assignments drawn from
 // candidates and describes the first that tells the sides apart.
-func firstDifference(r *rules.Rule, in fingerprint.Inputs, candidates [][]rules.Shape, consts map[string][]rules.Shape, visits int) (string, bool) {
+// Assignments too large to evaluate do not count as visits.
+func firstDifference(ctx context.Context, r *rules.Rule, in fingerprint.Inputs, candidates [][]rules.Shape, consts map[string][]rules.Shape, visits int) (string, bool, error) {
 	var why string
 	seen := 0
 	r.EachShapes(candidates, consts, otherShapeSteps, func() bool {
+		if ctx.Err() != nil {
+			return false
+		}
+		if FloatTestable(r) != nil {
+			return true
+		}
 		for _, stream := range []uint64{0, 1} { // uniform, one-signed
 			if w, found := differs(r, in, stream); found {
 				why = fmt.Sprintf("at %s: %s", shapeList(r.InputShapes), w)
@@ -278,20 +422,24 @@ func firstDifference(r *rules.Rule, in fingerprint.Inputs, candidates [][]rules.
 		seen++
 		return seen < visits
 	})
-	return why, why != ""
+	if why == "" && ctx.Err() != nil {
+		return "", false, ctx.Err()
+	}
+	return why, why != "", nil
 }
 
 // shapesNear lists s and every shape that differs from s in at most k
 // extents, shuffled. An extent ranges over 1 to 5, or to twice its recorded
-// value when that is more: a depth-wise kernel's channel multiplier, for
-// one, needs room above the channel count to differ between two kernels.
+// value when that is more (up to maxNearExtent): a depth-wise kernel's
+// channel multiplier, for one, needs room above the channel count to
+// differ between two kernels.
 func shapesNear(s rules.Shape, k int, rng *rand.Rand) []rules.Shape {
 	near := []rules.Shape{rules.NewShape(s.DimList()...)}
 	for range k {
 		var next []rules.Shape
 		for _, t := range near {
 			for axis := range t.Rank {
-				for d := 1; d <= max(5, 2*s.Dims[axis]); d++ {
+				for d := 1; d <= min(max(5, 2*s.Dims[axis]), maxNearExtent); d++ {
 					if d != t.Dims[axis] && t.Dims[axis] == s.Dims[axis] {
 						u := rules.NewShape(t.DimList()...)
 						u.Dims[axis] = d

@@ -225,7 +225,7 @@ func TestGeneratedCandidatesAreDecided(t *testing.T) {
 		case Unknown:
 			t.Logf("not proved (%s): %s", r.Reason, gen.Candidates[id].Text)
 		case Proved:
-			if why, bad := Counterexample(jobs[id].Rule, 0xF2E5); bad {
+			if why, bad, _ := Counterexample(context.Background(), jobs[id].Rule, 0xF2E5); bad {
 				t.Errorf("proved rule fails a fresh float test: %s: %s", gen.Candidates[id].Text, why)
 			}
 		}
