@@ -152,7 +152,7 @@ type AxiomCheck struct {
 // check of every axiom on small tensors. It fails if the set is
 // inconsistent or an axiom is false.
 func CheckAxioms(ctx context.Context, out io.Writer, reg *rules.Registry, set *axioms.Set, c AxiomCheck) error {
-	fmt.Fprintf(out, "%d axioms in %s (set %s)\n", len(set.Axioms), set.Dir, set.Hash)
+	fmt.Fprintf(out, "%s in %s (set %s)\n", Nouns(len(set.Axioms), "axiom"), set.Dir, set.Hash)
 	var failures []string
 	status, core, err := Consistency(ctx, reg, set, 10*c.Timeout)
 	if err != nil {
@@ -218,7 +218,7 @@ func reportConcrete(ctx context.Context, out io.Writer, reg *rules.Registry, set
 			failures = append(failures, "axiom "+r.Axiom.Name+" is false")
 		}
 	}
-	fmt.Fprintf(out, "concrete: %d of %d axioms hold at all %d instances (shapes up to rank 4, extents 1..%d)\n",
-		len(reports)-len(failures), len(reports), total, c.MaxDim)
+	fmt.Fprintf(out, "concrete: %d of %s hold at all %s (shapes up to rank 4, extents 1..%d)\n",
+		len(reports)-len(failures), Nouns(len(reports), "axiom"), Nouns(total, "instance"), c.MaxDim)
 	return failures, nil
 }

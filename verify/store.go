@@ -40,11 +40,9 @@ type Unproved struct {
 // Request is one verification of stored rules: which rules, and what the
 // run records.
 type Request struct {
-	// Rule verifies only this rule, again if it has a result; 0 verifies
-	// every rule without a result under the axiom set, solver and budget.
-	Rule int64
-	// Recheck verifies every rule again.
-	Recheck bool
+	// Selection says which rules: by default those without a result under
+	// the axiom set, solver and budget.
+	Selection
 	// Settings and ToolVersion are recorded with the run.
 	Settings    map[string]any
 	ToolVersion string
@@ -62,8 +60,11 @@ type Request struct {
 // that an interrupted run keeps what it finished and a re-run resumes;
 // each records what it proved (store.Claim).
 func Stored(ctx context.Context, db *store.Store, cfg Config, req Request) (*Summary, error) {
-	if req.Rule != 0 {
-		if _, err := db.Rule(ctx, req.Rule); err != nil {
+	if err := req.Check(); err != nil {
+		return nil, err
+	}
+	if req.RuleID != 0 {
+		if _, err := db.Rule(ctx, req.RuleID); err != nil {
 			return nil, err
 		}
 	}
@@ -101,7 +102,7 @@ func (w *proofWriter) verify(ctx context.Context, cfg Config, req Request) error
 	if err := w.db.AwaitEarlierRuns(ctx, w.sum.RunID, "verify", req.Waiting); err != nil {
 		return err
 	}
-	todo, err := selectRules(ctx, w.db, w.set, w.sum.Solver, w.budget, req)
+	todo, err := SelectRules(ctx, w.db, w.set, w.budget, req.Selection)
 	if err != nil {
 		return err
 	}
@@ -117,13 +118,6 @@ func (w *proofWriter) verify(ctx context.Context, cfg Config, req Request) error
 }
 
 // selectRules is the rules req asks for, as they are now.
-func selectRules(ctx context.Context, db *store.Store, set, solver string, budget uint64, req Request) ([]store.Rule, error) {
-	if req.Rule != 0 {
-		r, err := db.Rule(ctx, req.Rule)
-		return []store.Rule{r}, err
-	}
-	return db.RulesToVerify(ctx, set, solver, budget, req.Recheck)
-}
 
 // consistencyTimeout bounds Z3's consistency check of an axiom set, which
 // it decides for the built-in set in about 20 ms.
@@ -266,8 +260,8 @@ func (w *proofWriter) flush(ctx context.Context) error {
 // WriteText prints the summary as 'rulebook verify' does: the axiom set
 // and solver, the counts, then every rule not proved with its reason.
 func (s *Summary) WriteText(out io.Writer, set *axioms.Set, elapsed time.Duration) {
-	fmt.Fprintf(out, "axiom set %s: %d axioms from %s; %s\n", set.Hash, len(set.Axioms), set.Dir, s.Solver)
-	fmt.Fprintf(out, "%d rules verified in %s: %d proved, %d unknown, %d refuted\n", s.Rules, elapsed.Round(time.Millisecond),
+	fmt.Fprintf(out, "axiom set %s: %s from %s; %s\n", set.Hash, Nouns(len(set.Axioms), "axiom"), set.Dir, s.Solver)
+	fmt.Fprintf(out, "%s verified in %s: %d proved, %d unknown, %d refuted\n", Nouns(s.Rules, "rule"), elapsed.Round(time.Millisecond),
 		s.Counts[Proved], s.Counts[Unknown], s.Counts[Refuted])
 	if len(s.Unproved) == 0 {
 		return

@@ -12,6 +12,7 @@ import (
 	"rulebook/exchange"
 	"rulebook/rules"
 	"rulebook/store"
+	"rulebook/verify"
 )
 
 func newListCmd() *cobra.Command {
@@ -21,7 +22,8 @@ func newListCmd() *cobra.Command {
 		Use:   "list",
 		Short: "List rules, optionally filtered by size, operator and status",
 		Long: `list prints one line per rule: id, status, size (operators on the larger
-side) and the canonical text.`,
+side) and the canonical text. A rule pruned in favour of another (see
+'rulebook prune') says which: "proved, pruned by 12".`,
 		Example: `  rulebook list --op matmul --size 2
   rulebook list --status candidate --limit 20`,
 		Args: cobra.NoArgs,
@@ -52,7 +54,11 @@ side) and the canonical text.`,
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tSTATUS\tSIZE\tRULE")
 			for _, r := range rs {
-				fmt.Fprintf(tw, "%d\t%s\t%d\t%s => %s\n", r.ID, r.Status, max(r.SrcOps, r.DstOps), r.Src, r.Dst)
+				status := string(r.Status)
+				if r.PrunedBy != 0 {
+					status += fmt.Sprintf(", pruned by %d", r.PrunedBy)
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%d\t%s => %s\n", r.ID, status, max(r.SrcOps, r.DstOps), r.Src, r.Dst)
 			}
 			return tw.Flush()
 		}),
@@ -92,9 +98,12 @@ tensor's shape; the file's extension picks the format: .svg, .png or .pdf
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "rule %d (%s)\n", r.ID, r.Hash)
 			fmt.Fprintf(w, "  status:      %s\n", r.Status)
+			if r.PrunedBy != 0 {
+				fmt.Fprintf(w, "  pruned:      in favour of rule %d (%s); releases leave it out\n", r.PrunedBy, r.PruneReason)
+			}
 			fmt.Fprintf(w, "  source:      %s\n", r.Src)
 			fmt.Fprintf(w, "  target:      %s\n", r.Dst)
-			fmt.Fprintf(w, "  size:        %d => %d operators, %d inputs, %d outputs\n", r.SrcOps, r.DstOps, r.NumInputs, r.NumOutputs)
+			fmt.Fprintf(w, "  size:        %d => %s, %s, %s\n", r.SrcOps, verify.Nouns(r.DstOps, "operator"), verify.Nouns(r.NumInputs, "input"), verify.Nouns(r.NumOutputs, "output"))
 			fmt.Fprintf(w, "  found with:  %s", r.Inputs)
 			if r.Constants != "" {
 				fmt.Fprintf(w, "; constants %s", r.Constants)
@@ -152,7 +161,7 @@ func newStatsCmd() *cobra.Command {
 				return err
 			}
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "%d rules from %d runs in %s\n", s.Rules, s.Runs, db.Path())
+			fmt.Fprintf(w, "%s from %s in %s\n", verify.Nouns(int(s.Rules), "rule"), verify.Nouns(int(s.Runs), "run"), db.Path())
 			printCounts(w, "status", s.ByStatus)
 			sizes := map[string]int64{}
 			for k, v := range s.BySize {

@@ -16,8 +16,7 @@ import (
 
 type verifyOptions struct {
 	limits     proofLimits
-	ruleID     int64
-	recheck    bool
+	sel        verify.Selection
 	workers    int
 	seed       uint64
 	noProgress bool
@@ -51,9 +50,12 @@ axiom set's hash and the axioms the proof used (see 'rulebook why ID'):
 
 Rules that already have a result under the same axiom set, Z3 version and
 budget are skipped, so an interrupted run resumes where it stopped;
+--retry-unknown verifies again the rules whose latest result under this
+axiom set is unknown, usually with a larger --budget or --timeout;
 --recheck verifies every rule again.`,
 		Example: `  rulebook verify
-  rulebook verify axioms/ --budget 1000000 --rule 42`,
+  rulebook verify axioms/ --budget 1000000 --rule 42
+  rulebook verify --retry-unknown --budget 5000000 --timeout 2m`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := ""
@@ -65,8 +67,9 @@ budget are skipped, so an interrupted run resumes where it stopped;
 	}
 	f := cmd.Flags()
 	o.limits.register(f)
-	f.Int64Var(&o.ruleID, "rule", 0, "verify only this rule (again, if it has a result)")
-	f.BoolVar(&o.recheck, "recheck", false, "verify every rule again, even those with a result under this axiom set")
+	f.Int64Var(&o.sel.RuleID, "rule", 0, "verify only this rule (again, if it has a result)")
+	f.BoolVar(&o.sel.Recheck, "recheck", false, "verify every rule again, even those with a result under this axiom set")
+	f.BoolVar(&o.sel.RetryUnknown, "retry-unknown", false, "verify again the rules whose latest result under this axiom set is unknown")
 	f.IntVar(&o.workers, "workers", runtime.GOMAXPROCS(0), "parallel Z3 solvers")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of the counterexample search")
 	f.BoolVar(&o.noProgress, "no-progress", false, "do not draw a progress bar")
@@ -75,6 +78,9 @@ budget are skipped, so an interrupted run resumes where it stopped;
 
 func runVerify(ctx context.Context, cmd *cobra.Command, dir string, o verifyOptions) error {
 	if err := o.limits.check(); err != nil {
+		return err
+	}
+	if err := o.sel.Check(); err != nil {
 		return err
 	}
 	if o.workers < 1 {
@@ -90,17 +96,24 @@ func runVerify(ctx context.Context, cmd *cobra.Command, dir string, o verifyOpti
 		return err
 	}
 	defer db.Close()
-	settings := map[string]any{"axioms": dir, "axiom_set": set.Hash, "budget": o.limits.units, "timeout": o.limits.wall.String(), "rule": o.ruleID, "recheck": o.recheck}
+	settings := map[string]any{"axioms": dir, "axiom_set": set.Hash, "budget": o.limits.units, "timeout": o.limits.wall.String(), "rule": o.sel.RuleID, "recheck": o.sel.Recheck, "retry_unknown": o.sel.RetryUnknown}
 	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
 	start := time.Now()
 	sum, err := verify.Stored(ctx, db, verify.Config{Registry: reg, Axioms: set, Budget: o.limits.budget(), Workers: o.workers, Seed: o.seed,
-		Progress: bar.Stage("verify")}, verify.Request{Rule: o.ruleID, Recheck: o.recheck, Settings: settings, ToolVersion: version, Waiting: waitingNote(cmd)})
+		Progress: bar.Stage("verify")}, verify.Request{Selection: o.sel, Settings: settings, ToolVersion: version, Waiting: waitingNote(cmd)})
 	bar.Finish()
 	if err != nil {
 		return err
 	}
 	sum.WriteText(cmd.OutOrStdout(), set, time.Since(start))
-	return nil
+	if sum.Rules > 0 {
+		return nil
+	}
+	note, err := verify.NothingSelected(ctx, db, set.Hash, o.limits.units, o.sel)
+	if err == nil {
+		fmt.Fprintln(cmd.OutOrStdout(), note)
+	}
+	return err
 }
 
 // waitingNote tells the user which run a verification waits for.
@@ -117,37 +130,7 @@ func newWhyCmd() *cobra.Command {
 		Short: "Show a rule, its status and the axioms its proof used",
 		Args:  cobra.ExactArgs(1),
 		RunE: withRule(func(cmd *cobra.Command, db *store.Store, r store.Rule) error {
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "rule %d: %s => %s\nstatus: %s\n", r.ID, r.Src, r.Dst, r.Status)
-			p, ok, err := db.LatestProof(cmd.Context(), r.ID)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				fmt.Fprintln(out, "not verified yet: run 'rulebook verify'")
-				return nil
-			}
-			fmt.Fprintf(out, "verified by run %d against axiom set %s with %s in %s\n", p.RunID, p.AxiomSet, p.Solver, p.Elapsed.Round(time.Microsecond))
-			if p.Budget > 0 {
-				fmt.Fprintf(out, "budget: %d Z3 resource units, %d spent\n", p.Budget, p.Units)
-			}
-			if p.Reason != "" {
-				fmt.Fprintf(out, "reason: %s\n", p.Reason)
-			}
-			if len(p.Core) == 0 {
-				return nil
-			}
-			set, err := db.AxiomSetByHash(cmd.Context(), p.AxiomSet)
-			if err != nil {
-				return err
-			}
-			comments := set.Comments()
-			comments[verify.PointwiseAxiom] = "lemmas about sub-terms, proved element by element in real arithmetic"
-			fmt.Fprintf(out, "the proof uses %d axioms:\n", len(p.Core))
-			for _, name := range p.Core {
-				fmt.Fprintf(out, "  %-28s %s\n", name, comments[name])
-			}
-			return nil
+			return verify.WriteWhy(cmd.Context(), cmd.OutOrStdout(), db, r)
 		}),
 	}
 }

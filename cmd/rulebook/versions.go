@@ -7,7 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rulebook/compare"
 	"rulebook/store"
+	"rulebook/verify"
 )
 
 func newReleaseCmd() *cobra.Command {
@@ -34,7 +36,7 @@ parent. Released versions never change; loading one re-checks its hash.`,
 			if v.Parent != "" {
 				parent = v.Parent
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "released %s: %d rules, hash %s, parent %s\n", v.Tag, v.Rules, v.Hash, parent)
+			fmt.Fprintf(cmd.OutOrStdout(), "released %s: %s, hash %s, parent %s\n", v.Tag, verify.Nouns(v.Rules, "rule"), v.Hash, parent)
 			return nil
 		}),
 	}
@@ -72,31 +74,28 @@ func newDiffCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "diff A B",
 		Short: "Show the rules version B adds to and removes from version A",
-		Long: `diff loads both versions (by tag or hash prefix), re-checking their hashes,
-and prints the rules only B has ("+") and the rules only A has ("-"), as
-canonical text.`,
-		Example: "  rulebook diff v1 v2",
-		Args:    cobra.ExactArgs(2),
-		RunE: withStore(func(cmd *cobra.Command, args []string, db *store.Store) error {
-			a, ra, err := db.LoadVersion(cmd.Context(), args[0])
+		Long: `diff loads both versions and prints the rules only B has ("+") and the rules
+only A has ("-"), as canonical text. Each of A and B is a version of --db
+(by tag or hash prefix), FILE:TAG for a version of another database, or a
+bundle exported with 'rulebook export --format json'; every one is
+re-hashed on load, and one whose rules no longer match its hash is refused.`,
+		Example: `  rulebook diff v1 v2
+  rulebook export --version v1 --format json -o v1.json
+  rulebook diff v1.json v1
+  rulebook build --max-ops 2 --db small.db --no-progress
+  rulebook diff small.db:v1 v1`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a, err := compare.LoadVersion(cmd.Context(), dbPath(cmd), args[0])
 			if err != nil {
 				return err
 			}
-			b, rb, err := db.LoadVersion(cmd.Context(), args[1])
+			b, err := compare.LoadVersion(cmd.Context(), dbPath(cmd), args[1])
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			added, removed := store.DiffTexts(ra, rb)
-			fmt.Fprintf(out, "%s (%.12s, %d rules) -> %s (%.12s, %d rules): %d added, %d removed\n",
-				a.Tag, a.Hash, a.Rules, b.Tag, b.Hash, b.Rules, len(added), len(removed))
-			for _, r := range added {
-				fmt.Fprintln(out, "+ "+r)
-			}
-			for _, r := range removed {
-				fmt.Fprintln(out, "- "+r)
-			}
+			compare.DiffVersions(a, b).WriteText(cmd.OutOrStdout())
 			return nil
-		}),
+		},
 	}
 }
