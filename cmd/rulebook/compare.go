@@ -32,9 +32,13 @@ source into its target) or misses it. It also runs our verifier on each
 foreign rule against the axioms in --axioms: proved, unknown or refuted.
 
 It prints the rules that fall short (missed, or not proved) and a summary;
---all prints every rule. Nothing is written to the database.`,
-		Example: "  rulebook compare --version v1 ../shared/anchors/taso-generator-3ops.pb",
-		Args:    cobra.ExactArgs(1),
+--all prints every rule. "implied by 298,~3" lists, by id ('rulebook show
+298'), the version's rules whose rewrites turn the foreign rule's source
+into its target, in order; "~" marks a rule applied backwards, target to
+source. Nothing is written to the database.`,
+		Example: `  rulebook compare --version v1 ../shared/anchors/taso-generator-3ops.pb
+  rulebook compare --version v1 --all ../shared/anchors/taso-repo-graph_subst.pb`,
+		Args: cobra.ExactArgs(1),
 		PreRunE: func(*cobra.Command, []string) error {
 			if o.tag == "" {
 				return fmt.Errorf("--version is required (see 'rulebook versions')")

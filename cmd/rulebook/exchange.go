@@ -121,9 +121,10 @@ unknown operators with their occurrence counts, other reasons by rule.
 
 A malformed file is reported with its position (line and column, or the
 byte offset of a protobuf) and nothing is written.`,
-		Example: `  rulebook import --format json v1.json
-  rulebook import --format taso-pb graph_subst.pb
-  rulebook import --format flexflow-json graph_subst_3_v2.json`,
+		Example: `  rulebook export --version v1 --format json -o v1.json
+  rulebook import --format json v1.json
+  rulebook import --format taso-pb ../shared/anchors/taso-repo-graph_subst.pb
+  rulebook import --format flexflow-json ../shared/anchors/flexflow-graph_subst_3_v2.json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runImport(cmd.Context(), cmd, format, args[0])

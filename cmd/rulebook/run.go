@@ -93,9 +93,9 @@ func newRunCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run MODEL.onnx",
 		Short: "Run an ONNX model and print its outputs and median latency",
-		Long: `run loads an ONNX model (opset 7 to 21, the operators 'rulebook run --help'
-lists below), runs it --repeat times after one warm-up run and prints a
-summary of each output and the median latency.
+		Long: `run loads an ONNX model (opset 7 to 21, the operators listed at the end),
+runs it --repeat times after one warm-up run and prints a summary of each
+output and the median latency.
 
 Weights come from the model's initializers or the external weights file it
 names; when that file is absent, deterministic random weights are generated
@@ -112,8 +112,8 @@ it.
 
 Operators: ` + strings.Join(runtime.Ops(), ", ") + `.`,
 		Example: `  rulebook run ../shared/models/resnet50.onnx --repeat 10
-  rulebook run squeezenet1_1-full.onnx --input test_data_set_0/input_0.pb
-  rulebook run squeezenet1_1-full.onnx --input test_data_set_0/input_0.pb --expect test_data_set_0/output_0.pb`,
+  rulebook run ../shared/models/squeezenet1_1-full.onnx --input ../shared/models/squeezenet1_1-full_test_data_set_0/input_0.pb
+  rulebook run ../shared/models/squeezenet1_1-full.onnx --input ../shared/models/squeezenet1_1-full_test_data_set_0/input_0.pb --expect ../shared/models/squeezenet1_1-full_test_data_set_0/output_0.pb`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if repeat < 1 {

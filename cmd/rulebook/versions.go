@@ -79,8 +79,7 @@ only A has ("-"), as canonical text. Each of A and B is a version of --db
 (by tag or hash prefix), FILE:TAG for a version of another database, or a
 bundle exported with 'rulebook export --format json'; every one is
 re-hashed on load, and one whose rules no longer match its hash is refused.`,
-		Example: `  rulebook diff v1 v2
-  rulebook export --version v1 --format json -o v1.json
+		Example: `  rulebook export --version v1 --format json -o v1.json
   rulebook diff v1.json v1
   rulebook build --max-ops 2 --db small.db --no-progress
   rulebook diff small.db:v1 v1`,
