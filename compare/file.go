@@ -115,7 +115,7 @@ func (r *Report) WriteText(w io.Writer, path string, all bool) {
 	tw.Flush()
 	n := len(vs)
 	pct := func(k int) string { return fmt.Sprintf("%d (%.1f%%)", k, 100*float64(k)/float64(max(n, 1))) }
-	fmt.Fprintf(w, "%s: %d rules against %s (%d rules, %.12s)\n", path, n, v.Tag, v.Rules, v.Hash)
+	fmt.Fprintf(w, "%s: %s against %s (%s, %.12s)\n", path, verify.Nouns(n, "rule"), v.Tag, verify.Nouns(v.Rules, "rule"), v.Hash)
 	for _, s := range r.Skipped {
 		fmt.Fprintf(w, "  not imported: %s\n", s)
 	}

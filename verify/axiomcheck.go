@@ -59,6 +59,9 @@ type Redundancy struct {
 	Status string   // Redundant, Independent or Undetermined
 	By     []string // the axioms that entail it, when redundant
 	Reason string   // why unknown
+	// Elapsed is the time the check took: within its timeout, up to the
+	// time Z3 takes to notice it.
+	Elapsed time.Duration
 }
 
 // Redundancies checks every axiom against the others, each within timeout.
@@ -102,17 +105,16 @@ func Redundancies(ctx context.Context, reg *rules.Registry, set *axioms.Set, tim
 
 // redundancy asks whether the axioms other than number i entail it.
 func (p *prover) redundancy(ctx context.Context, a *axioms.Axiom, i int, timeout time.Duration) (Redundancy, error) {
+	start := time.Now()
 	neg, err := p.ctx.ParseSMTLIB2("(assert (not "+a.Formula()+"))", map[string]z3.Sort{axioms.TensorSort: p.tensor}, p.decls)
 	if err != nil || len(neg) != 1 {
 		return Redundancy{}, fmt.Errorf("negate: %v", err)
 	}
-	start := time.Now()
 	r := Redundancy{Axiom: a.Name, Status: Undetermined}
 	for _, mbqi := range []bool{false, true} {
 		s := p.ctx.NewSolver()
 		s.SetTimeout(max(timeout-time.Since(start), time.Millisecond))
 		s.SetBool("smt.mbqi", mbqi)
-		s.SetBool("ctrl_c", false)
 		s.SetBool("ctrl_c", false) // Ctrl-C is Go's: it cancels the context, which interrupts Z3
 		for j, ax := range p.axioms {
 			if j != i {
@@ -137,6 +139,7 @@ func (p *prover) redundancy(ctx context.Context, a *axioms.Axiom, i int, timeout
 			break
 		}
 	}
+	r.Elapsed = time.Since(start)
 	return r, nil
 }
 

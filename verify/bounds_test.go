@@ -92,3 +92,40 @@ func TestWallClockBoundsTheFloatTest(t *testing.T) {
 		t.Errorf("the float test takes %s without a wall clock, too little to show the bound", d)
 	}
 }
+
+// TestAxiomChecksHonourTheirTimeout: each Z3 query of 'rulebook axioms
+// check' stops within its --timeout, give or take the second Z3 may take
+// to notice: the consistency query within ten times it, each redundancy
+// query (most of which Z3 cannot decide) within it.
+func TestAxiomChecksHonourTheirTimeout(t *testing.T) {
+	reg := rules.Default()
+	set, err := axioms.Builtin(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const timeout = 200 * time.Millisecond
+	slack := func(d time.Duration) time.Duration { return max(d/10, time.Second) }
+	start := time.Now()
+	if _, _, err := Consistency(context.Background(), reg, set, 10*timeout); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 10*timeout+slack(10*timeout) {
+		t.Errorf("consistency took %s with a limit of %s", took, 10*timeout)
+	}
+	reds, err := Redundancies(context.Background(), reg, set, timeout, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	undetermined := 0
+	for _, r := range reds {
+		if r.Elapsed > timeout+slack(timeout) {
+			t.Errorf("redundancy of %s took %s with a limit of %s", r.Axiom, r.Elapsed, timeout)
+		}
+		if r.Status == Undetermined {
+			undetermined++
+		}
+	}
+	if undetermined == 0 {
+		t.Errorf("no redundancy query ran into the limit: the test shows nothing")
+	}
+}

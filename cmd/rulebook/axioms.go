@@ -53,7 +53,7 @@ The command fails if the set is inconsistent or any axiom is false.`,
 			return runAxiomsCheck(cmd.Context(), cmd.OutOrStdout(), dir, timeout, workers, maxDim)
 		},
 	}
-	cmd.Flags().DurationVar(&timeout, "timeout", time.Second, "time limit per Z3 query")
+	cmd.Flags().DurationVar(&timeout, "timeout", time.Second, "time limit per Z3 query (ten times this for the consistency query)")
 	cmd.Flags().IntVar(&workers, "workers", runtime.GOMAXPROCS(0), "parallel workers")
 	cmd.Flags().IntVar(&maxDim, "max-dim", 3, "largest extent of a dimension in the concrete check")
 	return cmd

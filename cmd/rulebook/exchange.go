@@ -11,6 +11,7 @@ import (
 	"rulebook/exchange"
 	"rulebook/rules"
 	"rulebook/store"
+	"rulebook/verify"
 )
 
 func newExportCmd() *cobra.Command {
@@ -148,7 +149,7 @@ func runImport(ctx context.Context, cmd *cobra.Command, format, path string) err
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "imported %d rules from %s: %d new (run %d)\n", len(foreign.Rules), path, n, runID)
+	fmt.Fprintf(cmd.OutOrStdout(), "imported %s from %s: %d new (run %d)\n", verify.Nouns(len(foreign.Rules), "rule"), path, n, runID)
 	if len(foreign.Skipped) > 0 {
 		groups := exchange.GroupSkips(foreign.Skipped, foreign.Unknown)
 		describe := func(g exchange.SkipGroup) string {
@@ -158,7 +159,7 @@ func runImport(ctx context.Context, cmd *cobra.Command, format, path string) err
 			return fmt.Sprintf("%s (%s)", g.Reason, abbreviate(g.Names, 5))
 		}
 		if len(groups) == 1 {
-			fmt.Fprintf(cmd.OutOrStdout(), "skipped %d rules: %s\n", len(foreign.Skipped), describe(groups[0]))
+			fmt.Fprintf(cmd.OutOrStdout(), "skipped %s: %s\n", verify.Nouns(len(foreign.Skipped), "rule"), describe(groups[0]))
 		} else {
 			fmt.Fprintf(cmd.OutOrStdout(), "skipped %d rules:\n", len(foreign.Skipped))
 			for _, g := range groups {

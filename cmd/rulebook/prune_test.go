@@ -159,3 +159,44 @@ func testCompare(t *testing.T, db string) {
 		t.Errorf("compare against an unknown version: %v", err)
 	}
 }
+
+// TestPrunedRulesSaySo: list, show and why say that a rule was pruned and
+// in favour of which rule; show and why also say by which kind of pruning.
+func TestPrunedRulesSaySo(t *testing.T) {
+	ctx := context.Background()
+	db := smallDB(t)
+	for _, args := range [][]string{{"verify", "--no-progress"}, {"prune", "--no-progress"}} {
+		if out, err := run(ctx, append(args, "--db", db)...); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	s, err := store.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, _ := s.ListRules(ctx, store.Filter{})
+	s.Close()
+	var pruned store.Rule
+	for _, r := range rs {
+		if r.PrunedBy != 0 {
+			pruned = r
+			break
+		}
+	}
+	if pruned.ID == 0 {
+		t.Fatal("prune pruned nothing")
+	}
+	list, err := run(ctx, "list", "--db", db)
+	if want := fmt.Sprintf(`(?m)^%d +proved, pruned by %d +\d+ +%s`, pruned.ID, pruned.PrunedBy, regexp.QuoteMeta(pruned.Src)); err != nil || !regexp.MustCompile(want).MatchString(list) {
+		t.Errorf("list (err %v) lacks %s:\n%s", err, want, list)
+	}
+	id := fmt.Sprint(pruned.ID)
+	show, err := run(ctx, "show", id, "--db", db)
+	if want := fmt.Sprintf("  pruned:      in favour of rule %d (%s); releases leave it out\n", pruned.PrunedBy, pruned.PruneReason); err != nil || !strings.Contains(show, want) {
+		t.Errorf("show %s (err %v) lacks %q:\n%s", id, err, want, show)
+	}
+	why, err := run(ctx, "why", id, "--db", db)
+	if want := fmt.Sprintf("status: proved\npruned in favour of rule %d (%s)", pruned.PrunedBy, pruned.PruneReason); err != nil || !strings.Contains(why, want) {
+		t.Errorf("why %s (err %v) lacks %q:\n%s", id, err, want, why)
+	}
+}

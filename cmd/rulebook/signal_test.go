@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -194,5 +195,118 @@ func checkAfterInterrupt(t *testing.T, path, command string, code int) {
 	}
 	if code == 130 && command != "release" && command != "export" && (last == nil || last.Status != store.RunInterrupted) {
 		t.Errorf("the %s run after SIGINT: %+v; want interrupted", command, last)
+	}
+}
+
+// binary is the rulebook command, built once for the tests that run it as
+// a process of its own (real signals, a real working directory).
+var binary struct {
+	once      sync.Once
+	dir, path string
+	err       error
+	out       []byte
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binary.dir != "" {
+		os.RemoveAll(binary.dir)
+	}
+	os.Exit(code)
+}
+
+// rulebookBinary builds the command on first use and returns its path.
+func rulebookBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	binary.once.Do(func() {
+		if binary.dir, binary.err = os.MkdirTemp("", "rulebook-bin"); binary.err != nil {
+			return
+		}
+		binary.path = filepath.Join(binary.dir, "rulebook")
+		binary.out, binary.err = exec.Command("go", "build", "-o", binary.path, ".").CombinedOutput()
+	})
+	if binary.err != nil {
+		t.Fatalf("build: %v\n%s", binary.err, binary.out)
+	}
+	return binary.path
+}
+
+// runIn runs the command with args in dir and returns its output.
+func runIn(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(rulebookBinary(t), args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// ctrlCStops is how soon after Ctrl-C every command must have stopped.
+const ctrlCStops = 2 * time.Second
+
+// interruptIn runs the command with args in dir, sends it a real SIGINT
+// after delay, and checks that it exits with status 130 within ctrlCStops.
+// It returns the command's output.
+func interruptIn(t *testing.T, dir string, delay time.Duration, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(rulebookBinary(t), args...)
+	cmd.Dir = dir
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		t.Fatalf("%s finished within %s, before the interruption (%v)\n%s", args[0], delay, err, out.String())
+	case <-time.After(delay):
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	sent := time.Now()
+	select {
+	case err := <-done:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 130 {
+			t.Fatalf("%s after SIGINT: %v (want exit 130)\n%s", args[0], err, out.String())
+		}
+		if took := time.Since(sent); took > ctrlCStops {
+			t.Errorf("%s took %s to stop after SIGINT, more than %s", args[0], took, ctrlCStops)
+		}
+	case <-time.After(4 * ctrlCStops):
+		cmd.Process.Kill()
+		t.Fatalf("%s did not stop within %s of SIGINT\n%s", args[0], 4*ctrlCStops, out.String())
+	}
+	return out.String()
+}
+
+// TestCtrlCStopsCompare interrupts compare while it relates TASO's
+// rules to a version and while it verifies them.
+func TestCtrlCStopsCompare(t *testing.T) {
+	dir := t.TempDir()
+	runIn(t, dir, "build", "--max-ops", "2", "--no-progress")
+	file := sharedAnchor(t, "taso-generator-3ops.pb")
+	for _, delay := range []time.Duration{300 * time.Millisecond, 1500 * time.Millisecond} {
+		interruptIn(t, dir, delay, "compare", "--version", "v1", "--no-progress", file)
+	}
+}
+
+// TestCtrlCStopsAxiomsCheck interrupts axioms check while Z3 looks for
+// redundant axioms and while each axiom is evaluated on concrete tensors.
+func TestCtrlCStopsAxiomsCheck(t *testing.T) {
+	dir := t.TempDir() // no axioms/ here: the built-in set
+	out := interruptIn(t, dir, time.Second, "axioms", "check")
+	if !strings.Contains(out, "consistency: consistent") || strings.Contains(out, "concrete:") {
+		t.Errorf("interrupted outside the redundancy step:\n%s", out)
+	}
+	out = interruptIn(t, dir, 8*time.Second, "axioms", "check", "--timeout", "50ms")
+	if !strings.Contains(out, "redundancy: ") || strings.Contains(out, "concrete:") {
+		t.Errorf("interrupted outside the concrete step:\n%s", out)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"rulebook/axioms"
+	"rulebook/rules"
 	"rulebook/store"
 )
 
@@ -109,5 +112,112 @@ func TestAxiomsCheckCatchesWrongAxiom(t *testing.T) {
 	}
 	if !strings.Contains(out, "transpose-matmul-unswapped (") || !strings.Contains(out, "consistency: consistent") {
 		t.Errorf("report:\n%s", out)
+	}
+}
+
+// TestRetryUnknown: after a run under a small budget, a plain re-run has
+// nothing to do and says what would (it once printed only "0 rules
+// verified in 0s"); --retry-unknown with a larger budget verifies again
+// exactly the rules left unknown, and then has nothing left to retry.
+func TestRetryUnknown(t *testing.T) {
+	db := smallDB(t)
+	ctx := context.Background()
+	first, err := run(ctx, "verify", "--db", db, "--budget", "9000", "--no-progress")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(\d+) rules verified in .*: (\d+) proved, (\d+) unknown`).FindStringSubmatch(first)
+	if m == nil || m[2] == "0" || m[3] == "0" {
+		t.Fatalf("a budget of 9000 units should prove some rules and leave some unknown:\n%s", first)
+	}
+	unknown := m[3]
+	again, err := run(ctx, "verify", "--db", db, "--budget", "9000", "--no-progress")
+	if err != nil || !strings.Contains(again, "0 rules verified") || !strings.Contains(again, "; "+unknown+" are unknown: --retry-unknown with a larger --budget retries them") {
+		t.Errorf("a re-run (err %v):\n%s", err, again)
+	}
+	retry, err := run(ctx, "verify", "--db", db, "--retry-unknown", "--budget", "1000000", "--no-progress")
+	if err != nil || !strings.Contains(retry, unknown+" rules verified in") || !strings.Contains(retry, ": "+unknown+" proved, 0 unknown, 0 refuted") {
+		t.Errorf("--retry-unknown (err %v) should verify the %s unknown rules again:\n%s", err, unknown, retry)
+	}
+	s, err := store.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, _ := s.ListRules(ctx, store.Filter{})
+	budgets := map[uint64]int{}
+	for _, r := range rs {
+		p, _, err := s.LatestProof(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		budgets[p.Budget]++
+	}
+	s.Close()
+	if fmt.Sprint(budgets[1000000]) != unknown || budgets[9000]+budgets[1000000] != len(rs) {
+		t.Errorf("latest proofs by budget %v: want the %s retried under 1000000, the others under 9000", budgets, unknown)
+	}
+	done, err := run(ctx, "verify", "--db", db, "--retry-unknown", "--no-progress")
+	if err != nil || !strings.Contains(done, "0 rules verified") || !strings.Contains(done, "no rule's latest result under axiom set") {
+		t.Errorf("--retry-unknown with none unknown (err %v):\n%s", err, done)
+	}
+	one, err := run(ctx, "verify", "--db", db, "--rule", "1", "--no-progress")
+	if err != nil || !strings.Contains(one, "1 rule verified in") {
+		t.Errorf("--rule 1 (err %v):\n%s", err, one)
+	}
+	if _, err := run(ctx, "verify", "--db", db, "--retry-unknown", "--recheck"); err == nil || !strings.Contains(err.Error(), "cannot be combined with --recheck") {
+		t.Errorf("--retry-unknown --recheck: %v", err)
+	}
+}
+
+// TestVerifyOutsideTheRepository: in a folder without axioms/, verify
+// uses the axioms compiled into the binary and names the set and its hash.
+func TestVerifyOutsideTheRepository(t *testing.T) {
+	dir := t.TempDir()
+	out := runIn(t, dir, "verify", "--no-progress")
+	set, err := axioms.Builtin(rules.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("axiom set %s: %d axioms from %s; ", set.Hash, len(set.Axioms), axioms.BuiltinDir)
+	if !strings.HasPrefix(out, want) || !strings.Contains(out, "rulebook.db holds no rules: 'rulebook generate' or 'rulebook import' adds some") {
+		t.Errorf("verify in an empty folder: want %q first, then that there is nothing to verify:\n%s", want, out)
+	}
+}
+
+// heavyRule is true, but our one-axiom set cannot prove it and its float64
+// tests (16 draws of two 300×300 products a side, then other shapes) take
+// seconds: long enough to run into --timeout.
+const heavyRule = "(matmul ?a (matmul ?b ?c)) => (matmul (matmul ?a ?b) ?c)  ; ?a:200x300 ?b:300x300 ?c:300x200 |\n"
+
+// oneAxiom writes an axiom folder holding only ewadd's commutativity.
+func oneAxiom(t *testing.T) string {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "one.smt2"), []byte("; ewadd is commutative\n(assert (! (forall ((x Tensor) (y Tensor)) (= (ewadd x y) (ewadd y x))) :named ewadd-comm))\n"), 0o644)
+	return dir
+}
+
+// TestTimeoutIsHonoured: verify's and compare's --timeout bound a rule's
+// whole decision, proof and float64 tests, to within a second.
+func TestTimeoutIsHonoured(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "heavy.sexpr")
+	os.WriteFile(file, []byte(heavyRule), 0o644)
+	db := filepath.Join(dir, "r.db")
+	if _, err := run(ctx, "import", file, "--db", db); err != nil {
+		t.Fatal(err)
+	}
+	ax := oneAxiom(t)
+	const limit = time.Second
+	start := time.Now()
+	out, err := run(ctx, "verify", ax, "--db", db, "--timeout", limit.String(), "--no-progress")
+	if took := time.Since(start); err != nil || took > limit+time.Second || !strings.Contains(out, "unknown  timeout") {
+		t.Errorf("verify --timeout %s took %s (err %v):\n%s", limit, took, err, out)
+	}
+	released, _ := releasedDB(t)
+	start = time.Now()
+	out, err = run(ctx, "compare", "--version", "v1", file, "--db", released, "--axioms", ax, "--timeout", limit.String(), "--no-progress")
+	if took := time.Since(start); err != nil || took > limit+time.Second || !strings.Contains(out, "unknown (timeout)") {
+		t.Errorf("compare --timeout %s took %s (err %v):\n%s", limit, took, err, out)
 	}
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -78,5 +80,63 @@ func TestSameRulesSameHash(t *testing.T) {
 	}
 	if a, b := hash("a.db"), hash("b.db"); a != b {
 		t.Errorf("two databases with the same rules: %s and %s", a, b)
+	}
+}
+
+// TestDiffAcrossDatabasesAndBundles: diff compares versions of two
+// databases (FILE:TAG) and exported bundles, re-hashing each, and refuses
+// a changed bundle or a missing file without creating it.
+func TestDiffAcrossDatabasesAndBundles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.db"), filepath.Join(dir, "b.db")
+	verifiedDB(t, a, "ewadd,relu")
+	verifiedDB(t, b, "ewadd,relu,transpose")
+	for _, db := range []string{a, b} {
+		if _, err := run(ctx, "release", "v1", "--db", db); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bundle := filepath.Join(dir, "a-v1.json")
+	if _, err := run(ctx, "export", "--version", "v1", "--format", "json", "-o", bundle, "--db", a); err != nil {
+		t.Fatal(err)
+	}
+	transpose := "(transpose (transpose ?a)) => ?a"
+	for _, c := range []struct {
+		from, to string
+		want     []string
+	}{
+		{"v1", b + ":v1", []string{"v1 (", " -> " + b + ":v1 (", "+ " + transpose}},
+		{b + ":v1", bundle, []string{b + ":v1 (", " -> " + bundle + " (v1) (", ": 0 added, ", "- " + transpose}},
+		{bundle, "v1", []string{bundle + " (v1) (", ": 0 added, 0 removed"}},
+	} {
+		out, err := run(ctx, "diff", c.from, c.to, "--db", a)
+		if err != nil {
+			t.Errorf("diff %s %s: %v", c.from, c.to, err)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("diff %s %s lacks %q:\n%s", c.from, c.to, w, out)
+			}
+		}
+	}
+	changed := filepath.Join(dir, "changed.json")
+	data, _ := os.ReadFile(bundle)
+	dst := regexp.MustCompile(`"dst": "([^"]*)"`).FindStringSubmatch(string(data)) // the first rule's
+	os.WriteFile(changed, []byte(strings.Replace(string(data), dst[0], `"dst": "(relu `+dst[1]+`)"`, 1)), 0o644)
+	missing := filepath.Join(dir, "missing.db")
+	for _, c := range []struct{ ref, want string }{
+		{changed, "does not match its content hash"},
+		{missing + ":v1", missing + ": no such database (in FILE:TAG, FILE is a rulebook database)"},
+		{filepath.Join(dir, "missing.json"), "missing.json: no such bundle file"},
+		{b + ":v9", b + `: unknown version "v9" (released: v1)`},
+	} {
+		if _, err := run(ctx, "diff", "v1", c.ref, "--db", a); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("diff v1 %s: got %v, want %q", c.ref, err, c.want)
+		}
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Errorf("diff created %s", missing)
 	}
 }
