@@ -221,3 +221,78 @@ func TestTimeoutIsHonoured(t *testing.T) {
 		t.Errorf("compare --timeout %s took %s (err %v):\n%s", limit, took, err, out)
 	}
 }
+
+// nestedRelu is n relus around ?a, as rule text.
+func nestedRelu(n int) string {
+	return strings.Repeat("(relu ", n) + "?a" + strings.Repeat(")", n)
+}
+
+// TestDeepInputsAreRefused: a rule or an axiom nested 100,000 deep, which
+// once crashed verify with a stack overflow in Z3, is refused with its
+// place and the limit: by import (nothing is written), by verify (for a
+// rule stored before the limit existed) and by axioms check, at once.
+func TestDeepInputsAreRefused(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := smallDB(t)
+	deepRule := filepath.Join(dir, "deep.sexpr")
+	os.WriteFile(deepRule, []byte(nestedRelu(100_000)+" => (relu ?a)\n"), 0o644)
+	before := fileHash(t, db)
+	if _, err := run(ctx, "import", deepRule, "--db", db); err == nil || !strings.Contains(err.Error(), deepRule+":1:1537: operators nested more than 256 deep (rulebook's limit)") {
+		t.Errorf("import: %v", err)
+	}
+	if fileHash(t, db) != before {
+		t.Error("the refused import changed the database")
+	}
+	s, err := store.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runID, _ := s.BeginRun(ctx, "import", "{}", 0, "test")
+	_, err = s.InsertRules(ctx, []store.Rule{{Hash: "00000000000000d1", Text: rules.Text{Src: nestedRelu(100_000), Dst: "(relu ?a)"}, SrcOps: 100_000, DstOps: 1, NumInputs: 1, NumOutputs: 1, Operators: []string{"relu"}, RunID: runID}})
+	s.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(ctx, "verify", "--db", db, "--no-progress"); err == nil || !regexp.MustCompile(`rule \d+: 1:1537: operators nested more than 256 deep \(rulebook's limit\)`).MatchString(err.Error()) {
+		t.Errorf("verify of a stored deep rule: %v", err)
+	}
+	ax := t.TempDir()
+	os.WriteFile(filepath.Join(ax, "deep.smt2"), []byte("; deep\n(assert (! (forall ((x Tensor)) (= "+strings.ReplaceAll(nestedRelu(100_000), "?a", "x")+" (relu x))) :named deep))\n"), 0o644)
+	want := filepath.Join(ax, "deep.smt2") + ":2:1548: lists nested more than 256 deep (rulebook's limit)"
+	for _, args := range [][]string{{"verify", ax, "--db", smallDB(t)}, {"axioms", "check", ax}} {
+		start := time.Now()
+		if _, err := run(ctx, args...); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s with a deep axiom: %v", args[0], err)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("%s took %s to refuse a deep axiom", args[0], took)
+		}
+	}
+}
+
+// TestHugeShapesAreBounded: rules that record shapes no float64 test can
+// evaluate, which once made verify and compare allocate until they were
+// killed, are tested at smaller shapes only: a false one is refuted there,
+// and a true one left unknown says that its recorded shapes were not
+// tested.
+func TestHugeShapesAreBounded(t *testing.T) {
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), "huge.json")
+	os.WriteFile(file, []byte(`{"format": "rulebook-rules/1", "rules": [
+ {"src": "(relu (ewadd ?a ?b))", "dst": "(ewadd (relu ?a) (relu ?b))", "inputs": "?a:100000x100000 ?b:100000x100000"},
+ {"src": "(transpose (transpose ?a))", "dst": "?a", "inputs": "?a:4294967296x4294967296"}]}`), 0o644)
+	db := filepath.Join(t.TempDir(), "r.db")
+	if _, err := run(ctx, "import", file, "--db", db); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(ctx, "verify", oneAxiom(t), "--db", db, "--budget", "100000", "--no-progress")
+	if err != nil || !regexp.MustCompile(`refuted +at \?a:\d+x\d+ \?b:\d+x\d+: output 0`).MatchString(out) || !strings.Contains(out, "not tested in float64 at the recorded shapes: ?a:4294967296x4294967296 needs more than") {
+		t.Errorf("verify (err %v):\n%s", err, out)
+	}
+	released, _ := releasedDB(t)
+	out, err = run(ctx, "compare", "--version", "v1", file, "--db", released, "--axioms", oneAxiom(t), "--no-progress", "--all")
+	if err != nil || !strings.Contains(out, "refuted (at ?a:") || !strings.Contains(out, "not tested in float64") {
+		t.Errorf("compare (err %v):\n%s", err, out)
+	}
+}
