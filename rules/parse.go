@@ -93,43 +93,56 @@ type token struct {
 	line, col int
 }
 
-func tokenize(src string) []token {
-	var toks []token
-	line, col := 1, 1
-	for i := 0; i < len(src); {
-		c := src[i]
+// lexer reads tokens on demand, so that a parser that stops early (at a
+// limit, say) has not tokenized the rest of a huge text.
+type lexer struct {
+	src       string
+	i         int
+	line, col int
+	last      token // the last token read, for the end-of-text position
+}
+
+// next returns the next token, or one with empty text just after the last
+// token at the end of the text.
+func (l *lexer) next() token {
+	for l.i < len(l.src) {
+		c := l.src[l.i]
 		switch {
 		case c == '\n':
-			line, col = line+1, 1
-			i++
+			l.line, l.col = l.line+1, 1
+			l.i++
 		case c == ' ' || c == '\t' || c == '\r':
-			i, col = i+1, col+1
+			l.i, l.col = l.i+1, l.col+1
 		case c == ';':
-			for i < len(src) && src[i] != '\n' {
-				i++
+			for l.i < len(l.src) && l.src[l.i] != '\n' {
+				l.i++
 			}
 		case c == '(' || c == ')':
-			toks = append(toks, token{string(c), line, col})
-			i, col = i+1, col+1
+			l.last = token{string(c), l.line, l.col}
+			l.i, l.col = l.i+1, l.col+1
+			return l.last
 		default:
-			j := i
-			for j < len(src) && !strings.ContainsRune(" \t\r\n();", rune(src[j])) {
+			j := l.i
+			for j < len(l.src) && !strings.ContainsRune(" \t\r\n();", rune(l.src[j])) {
 				j++
 			}
-			toks = append(toks, token{src[i:j], line, col})
-			col += j - i
-			i = j
+			l.last = token{l.src[l.i:j], l.line, l.col}
+			l.col += j - l.i
+			l.i = j
+			return l.last
 		}
 	}
-	return toks
+	if l.last.text == "" {
+		return token{line: 1, col: 1}
+	}
+	return token{line: l.last.line, col: l.last.col + len(l.last.text)}
 }
 
 type parser struct {
 	reg    *Registry
-	toks   []token
-	pos    int
+	lex    lexer
+	ahead  []token // read from lex, not yet consumed
 	inputs map[string]int
-	end    token
 	open   int // applications open at the current token
 }
 
@@ -153,16 +166,19 @@ func (b *graphBuilder) depthOf(v Value) int {
 	return b.depth[v.Node]
 }
 
-func (p *parser) peek() token {
-	if p.pos < len(p.toks) {
-		return p.toks[p.pos]
+// peekAt returns the token k places ahead without consuming it.
+func (p *parser) peekAt(k int) token {
+	for len(p.ahead) <= k {
+		p.ahead = append(p.ahead, p.lex.next())
 	}
-	return p.end
+	return p.ahead[k]
 }
+
+func (p *parser) peek() token { return p.peekAt(0) }
 
 func (p *parser) next() token {
 	t := p.peek()
-	p.pos++
+	p.ahead = p.ahead[1:]
 	return t
 }
 
@@ -225,19 +241,14 @@ func ParseGraph(reg *Registry, text string) (*Graph, error) {
 }
 
 func newParser(reg *Registry, text string) *parser {
-	toks := tokenize(text)
-	end := token{line: 1, col: 1}
-	if len(toks) > 0 {
-		last := toks[len(toks)-1]
-		end = token{line: last.line, col: last.col + len(last.text)}
-	}
-	return &parser{reg: reg, toks: toks, inputs: map[string]int{}, end: end}
+	return &parser{reg: reg, lex: lexer{src: text, line: 1, col: 1}, inputs: map[string]int{}}
 }
 
 func (p *parser) side() (*Graph, error) {
 	b := &graphBuilder{g: &Graph{}, nodes: map[nodeKey]int{}, vars: map[string]Value{}}
-	if p.peek().text == "(" && p.pos+1 < len(p.toks) && p.toks[p.pos+1].text == "let" {
-		p.pos += 2
+	if p.peek().text == "(" && p.peekAt(1).text == "let" {
+		p.next()
+		p.next()
 		if err := p.expect("("); err != nil {
 			return nil, err
 		}
@@ -271,8 +282,9 @@ func (p *parser) side() (*Graph, error) {
 }
 
 func (p *parser) body(b *graphBuilder) error {
-	if p.peek().text == "(" && p.pos+1 < len(p.toks) && p.toks[p.pos+1].text == "outputs" {
-		p.pos += 2
+	if p.peek().text == "(" && p.peekAt(1).text == "outputs" {
+		p.next()
+		p.next()
 		for p.peek().text != ")" {
 			if len(b.g.Outputs) == MaxOutputs {
 				t := p.peek()

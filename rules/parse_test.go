@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -98,6 +99,19 @@ func TestParseLimits(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want an error containing %q", c.name, err, c.want)
 		}
+	}
+	// 8 million nested relus, 48 MB of text: refused at the limit without
+	// reading the rest.
+	huge := nested("relu", "?a", 8_000_000) + " => ?a"
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := ParseRule(reg, huge)
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "operators nested more than 256 deep") {
+		t.Errorf("48 MB of nested relus: %v", err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
+		t.Errorf("refusing 48 MB of nested relus allocated %d bytes", alloc)
 	}
 	for _, text := range []string{
 		nested("relu", "?a", MaxDepth) + " => (relu ?a)",
