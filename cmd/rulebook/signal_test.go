@@ -198,9 +198,9 @@ func checkAfterInterrupt(t *testing.T, path, command string, code int) {
 	}
 }
 
-// binary is the rulebook command, built once for the tests that run it as
+// testBinary is the rulebook command, built once for the tests that run it as
 // a process of its own (real signals, a real working directory).
-var binary struct {
+var testBinary struct {
 	once      sync.Once
 	dir, path string
 	err       error
@@ -209,8 +209,8 @@ var binary struct {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binary.dir != "" {
-		os.RemoveAll(binary.dir)
+	if testBinary.dir != "" {
+		os.RemoveAll(testBinary.dir)
 	}
 	os.Exit(code)
 }
@@ -221,17 +221,17 @@ func rulebookBinary(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	binary.once.Do(func() {
-		if binary.dir, binary.err = os.MkdirTemp("", "rulebook-bin"); binary.err != nil {
+	testBinary.once.Do(func() {
+		if testBinary.dir, testBinary.err = os.MkdirTemp("", "rulebook-bin"); testBinary.err != nil {
 			return
 		}
-		binary.path = filepath.Join(binary.dir, "rulebook")
-		binary.out, binary.err = exec.Command("go", "build", "-o", binary.path, ".").CombinedOutput()
+		testBinary.path = filepath.Join(testBinary.dir, "rulebook")
+		testBinary.out, testBinary.err = exec.Command("go", "build", "-o", testBinary.path, ".").CombinedOutput()
 	})
-	if binary.err != nil {
-		t.Fatalf("build: %v\n%s", binary.err, binary.out)
+	if testBinary.err != nil {
+		t.Fatalf("build: %v\n%s", testBinary.err, testBinary.out)
 	}
-	return binary.path
+	return testBinary.path
 }
 
 // runIn runs the command with args in dir and returns its output.
@@ -249,24 +249,58 @@ func runIn(t *testing.T, dir string, args ...string) string {
 // ctrlCStops is how soon after Ctrl-C every command must have stopped.
 const ctrlCStops = 2 * time.Second
 
-// interruptIn runs the command with args in dir, sends it a real SIGINT
-// after delay, and checks that it exits with status 130 within ctrlCStops.
-// It returns the command's output.
-func interruptIn(t *testing.T, dir string, delay time.Duration, args ...string) string {
+// lockedBuffer collects a process's output while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// after is an interruption point: delay after the command started, or
+// delay after its output first contains text.
+type after struct {
+	delay time.Duration
+	text  string
+}
+
+// interruptIn runs the command with args in dir, sends it a real SIGINT at
+// the point at, and checks that it exits with status 130 within
+// ctrlCStops. It returns the command's output.
+func interruptIn(t *testing.T, dir string, at after, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(rulebookBinary(t), args...)
 	cmd.Dir = dir
-	var out strings.Builder
+	var out lockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	seen := time.Now()
+	for at.text != "" && !strings.Contains(out.String(), at.text) {
+		select {
+		case err := <-done:
+			t.Fatalf("%s finished before printing %q (%v)\n%s", args[0], at.text, err, out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		seen = time.Now()
+	}
 	select {
 	case err := <-done:
-		t.Fatalf("%s finished within %s, before the interruption (%v)\n%s", args[0], delay, err, out.String())
-	case <-time.After(delay):
+		t.Fatalf("%s finished before the interruption (%v)\n%s", args[0], err, out.String())
+	case <-time.After(time.Until(seen.Add(at.delay))):
 	}
 	cmd.Process.Signal(syscall.SIGINT)
 	sent := time.Now()
@@ -293,7 +327,7 @@ func TestCtrlCStopsCompare(t *testing.T) {
 	runIn(t, dir, "build", "--max-ops", "2", "--no-progress")
 	file := sharedAnchor(t, "taso-generator-3ops.pb")
 	for _, delay := range []time.Duration{300 * time.Millisecond, 1500 * time.Millisecond} {
-		interruptIn(t, dir, delay, "compare", "--version", "v1", "--no-progress", file)
+		interruptIn(t, dir, after{delay: delay}, "compare", "--version", "v1", "--workers", "1", "--no-progress", file)
 	}
 }
 
@@ -301,12 +335,12 @@ func TestCtrlCStopsCompare(t *testing.T) {
 // redundant axioms and while each axiom is evaluated on concrete tensors.
 func TestCtrlCStopsAxiomsCheck(t *testing.T) {
 	dir := t.TempDir() // no axioms/ here: the built-in set
-	out := interruptIn(t, dir, time.Second, "axioms", "check")
-	if !strings.Contains(out, "consistency: consistent") || strings.Contains(out, "concrete:") {
-		t.Errorf("interrupted outside the redundancy step:\n%s", out)
+	out := interruptIn(t, dir, after{delay: 500 * time.Millisecond, text: "consistency: consistent"}, "axioms", "check")
+	if strings.Contains(out, "redundancy: ") {
+		t.Errorf("interrupted after the redundancy step:\n%s", out)
 	}
-	out = interruptIn(t, dir, 8*time.Second, "axioms", "check", "--timeout", "50ms")
-	if !strings.Contains(out, "redundancy: ") || strings.Contains(out, "concrete:") {
-		t.Errorf("interrupted outside the concrete step:\n%s", out)
+	out = interruptIn(t, dir, after{delay: 2 * time.Second, text: "redundancy: "}, "axioms", "check", "--timeout", "50ms")
+	if strings.Contains(out, "concrete: ") {
+		t.Errorf("interrupted after the concrete step:\n%s", out)
 	}
 }
