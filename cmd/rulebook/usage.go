@@ -34,7 +34,7 @@ count and a shade, ░ ▒ ▓ █, by quarters of the largest count; empty cell
 mean the rule was not applied. Long rules are cut with "…". csv prints
 rule,model,count rows and json an array of {"rule","model","count"} objects,
 with the model's file name, sorted by rule then model.`,
-		Example: `  rulebook optimize ../shared/models/resnet50.onnx --rules v1 -o resnet50.opt.onnx
+		Example: `  rulebook optimize ../shared/models/squeezenet1_1.onnx --rules v1 -o squeezenet1_1.opt.onnx
   rulebook usage
   rulebook usage --version v1 --format csv`,
 		Args: cobra.NoArgs,
