@@ -46,7 +46,7 @@ func LoadVersion(ctx context.Context, dbPath, ref string) (Version, error) {
 			return Version{}, fmt.Errorf("%s: no such database (in FILE:TAG, FILE is a rulebook database)", dbPath)
 		}
 	}
-	db, err := store.Open(ctx, dbPath)
+	db, err := store.OpenExisting(ctx, dbPath)
 	if err != nil {
 		return Version{}, err
 	}

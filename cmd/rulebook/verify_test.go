@@ -173,14 +173,15 @@ func TestRetryUnknown(t *testing.T) {
 // uses the axioms compiled into the binary and names the set and its hash.
 func TestVerifyOutsideTheRepository(t *testing.T) {
 	dir := t.TempDir()
+	runIn(t, dir, "generate", "--max-ops", "1", "--no-progress")
 	out := runIn(t, dir, "verify", "--no-progress")
 	set, err := axioms.Builtin(rules.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf("axiom set %s: %d axioms from %s; ", set.Hash, len(set.Axioms), axioms.BuiltinDir)
-	if !strings.HasPrefix(out, want) || !strings.Contains(out, "rulebook.db holds no rules: 'rulebook generate' or 'rulebook import' adds some") {
-		t.Errorf("verify in an empty folder: want %q first, then that there is nothing to verify:\n%s", want, out)
+	if !strings.HasPrefix(out, want) || !strings.Contains(out, " verified in ") {
+		t.Errorf("verify in a folder without axioms/: want %q first, then the rules verified:\n%s", want, out)
 	}
 }
 
