@@ -21,7 +21,7 @@ content hash (SHA-256 over the sorted canonical rule texts, the same in any
 database holding the same rules), the axiom sets that proved its rules, the
 operators they use, the generator settings and the previous version as
 parent. Released versions never change; loading one re-checks its hash.`,
-		Example: "  rulebook release v1",
+		Example: "  rulebook release v3",
 		Args:    cobra.ExactArgs(1),
 		RunE: withStore(func(cmd *cobra.Command, args []string, db *store.Store) error {
 			v, leftOut, err := db.Release(cmd.Context(), args[0], version)
