@@ -73,8 +73,12 @@ func (res *Result) WriteText(w io.Writer, elapsed time.Duration) {
 	for _, d := range res.Decisions {
 		byReason[d.Reason]++
 	}
-	fmt.Fprintf(w, "pruned %d rules (renaming %d, common subgraph at inputs %d, at outputs %d) in %s\n",
-		len(res.Decisions), byReason[Renaming], byReason[CommonInput], byReason[CommonOutput], elapsed.Round(time.Millisecond))
+	noun := "rules"
+	if len(res.Decisions) == 1 {
+		noun = "rule"
+	}
+	fmt.Fprintf(w, "pruned %d %s (renaming %d, common subgraph at inputs %d, at outputs %d) in %s\n",
+		len(res.Decisions), noun, byReason[Renaming], byReason[CommonInput], byReason[CommonOutput], elapsed.Round(time.Millisecond))
 }
 
 func percentDrop(from, to int) string {

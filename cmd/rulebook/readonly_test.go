@@ -130,3 +130,27 @@ func TestOptimizeWritesNothingBesideItsInput(t *testing.T) {
 		}
 	}
 }
+
+// TestExportWritesNothingUnasked exports with default flags, and imports
+// and compares files of a read-only copy of the shared folder, from
+// another working directory: export writes to standard output only, and
+// neither the shared copy nor the working directory gains a file.
+func TestExportWritesNothingUnasked(t *testing.T) {
+	shared := readOnlySharedCopy(t, "anchors/taso-repo-graph_subst.pb")
+	db := filepath.Join(t.TempDir(), "rb.db")
+	if out, err := run(context.Background(), "build", "--max-ops", "2", "--no-progress", "--db", db); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	anchor := filepath.Join(shared, "anchors", "taso-repo-graph_subst.pb")
+	for _, args := range [][]string{
+		{"export", "--version", "v1", "--db", db},
+		{"export", "--version", "v1", "--format", "dot", "--op", "concat", "--db", db},
+		{"import", anchor, "--db", db},
+		{"compare", "--version", "v1", "--no-progress", "--db", db, anchor},
+	} {
+		workdir, _ := runElsewhereLeavingUnchanged(t, shared, args...)
+		if entries, _ := os.ReadDir(workdir); len(entries) > 0 {
+			t.Errorf("%v wrote %s into the working directory", args, entries[0].Name())
+		}
+	}
+}
