@@ -145,8 +145,11 @@ type FlexFlowForm struct {
 	Type    string
 	Aliases []string
 	// Params are the parameter names the operator may carry; what it must
-	// carry and its operand counts are TASO's.
-	Params []string
+	// carry and its operand counts are TASO's, unless TASO has no such
+	// operator (the parallel ones): then Required and Operands say.
+	Params   []string
+	Required []string
+	Operands []int
 	// None says that FlexFlow has no such operator.
 	None bool
 }

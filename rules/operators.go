@@ -53,18 +53,42 @@ func poolFlexFlowParams() []string {
 	return []string{"PM_OP_TYPE", "PM_KERNEL_H", "PM_KERNEL_W", "PM_STRIDE_H", "PM_STRIDE_W", "PM_PAD", "PM_ACTI"}
 }
 
+// SetParallel names the parallel operator set: Unity's parallelization
+// operators, FlexFlow's linear, and the algebraic operators parallel rules
+// are about (parallelCompanions).
+const SetParallel = "parallel"
+
+// parallelCompanions are the default set's operators that the parallel set
+// includes: those FlexFlow's parallel rules use.
+var parallelCompanions = []string{"ewadd", "ewmul", "relu", "concat", "split"}
+
 // Default returns the default operator set: TASO's Table 2.1. Each row also
 // says how the operator appears in ONNX, TASO's protobuf and FlexFlow's
 // JSON (see formats.go).
-func Default() *Registry {
-	return newRegistry([]*Op{
+func Default() *Registry { return newRegistry(tasoOps()) }
+
+// All returns every operator: the default set and the parallel set. It is
+// the registry that reads and checks stored rules of either set.
+func All() *Registry { return newRegistry(append(tasoOps(), parallelOps()...)) }
+
+// Parallel returns the parallel operator set (SetParallel).
+func Parallel() *Registry {
+	reg, err := All().Select(append(parallelCompanions, "partition", "combine", "replicate", "reduce", "linear"))
+	if err != nil {
+		panic(err)
+	}
+	return reg
+}
+
+func tasoOps() []*Op {
+	return []*Op{
 		{Name: "ewadd", Doc: "element-wise addition", Arity: 2, Outputs: 1, Z3: []string{"ewadd"}, Commutative: true,
-			Shape: elementwiseShape, IntKernel: ewaddKernel[uint32, Mod], FloatKernel: ewaddKernel[float64, Real],
+			Layout: layoutAny, Shape: elementwiseShape, IntKernel: perSum(ewaddKernel[uint32, Mod]), FloatKernel: perSum(ewaddKernel[float64, Real]),
 			ONNX:     ONNXForm{Types: []string{"Add"}},
 			TASO:     TASOForm{Type: 16, Name: "OP_EW_ADD", Operands: []int{2}},
 			FlexFlow: FlexFlowForm{Type: "OP_EW_ADD"}},
 		{Name: "ewmul", Doc: "element-wise multiplication", Arity: 2, Outputs: 1, Z3: []string{"ewmul"}, Commutative: true,
-			Shape: elementwiseShape, IntKernel: ewmulKernel[uint32, Mod], FloatKernel: ewmulKernel[float64, Real],
+			Layout: layoutNoSums, Shape: elementwiseShape, IntKernel: ewmulKernel[uint32, Mod], FloatKernel: ewmulKernel[float64, Real],
 			ONNX:     ONNXForm{Types: []string{"Mul"}},
 			TASO:     TASOForm{Type: 17, Name: "OP_EW_MUL", Operands: []int{2}},
 			FlexFlow: FlexFlowForm{Type: "OP_EW_MUL"}},
@@ -75,13 +99,13 @@ func Default() *Registry {
 			TASO:     TASOForm{Type: 19, Name: "OP_MUL", Operands: []int{2}},
 			FlexFlow: FlexFlowForm{Type: "OP_MUL"}},
 		{Name: "transpose", Doc: "transpose a matrix", Arity: 1, Outputs: 1, Z3: []string{"transpose"},
-			Shape: transposeShape, IntKernel: transposeKernel[uint32], FloatKernel: transposeKernel[float64],
+			Layout: layoutAny, Shape: transposeShape, IntKernel: perSum(transposeKernel[uint32]), FloatKernel: perSum(transposeKernel[float64]),
 			ONNX: ONNXForm{Types: []string{"Transpose"}, Attrs: []string{ONNXAttrPerm}},
 			TASO: TASOForm{Type: 15, Name: "OP_TRANSPOSE", Params: []TASOParam{PMNumDim, PMPerm, PMOutShuffle},
 				Required: []TASOParam{PMPerm}, Operands: []int{1}},
 			FlexFlow: FlexFlowForm{Type: "OP_TRANSPOSE", Params: []string{"PM_NUMDIM", "PM_PERM", "PM_OUTSHUFFLE"}}},
 		{Name: "matmul", Doc: "(batched) matrix multiplication", Arity: 2, Outputs: 1, Z3: []string{"matmul"},
-			Shape: matmulShape, IntKernel: matmulKernel[uint32, Mod], FloatKernel: matmulKernel[float64, Real],
+			Layout: layoutAny, Shape: matmulShape, IntKernel: productKernel[uint32, Mod](matmulKernel[uint32, Mod]), FloatKernel: productKernel[float64, Real](matmulKernel[float64, Real]),
 			ONNX:     ONNXForm{Types: []string{"MatMul", ONNXGemm}, Attrs: []string{ONNXAttrAlpha, ONNXAttrBeta, ONNXAttrTransA, ONNXAttrTransB}},
 			TASO:     TASOForm{Type: 18, Name: "OP_MATMUL", Params: []TASOParam{PMActi}, Operands: []int{2}},
 			FlexFlow: FlexFlowForm{Type: "OP_MATMUL", Params: []string{"PM_ACTI"}}},
@@ -112,7 +136,7 @@ func Default() *Registry {
 				Required: []TASOParam{PMKernelH, PMKernelW}, Operands: []int{1, 2}},
 			FlexFlow: FlexFlowForm{Type: "OP_ENLARGE", Params: []string{"PM_KERNEL_H", "PM_KERNEL_W"}}},
 		{Name: "relu", Doc: "rectified linear unit", Arity: 1, Outputs: 1, Z3: []string{"relu"}, Piecewise: always,
-			Shape: sameShape, IntKernel: reluKernel[uint32, Mod], FloatKernel: reluKernel[float64, Real],
+			Layout: layoutNoSums, Shape: sameShape, IntKernel: reluKernel[uint32, Mod], FloatKernel: reluKernel[float64, Real],
 			ONNX:     ONNXForm{Types: []string{"Relu"}},
 			TASO:     TASOForm{Type: 8, Name: "OP_RELU", Operands: []int{1}},
 			FlexFlow: FlexFlowForm{Type: "OP_RELU"}},
@@ -135,14 +159,14 @@ func Default() *Registry {
 			FlexFlow: FlexFlowForm{Type: "OP_POOL2D_MAX", Params: poolFlexFlowParams()}},
 		{Name: "concat", Doc: "concatenation of two tensors along an axis", Arity: 2, Outputs: 1, Z3: []string{"concat"},
 			Params: []ParamSpec{axisParam()},
-			Shape:  concatShape, IntKernel: concatKernel[uint32], FloatKernel: concatKernel[float64],
+			Layout: layoutAxisWhole, Shape: concatShape, IntKernel: perSum(concatKernel[uint32]), FloatKernel: perSum(concatKernel[float64]),
 			ONNX: ONNXForm{Types: []string{"Concat"}, Attrs: []string{ONNXAttrAxis}},
 			TASO: TASOForm{Type: 12, Name: "OP_CONCAT", Params: []TASOParam{PMNumInputs, PMAxis, PMNumDim},
 				Required: []TASOParam{PMAxis}, Operands: []int{2}},
 			FlexFlow: FlexFlowForm{Type: "OP_CONCAT", Params: []string{"PM_NUM_INPUTS", "PM_AXIS", "PM_NUMDIM"}}},
 		{Name: "split", Doc: "undo the most recent concat along an axis; outputs split0 and split1", Arity: 1, Outputs: 2, Z3: []string{"split0", "split1"},
 			Params: []ParamSpec{axisParam()},
-			Shape:  splitShape, IntKernel: splitKernel[uint32], FloatKernel: splitKernel[float64],
+			Layout: layoutAxisWhole, Shape: splitShape, IntKernel: perSum(splitKernel[uint32]), FloatKernel: perSum(splitKernel[float64]),
 			ONNX: ONNXForm{Types: []string{"Split"}, Attrs: []string{ONNXAttrAxis, ONNXAttrSplit, ONNXAttrNumOutputs}},
 			TASO: TASOForm{Type: 13, Name: "OP_SPLIT", Params: []TASOParam{PMNumOutputs, PMAxis},
 				Required: []TASOParam{PMAxis}, Operands: []int{1}},
@@ -171,7 +195,7 @@ func Default() *Registry {
 			ONNX:     ONNXForm{None: true},
 			TASO:     TASOForm{Type: 24, Name: "OP_CONSTANT_ONE", Operands: []int{0}},
 			FlexFlow: FlexFlowForm{Type: "OP_CONSTANT_ONE"}},
-	})
+	}
 }
 
 func always([]int) bool { return true }
@@ -213,6 +237,7 @@ func transposeShape(_ []int, in []Shape) ([]Shape, error) {
 	}
 	out, r := x, x.Rank
 	out.Dims[r-1], out.Dims[r-2] = x.Dims[r-2], x.Dims[r-1]
+	out.Degrees[r-1], out.Degrees[r-2] = x.Degrees[r-2], x.Degrees[r-1]
 	out.Split[r-1], out.Split[r-2] = x.Split[r-2], x.Split[r-1]
 	return []Shape{out}, nil
 }
@@ -231,6 +256,12 @@ func matmulShape(_ []int, in []Shape) ([]Shape, error) {
 		out.Split[0] = combineSplit(x.Split[0], y.Split[0])
 	}
 	out.Dims[r-1], out.Split[r-1] = y.Dims[r-1], y.Split[r-1]
+	if x.Parallel() || y.Parallel() {
+		var err error
+		if out, err = matmulLayout(x, y, out); err != nil {
+			return nil, err
+		}
+	}
 	return []Shape{out}, nil
 }
 
@@ -322,6 +353,9 @@ func concatShape(p []int, in []Shape) ([]Shape, error) {
 	x, y, axis := in[0], in[1], p[0]
 	if x.Rank != y.Rank || axis >= x.Rank {
 		return nil, shapeErrorf("operands %s and %s cannot be concatenated on axis %d", x, y, axis)
+	}
+	if !x.SameLayout(y) {
+		return nil, shapeErrorf("operands must have equal layouts, got %s and %s", x, y)
 	}
 	out := x
 	for i := 0; i < x.Rank; i++ {

@@ -23,6 +23,9 @@ type ParamSpec struct {
 	// Check lists the values axioms are validated at (all symbols for an
 	// enumerated parameter).
 	Check []int
+	// Degree marks a parallel degree: a rule may hold it as the variable d
+	// (DegreeVar), and the generator enumerates it at --degrees.
+	Degree bool
 }
 
 // CheckValues lists the values to validate axioms at.
@@ -122,6 +125,12 @@ type Op struct {
 	Shape       func(p []int, in []Shape) ([]Shape, error)
 	IntKernel   func(p []int, in []*IntTensor, out []*IntTensor)
 	FloatKernel func(p []int, in []*FloatTensor, out []*FloatTensor)
+	// Layout says which parallel layouts the operator takes (layout.go);
+	// nil means tensors on one device only.
+	Layout LayoutRule
+	// Set names the operator set the operator belongs to: "" for TASO's
+	// default set, SetParallel for Unity's parallel operators.
+	Set string
 	// ONNX, TASO and FlexFlow name the operator in those formats, or say
 	// it has no name there (see formats.go).
 	ONNX     ONNXForm
@@ -190,6 +199,9 @@ func (op *Op) InferShapes(p []int, in []Shape) ([]Shape, error) {
 	}
 	if len(in) != want {
 		return nil, fmt.Errorf("%s: expected %d operands, got %d", op.Name, op.Arity, len(in))
+	}
+	if err := op.checkLayouts(p, in); err != nil {
+		return nil, &opShapeError{op: op.Name, err: err}
 	}
 	out, err := op.Shape(p, in)
 	if err != nil {

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -43,11 +44,21 @@ func combineSplit(a, b *SplitTree) *SplitTree {
 	return nil
 }
 
-// Shape is a tensor's dimensions plus the split tree of each dimension.
+// Shape is a tensor's dimensions plus the split tree of each dimension,
+// and its parallel layout (docs/parallel.md): how many pieces each
+// dimension is cut into, and the replica degree split into partial sums and
+// identical copies. The zero layout is a tensor on one device, so every
+// shape built without one is unpartitioned, and its encoding is unchanged.
 type Shape struct {
 	Rank  int
 	Dims  [MaxRank]int
 	Split [MaxRank]*SplitTree
+	// Degrees holds the pieces per dimension; 0 means 1.
+	Degrees [MaxRank]int
+	// Sum is the number of partial sums the pieces hold (0 means 1): the
+	// logical value is their sum. Copy is the number of identical copies
+	// (0 means 1). The replica degree is Sum × Copy.
+	Sum, Copy int
 }
 
 // NewShape returns a shape without concat history.
@@ -71,12 +82,13 @@ func (s Shape) Size() int {
 }
 
 // SameDims reports whether two shapes have equal rank and dimensions,
-// ignoring split history.
+// ignoring split history but not the parallel layout: pieces of different
+// layouts are different values.
 func (s Shape) SameDims(t Shape) bool {
-	return s.Rank == t.Rank && s.Dims == t.Dims
+	return s.Rank == t.Rank && s.Dims == t.Dims && s.SameLayout(t)
 }
 
-// Equal compares dimensions and split history.
+// Equal compares dimensions, layout and split history.
 func (s Shape) Equal(t Shape) bool {
 	if !s.SameDims(t) {
 		return false
@@ -92,44 +104,102 @@ func (s Shape) Equal(t Shape) bool {
 // DimList returns the dimensions as a slice.
 func (s Shape) DimList() []int { return append([]int(nil), s.Dims[:s.Rank]...) }
 
-// String renders dimensions as "2x4"; a scalar is "scalar".
+// String renders dimensions as "2x4"; a scalar is "scalar". A parallel
+// layout shows as "12/2x6+sum2+copy3": dimension 0 in 2 pieces, 2 partial
+// sums, 3 copies.
 func (s Shape) String() string {
+	var b strings.Builder
 	if s.Rank == 0 {
-		return "scalar"
+		b.WriteString("scalar")
 	}
-	parts := make([]string, s.Rank)
 	for i := 0; i < s.Rank; i++ {
-		parts[i] = fmt.Sprint(s.Dims[i])
-	}
-	return strings.Join(parts, "x")
-}
-
-// ParseDims parses "2x4" or "scalar" as produced by Shape.String.
-func ParseDims(text string) (Shape, error) {
-	if text == "scalar" {
-		return NewShape(), nil
-	}
-	parts := strings.Split(text, "x")
-	if len(parts) > MaxRank {
-		return Shape{}, fmt.Errorf("shape %q: rank %d exceeds %d", text, len(parts), MaxRank)
-	}
-	dims := make([]int, len(parts))
-	for i, p := range parts {
-		var d int
-		if _, err := fmt.Sscanf(p, "%d", &d); err != nil || d <= 0 || fmt.Sprint(d) != p {
-			return Shape{}, fmt.Errorf("shape %q: dimension %q is not a positive integer", text, p)
+		if i > 0 {
+			b.WriteByte('x')
 		}
-		dims[i] = d
+		fmt.Fprint(&b, s.Dims[i])
+		if d := s.Degree(i); d > 1 {
+			fmt.Fprintf(&b, "/%d", d)
+		}
 	}
-	return NewShape(dims...), nil
+	if n := s.SumDegree(); n > 1 {
+		fmt.Fprintf(&b, "+sum%d", n)
+	}
+	if n := s.CopyDegree(); n > 1 {
+		fmt.Fprintf(&b, "+copy%d", n)
+	}
+	return b.String()
 }
 
-// AppendEncoding appends rank, dims and split trees, for hashing.
+// ParseDims parses "2x4", "scalar" or "12/2x6+sum2+copy3" as produced by
+// Shape.String.
+func ParseDims(text string) (Shape, error) {
+	body, replicas, _ := strings.Cut(text, "+")
+	var s Shape
+	if body != "scalar" {
+		parts := strings.Split(body, "x")
+		if len(parts) > MaxRank {
+			return Shape{}, fmt.Errorf("shape %q: rank %d exceeds %d", text, len(parts), MaxRank)
+		}
+		s.Rank = len(parts)
+		for i, p := range parts {
+			size, degree, cut := strings.Cut(p, "/")
+			d, err := positive(size)
+			if err != nil {
+				return Shape{}, fmt.Errorf("shape %q: dimension %q is not a positive integer", text, p)
+			}
+			s.Dims[i] = d
+			if cut {
+				if s.Degrees[i], err = positive(degree); err != nil {
+					return Shape{}, fmt.Errorf("shape %q: degree %q is not a positive integer", text, degree)
+				}
+			}
+		}
+	}
+	if replicas != "" {
+		for _, r := range strings.Split(replicas, "+") {
+			var err error
+			switch {
+			case strings.HasPrefix(r, "sum"):
+				s.Sum, err = positive(r[3:])
+			case strings.HasPrefix(r, "copy"):
+				s.Copy, err = positive(r[4:])
+			default:
+				err = fmt.Errorf("expected sumN or copyN")
+			}
+			if err != nil {
+				return Shape{}, fmt.Errorf("shape %q: replica degree %q: expected sumN or copyN with N a positive integer", text, r)
+			}
+		}
+	}
+	s.normalizeLayout()
+	if err := s.CheckLayout(); err != nil {
+		return Shape{}, fmt.Errorf("shape %q: %w", text, err)
+	}
+	return s, nil
+}
+
+func positive(text string) (int, error) {
+	d, err := strconv.Atoi(text)
+	if err != nil || d <= 0 || strconv.Itoa(d) != text {
+		return 0, fmt.Errorf("%q is not a positive integer", text)
+	}
+	return d, nil
+}
+
+// AppendEncoding appends rank, dims and split trees, and the layout of a
+// parallel shape, for hashing.
 func (s Shape) AppendEncoding(b []byte) []byte {
 	b = append(b, byte(s.Rank))
 	for i := 0; i < s.Rank; i++ {
 		b = append(b, byte(s.Dims[i]), byte(s.Dims[i]>>8))
 		b = s.Split[i].AppendEncoding(b)
+	}
+	if s.Parallel() {
+		b = append(b, 0xff)
+		for i := 0; i < s.Rank; i++ {
+			b = append(b, byte(s.Degree(i)))
+		}
+		b = append(b, byte(s.SumDegree()), byte(s.CopyDegree()))
 	}
 	return b
 }

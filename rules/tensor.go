@@ -125,14 +125,16 @@ func (Real) Dot(acc float64, x, w []float64) float64 {
 }
 
 // Tensor is a dense row-major tensor with its shape and split history.
+// A parallel tensor holds one logical tensor per partial sum (layout.go).
 type Tensor[T any] struct {
 	Shape Shape
 	Data  []T
 }
 
-// NewTensor allocates a zero tensor of the given shape.
+// NewTensor allocates a zero tensor of the given shape: one logical tensor
+// per partial sum of its layout.
 func NewTensor[T any](s Shape) *Tensor[T] {
-	return &Tensor[T]{Shape: s, Data: make([]T, s.Size())}
+	return &Tensor[T]{Shape: s, Data: make([]T, s.Size()*s.SumDegree())}
 }
 
 // IntTensor and FloatTensor are the two instantiations the project uses.

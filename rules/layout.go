@@ -1,0 +1,510 @@
+package rules
+
+import "strings"
+
+// The parallel layout of a shape (docs/parallel.md). A tensor's value is
+// the pieces its devices hold. Pieces are blocks of the logical tensor, so
+// a tensor is stored as its layout plus one logical tensor per partial sum:
+// copies are identical by construction, and the pieces of a cut dimension
+// are read off the logical tensor.
+
+// MaxDegree bounds every parallel degree, and the replica degree.
+const MaxDegree = 1024
+
+// DegreeVar is the parameter value that stands for the degree variable d
+// in a rule that holds at every degree; it is substituted before shapes
+// are inferred or kernels run (see Node.WithDegree).
+const DegreeVar = -1
+
+// Degree is the number of pieces dimension i is cut into.
+func (s Shape) Degree(i int) int { return orOne(s.Degrees[i]) }
+
+// SumDegree is the number of partial sums.
+func (s Shape) SumDegree() int { return orOne(s.Sum) }
+
+// CopyDegree is the number of identical copies.
+func (s Shape) CopyDegree() int { return orOne(s.Copy) }
+
+// Pieces is the number of pieces: every device's block.
+func (s Shape) Pieces() int {
+	n := s.SumDegree() * s.CopyDegree()
+	for i := 0; i < s.Rank; i++ {
+		n *= s.Degree(i)
+	}
+	return n
+}
+
+// Parallel reports whether the shape has any layout beyond one device.
+func (s Shape) Parallel() bool { return s.Pieces() > 1 }
+
+// SameLayout reports whether two shapes are cut the same way.
+func (s Shape) SameLayout(t Shape) bool {
+	if s.SumDegree() != t.SumDegree() || s.CopyDegree() != t.CopyDegree() {
+		return false
+	}
+	for i := 0; i < MaxRank; i++ {
+		if orOne(s.Degrees[i]) != orOne(t.Degrees[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Plain returns the shape without its layout.
+func (s Shape) Plain() Shape {
+	s.Degrees, s.Sum, s.Copy = [MaxRank]int{}, 0, 0
+	return s
+}
+
+// CheckLayout says why a layout is impossible: a degree that does not
+// divide its dimension, or more pieces than MaxDegree.
+func (s Shape) CheckLayout() error {
+	for i := 0; i < s.Rank; i++ {
+		if d := s.Degree(i); s.Dims[i]%d != 0 {
+			return shapeErrorf("degree %d does not divide dimension %d of size %d", d, i, s.Dims[i])
+		}
+	}
+	if s.Pieces() > MaxDegree {
+		return shapeErrorf("%d pieces exceed the limit of %d", s.Pieces(), MaxDegree)
+	}
+	return nil
+}
+
+// normalizeLayout stores degree 1 as 0, so that equal layouts compare and
+// hash equal however they were built.
+func (s *Shape) normalizeLayout() {
+	for i := range s.Degrees {
+		if s.Degrees[i] == 1 || i >= s.Rank {
+			s.Degrees[i] = 0
+		}
+	}
+	if s.Sum == 1 {
+		s.Sum = 0
+	}
+	if s.Copy == 1 {
+		s.Copy = 0
+	}
+}
+
+func orOne(d int) int {
+	if d == 0 {
+		return 1
+	}
+	return d
+}
+
+// checkDegree refuses a degree below 1 or above MaxDegree. DegreeVar never
+// reaches a shape rule: it is substituted first.
+func checkDegree(d int) error {
+	if d == DegreeVar {
+		return shapeErrorf("degree variable d has no value here; substitute a degree first")
+	}
+	if d < 1 || d > MaxDegree {
+		return shapeErrorf("degree %d: a degree must be between 1 and %d", d, MaxDegree)
+	}
+	return nil
+}
+
+// ---- layout rules of the operators that run piece by piece ----
+
+// LayoutRule says which layouts an operator takes. Nil means a tensor on
+// one device only.
+type LayoutRule func(p []int, in []Shape) error
+
+// layoutAny takes every layout: the operator is linear and local (ewadd,
+// concat off its axis), or it moves pieces itself.
+func layoutAny([]int, []Shape) error { return nil }
+
+// layoutNoSums takes shards and copies but not partial sums: the operator
+// is not linear (relu: Σ relu(pᵢ) ≠ relu(Σ pᵢ); ewmul: Σpᵢ·Σqᵢ ≠ Σpᵢqᵢ).
+func layoutNoSums(_ []int, in []Shape) error {
+	for i, s := range in {
+		if s.SumDegree() > 1 {
+			return shapeErrorf("operand %d holds %d partial sums; reduce them first", i, s.SumDegree())
+		}
+	}
+	return nil
+}
+
+// layoutAxisWhole refuses a cut along the operator's axis parameter
+// (concat, split): the pieces would not line up with the operands.
+func layoutAxisWhole(p []int, in []Shape) error {
+	for i, s := range in {
+		if p[0] < s.Rank && s.Degree(p[0]) > 1 {
+			return shapeErrorf("operand %d is cut in %d along axis %d, the operator's own axis", i, s.Degree(p[0]), p[0])
+		}
+	}
+	return nil
+}
+
+// checkLayouts applies the operator's layout rule when an operand is
+// parallel; element-wise operands must then be laid out alike.
+func (op *Op) checkLayouts(p []int, in []Shape) error {
+	parallel := false
+	for _, s := range in {
+		if err := s.CheckLayout(); err != nil {
+			return err
+		}
+		parallel = parallel || s.Parallel()
+	}
+	if !parallel || op.IsConstant() {
+		return nil
+	}
+	if op.Layout == nil {
+		return shapeErrorf("takes tensors on one device only, got %s", shapeList(in))
+	}
+	return op.Layout(p, in)
+}
+
+func shapeList(in []Shape) string {
+	out := ""
+	for i, s := range in {
+		if i > 0 {
+			out += " and "
+		}
+		out += s.String()
+	}
+	return out
+}
+
+// sameLayouts requires element-wise operands to be cut alike.
+func sameLayouts(in []Shape) error {
+	for _, s := range in[1:] {
+		if !s.SameLayout(in[0]) {
+			return shapeErrorf("operands must have equal layouts, got %s and %s", in[0], s)
+		}
+	}
+	return nil
+}
+
+// ---- the parallel operators' shape rules ----
+
+func partitionShape(p []int, in []Shape) ([]Shape, error) {
+	dim, d := p[0], p[1]
+	x := in[0]
+	if err := checkDegree(d); err != nil {
+		return nil, err
+	}
+	if dim >= x.Rank {
+		return nil, shapeErrorf("dimension %d out of range for %s", dim, x)
+	}
+	out := x
+	out.Degrees[dim] = x.Degree(dim) * d
+	if x.Dims[dim]%out.Degrees[dim] != 0 {
+		return nil, shapeErrorf("degree %d does not divide dimension %d of %s into equal pieces", d, dim, x)
+	}
+	out.normalizeLayout()
+	return []Shape{out}, out.CheckLayout()
+}
+
+func combineShape(p []int, in []Shape) ([]Shape, error) {
+	dim, d := p[0], p[1]
+	x := in[0]
+	if err := checkDegree(d); err != nil {
+		return nil, err
+	}
+	if dim >= x.Rank {
+		return nil, shapeErrorf("dimension %d out of range for %s", dim, x)
+	}
+	if x.Degree(dim)%d != 0 {
+		return nil, shapeErrorf("degree %d does not divide dimension %d's %d pieces in %s", d, dim, x.Degree(dim), x)
+	}
+	out := x
+	out.Degrees[dim] = x.Degree(dim) / d
+	out.normalizeLayout()
+	return []Shape{out}, nil
+}
+
+func replicateShape(p []int, in []Shape) ([]Shape, error) {
+	if err := checkDegree(p[0]); err != nil {
+		return nil, err
+	}
+	out := in[0]
+	out.Copy = out.CopyDegree() * p[0]
+	out.normalizeLayout()
+	return []Shape{out}, out.CheckLayout()
+}
+
+// reduceShape sums groups of d replica pieces: partial sums when d divides
+// their number, else copies (which multiplies the value by d).
+func reduceShape(p []int, in []Shape) ([]Shape, error) {
+	d, x := p[0], in[0]
+	if err := checkDegree(d); err != nil {
+		return nil, err
+	}
+	out := x
+	switch {
+	case x.SumDegree() > 1 && x.SumDegree()%d == 0:
+		out.Sum = x.SumDegree() / d
+	case x.CopyDegree()%d == 0:
+		out.Copy = x.CopyDegree() / d
+	default:
+		return nil, shapeErrorf("degree %d divides neither the %d partial sums nor the %d copies of %s", d, x.SumDegree(), x.CopyDegree(), x)
+	}
+	out.normalizeLayout()
+	return []Shape{out}, nil
+}
+
+// productLayout lays out a (batched) matrix product x·w whose contraction
+// dimension is x's last and w's row dimension (kx, kw). Unity's model: the
+// two operands' pieces pair up device by device, so x's copies must cover
+// w's column pieces and partial sums, and w's copies x's row pieces and
+// partial sums, up to a common number of copies g that the result keeps.
+// A cut contraction dimension turns into partial sums.
+func productLayout(x, w Shape, out Shape, batch bool) (Shape, error) {
+	kx, kw := x.Rank-1, w.Rank-2
+	c := x.Degree(kx)
+	if w.Degree(kw) != c {
+		return Shape{}, shapeErrorf("contraction dimension cut in %d and %d pieces: %s times %s", c, w.Degree(kw), x, w)
+	}
+	if x.SumDegree() > 1 && w.SumDegree() > 1 {
+		return Shape{}, shapeErrorf("both operands hold partial sums (%s times %s); reduce one first", x, w)
+	}
+	rows, cols := 1, w.Degree(w.Rank-1)
+	for i := 0; i < kx; i++ {
+		if batch && i == 0 {
+			if x.Degree(0) != w.Degree(0) {
+				return Shape{}, shapeErrorf("batch dimension cut in %d and %d pieces: %s times %s", x.Degree(0), w.Degree(0), x, w)
+			}
+			continue
+		}
+		rows *= x.Degree(i)
+	}
+	needX, needW := cols*w.SumDegree(), rows*x.SumDegree()
+	if x.CopyDegree()%needX != 0 || w.CopyDegree()%needW != 0 || x.CopyDegree()/needX != w.CopyDegree()/needW {
+		return Shape{}, shapeErrorf("pieces do not pair up: %s needs %d copies per %d column pieces and partial sums of %s, which needs %d per %d row pieces and partial sums",
+			x, needX, needX, w, needW, needW)
+	}
+	out.Degrees = [MaxRank]int{}
+	for i := 0; i < kx; i++ {
+		out.Degrees[i] = x.Degrees[i]
+	}
+	out.Degrees[out.Rank-1] = cols
+	out.Sum = c * x.SumDegree() * w.SumDegree()
+	out.Copy = x.CopyDegree() / needX
+	out.normalizeLayout()
+	return out, out.CheckLayout()
+}
+
+// linearShape is FlexFlow's linear: x (…, in) times w (in, out), with an
+// optional relu.
+func linearShape(p []int, in []Shape) ([]Shape, error) {
+	x, w := in[0], in[1]
+	if x.Rank < 2 || x.Rank > 3 || w.Rank != 2 {
+		return nil, shapeErrorf("expected an input of rank 2 or 3 and a weight matrix, got %s and %s", x, w)
+	}
+	if x.Dims[x.Rank-1] != w.Dims[0] {
+		return nil, shapeErrorf("input features %d differ from weight rows %d: %s times %s", x.Dims[x.Rank-1], w.Dims[0], x, w)
+	}
+	out := x.Plain()
+	out.Dims[out.Rank-1], out.Split[out.Rank-1] = w.Dims[1], w.Split[1]
+	out, err := productLayout(x, w, out, false)
+	if err != nil {
+		return nil, err
+	}
+	if p[0] == ActRelu && out.SumDegree() > 1 {
+		return nil, shapeErrorf("relu activation on %d partial sums (the input features are cut); reduce first", out.SumDegree())
+	}
+	return []Shape{out}, nil
+}
+
+func matmulLayout(x, w Shape, out Shape) (Shape, error) {
+	return productLayout(x, w, out, x.Rank == 3)
+}
+
+// ---- kernels ----
+
+// moveKernel copies the pieces unchanged: partition, combine and replicate
+// change only the layout.
+func moveKernel[T any](_ []int, in []*Tensor[T], out []*Tensor[T]) {
+	copy(out[0].Data, in[0].Data)
+}
+
+// reduceKernel sums consecutive groups of d partial sums, or multiplies
+// copies by d.
+func reduceKernel[T any, R Ring[T]](p []int, in []*Tensor[T], out []*Tensor[T]) {
+	var r R
+	d, x, y := p[0], in[0], out[0]
+	n := x.Shape.Size()
+	if x.Shape.SumDegree() == y.Shape.SumDegree() {
+		for i, v := range x.Data {
+			acc := r.Zero()
+			for k := 0; k < d; k++ {
+				acc = r.Add(acc, v)
+			}
+			y.Data[i] = acc
+		}
+		return
+	}
+	for j := range y.Shape.SumDegree() {
+		dst := y.Data[j*n : (j+1)*n]
+		for k := 0; k < d; k++ {
+			src := x.Data[(j*d+k)*n : (j*d+k+1)*n]
+			for i := range dst {
+				if k == 0 {
+					dst[i] = src[i]
+				} else {
+					dst[i] = r.Add(dst[i], src[i])
+				}
+			}
+		}
+	}
+}
+
+// piece returns the logical tensor of partial sum i, as a view.
+func piece[T any](t *Tensor[T], i int) *Tensor[T] {
+	s := t.Shape.Plain()
+	n := s.Size()
+	return &Tensor[T]{Shape: s, Data: t.Data[i*n : (i+1)*n]}
+}
+
+// perSum runs a kernel on each partial sum in turn. Layout rules admit
+// partial sums only where that is the operator's parallel meaning (ewadd,
+// concat, transpose, split); operands then hold equally many.
+func perSum[T any](kernel func(p []int, in []*Tensor[T], out []*Tensor[T])) func(p []int, in []*Tensor[T], out []*Tensor[T]) {
+	return func(p []int, in []*Tensor[T], out []*Tensor[T]) {
+		n := 1
+		for _, t := range out {
+			n = max(n, t.Shape.SumDegree())
+		}
+		if n == 1 {
+			kernel(p, in, out)
+			return
+		}
+		ins, outs := make([]*Tensor[T], len(in)), make([]*Tensor[T], len(out))
+		for i := range n {
+			for k, t := range in {
+				ins[k] = piece(t, i%t.Shape.SumDegree())
+			}
+			for k, t := range out {
+				outs[k] = piece(t, i)
+			}
+			kernel(p, ins, outs)
+		}
+	}
+}
+
+// productKernel runs a matrix product piece by piece: partial sum
+// (i, l) of the result is x's partial i (or w's) restricted to contraction
+// block l, times w's rows of block l.
+func productKernel[T any, R Ring[T]](kernel func(p []int, in []*Tensor[T], out []*Tensor[T])) func(p []int, in []*Tensor[T], out []*Tensor[T]) {
+	return func(p []int, in []*Tensor[T], out []*Tensor[T]) {
+		x, w, y := in[0], in[1], out[0]
+		c := x.Shape.Degree(x.Shape.Rank - 1)
+		if y.Shape.SumDegree() == 1 {
+			kernel(p, []*Tensor[T]{piece(x, 0), piece(w, 0)}, []*Tensor[T]{piece(y, 0)})
+			return
+		}
+		var r R
+		sums := max(x.Shape.SumDegree(), w.Shape.SumDegree())
+		for i := range sums {
+			xi, wi := piece(x, i%x.Shape.SumDegree()), piece(w, i%w.Shape.SumDegree())
+			for l := range c {
+				yi := piece(y, i*c+l)
+				kernel(p, []*Tensor[T]{maskColumns(r, xi, l, c), wi}, []*Tensor[T]{yi})
+			}
+		}
+	}
+}
+
+// maskColumns returns x with every column outside block l of c zeroed:
+// x_l · w equals the block product x[:, l] · w[l, :].
+func maskColumns[T any, R Ring[T]](r R, x *Tensor[T], l, c int) *Tensor[T] {
+	k := x.Shape.Dims[x.Shape.Rank-1]
+	b := k / c
+	m := &Tensor[T]{Shape: x.Shape, Data: make([]T, len(x.Data))}
+	for i, v := range x.Data {
+		if j := i % k; j >= l*b && j < (l+1)*b {
+			m.Data[i] = v
+		} else {
+			m.Data[i] = r.Zero()
+		}
+	}
+	return m
+}
+
+// linearKernel is x·w, then relu if asked.
+func linearKernel[T any, R Ring[T]](p []int, in []*Tensor[T], out []*Tensor[T]) {
+	var r R
+	x, w, y := in[0], in[1], out[0]
+	k, n := w.Shape.Dims[0], w.Shape.Dims[1]
+	rows := x.Shape.Size() / k
+	for i := 0; i < rows; i++ {
+		for j := 0; j < n; j++ {
+			acc := r.Zero()
+			for l := 0; l < k; l++ {
+				acc = r.Add(acc, r.Mul(x.Data[i*k+l], w.Data[l*n+j]))
+			}
+			if p[0] == ActRelu {
+				acc = r.Relu(acc)
+			}
+			y.Data[i*n+j] = acc
+		}
+	}
+}
+
+// parallelOps are Unity's parallelization operators and FlexFlow's linear.
+func parallelOps() []*Op {
+	dim := func() ParamSpec {
+		return ParamSpec{Name: "dim", Min: 0, Max: MaxRank - 1, Generate: []int{0, 1, 2}, Check: []int{0, 1, 2}}
+	}
+	degree := func() ParamSpec {
+		return ParamSpec{Name: "degree", Min: 1, Max: MaxDegree, Named: map[int]string{DegreeVar: "d"},
+			Generate: []int{2}, Check: []int{1, 2, 3, 4}, Degree: true}
+	}
+	ffParallel := []string{"PM_PARALLEL_DIM", "PM_PARALLEL_DEGREE"}
+	return []*Op{
+		{Name: "partition", Doc: "cut a dimension into degree more pieces (Unity's partition); the logical value is unchanged", Arity: 1, Outputs: 1, Z3: []string{"partition"},
+			Set: SetParallel, Params: []ParamSpec{dim(), degree()}, Layout: layoutAny,
+			Shape: partitionShape, IntKernel: moveKernel[uint32], FloatKernel: moveKernel[float64],
+			ONNX: ONNXForm{None: true}, TASO: TASOForm{None: true},
+			FlexFlow: FlexFlowForm{Type: "OP_PARTITION", Params: ffParallel, Required: ffParallel, Operands: []int{1}}},
+		{Name: "combine", Doc: "join groups of degree pieces of a dimension (Unity's combine); the inverse of partition", Arity: 1, Outputs: 1, Z3: []string{"combine"},
+			Set: SetParallel, Params: []ParamSpec{dim(), degree()}, Layout: layoutAny,
+			Shape: combineShape, IntKernel: moveKernel[uint32], FloatKernel: moveKernel[float64],
+			ONNX: ONNXForm{None: true}, TASO: TASOForm{None: true},
+			FlexFlow: FlexFlowForm{Type: "OP_COMBINE", Params: ffParallel, Required: ffParallel, Operands: []int{1}}},
+		{Name: "replicate", Doc: "make degree identical copies of every piece (Unity's replicate)", Arity: 1, Outputs: 1, Z3: []string{"replicate"},
+			Set: SetParallel, Params: []ParamSpec{degree()}, Layout: layoutAny,
+			Shape: replicateShape, IntKernel: moveKernel[uint32], FloatKernel: moveKernel[float64],
+			ONNX: ONNXForm{None: true}, TASO: TASOForm{None: true},
+			// FlexFlow's replicate names a dimension, which our single replica
+			// dimension does not need; the importer reads and drops it.
+			FlexFlow: FlexFlowForm{Type: "OP_REPLICATE", Params: ffParallel, Required: ffParallel[1:], Operands: []int{1}}},
+		{Name: "reduce", Doc: "sum groups of degree replica pieces (Unity's reduce): partial sums, or copies, which multiplies by degree", Arity: 1, Outputs: 1, Z3: []string{"reduce"},
+			Set: SetParallel, Params: []ParamSpec{degree()}, Layout: layoutAny,
+			Shape: reduceShape, IntKernel: reduceKernel[uint32, Mod], FloatKernel: reduceKernel[float64, Real],
+			ONNX: ONNXForm{None: true}, TASO: TASOForm{None: true},
+			FlexFlow: FlexFlowForm{Type: "OP_REDUCE", Params: ffParallel, Required: ffParallel[1:], Operands: []int{1}}},
+		{Name: "linear", Doc: "FlexFlow's linear: input (…, in) times weight (in, out), then the activation", Arity: 2, Outputs: 1, Z3: []string{"linear"},
+			Set:       SetParallel,
+			Operands:  []Operand{{Name: "input", Data: true}, {Name: "weight", Weight: true}},
+			Params:    []ParamSpec{{Name: "activation", Symbols: activationSymbols, Generate: []int{ActNone, ActRelu}}},
+			Piecewise: func(p []int) bool { return p[0] == ActRelu },
+			Layout:    layoutAny,
+			Shape:     linearShape, IntKernel: productKernel[uint32, Mod](linearKernel[uint32, Mod]), FloatKernel: productKernel[float64, Real](linearKernel[float64, Real]),
+			ONNX: ONNXForm{None: true}, TASO: TASOForm{None: true},
+			FlexFlow: FlexFlowForm{Type: "OP_LINEAR", Params: []string{"PM_ACTI"}, Operands: []int{2}}},
+	}
+}
+
+// SelectOps reads an --ops value: empty for the default set, "parallel" for
+// the parallel set, or comma-separated operator names of either set (a set
+// name among them stands for its operators).
+func SelectOps(spec string) (*Registry, error) {
+	if strings.TrimSpace(spec) == "" {
+		return Default(), nil
+	}
+	var names []string
+	for _, n := range strings.Split(spec, ",") {
+		switch strings.TrimSpace(n) {
+		case SetParallel:
+			names = append(names, Parallel().Names()...)
+		case "taso", "default":
+			names = append(names, Default().Names()...)
+		default:
+			names = append(names, n)
+		}
+	}
+	return All().Select(names)
+}
