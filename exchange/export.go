@@ -49,7 +49,7 @@ func exportRules(rs []*rules.Rule, format string) ([]xRule, []Skip) {
 // formats leave convolution groups to the shapes, so a rule whose groups
 // TASO's pool of shapes would settle differently cannot be carried.
 func readsBack(r *rules.Rule, x *xRule) string {
-	back, reason, _ := importer{reg: rules.Default()}.convert(x)
+	back, reason, _ := importer{reg: rules.All()}.convert(x)
 	if reason != "" {
 		return "does not read back: " + reason
 	}

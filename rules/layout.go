@@ -508,3 +508,42 @@ func SelectOps(spec string) (*Registry, error) {
 	}
 	return All().Select(names)
 }
+
+// HasDegreeVar reports whether the graph uses the degree variable d.
+func (g *Graph) HasDegreeVar() bool {
+	for _, n := range g.Nodes {
+		for i, spec := range n.Op.Params {
+			if spec.Degree && n.Params[i] == DegreeVar {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// WithDegree returns a copy of the graph with d in place of the degree
+// variable.
+func (g *Graph) WithDegree(d int) *Graph {
+	out := *g
+	out.Nodes = make([]Node, len(g.Nodes))
+	for k, n := range g.Nodes {
+		n.Params = append([]int(nil), n.Params...)
+		for i, spec := range n.Op.Params {
+			if spec.Degree && n.Params[i] == DegreeVar {
+				n.Params[i] = d
+			}
+		}
+		out.Nodes[k] = n
+	}
+	return &out
+}
+
+// HasDegreeVar reports whether the rule holds at every degree d.
+func (r *Rule) HasDegreeVar() bool { return r.Src.HasDegreeVar() || r.Dst.HasDegreeVar() }
+
+// WithDegree returns the rule at degree d.
+func (r *Rule) WithDegree(d int) *Rule {
+	out := *r
+	out.Src, out.Dst = *r.Src.WithDegree(d), *r.Dst.WithDegree(d)
+	return &out
+}

@@ -129,3 +129,32 @@ func TestParallelShapeText(t *testing.T) {
 		}
 	}
 }
+
+func TestDegreeVariable(t *testing.T) {
+	reg := rules.All()
+	r, err := rules.ParseRule(reg, "(combine 1 d (partition 1 d ?a)) => ?a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.HasDegreeVar() {
+		t.Fatal("no degree variable found")
+	}
+	rnd := rand.New(rand.NewPCG(3, 4))
+	for _, d := range []int{2, 3, 4, 8} {
+		at := r.WithDegree(d)
+		if at.HasDegreeVar() {
+			t.Fatalf("degree %d: variable left", d)
+		}
+		x := randomTensor(rnd, "24x24")
+		out, err := rules.Evaluate(&at.Src, rules.FloatKernelOf, []*rules.FloatTensor{x})
+		if err != nil {
+			t.Fatalf("degree %d: %v", d, err)
+		}
+		if !out[0].Shape.Equal(x.Shape) {
+			t.Fatalf("degree %d: %s", d, out[0].Shape)
+		}
+	}
+	if _, err := rules.Evaluate(&r.Src, rules.FloatKernelOf, []*rules.FloatTensor{randomTensor(rnd, "24x24")}); err == nil || !strings.Contains(err.Error(), "degree variable d") {
+		t.Fatalf("unsubstituted: %v", err)
+	}
+}

@@ -60,7 +60,7 @@ The command fails if the set is inconsistent or any axiom is false.`,
 }
 
 func runAxiomsCheck(ctx context.Context, out io.Writer, dir string, timeout time.Duration, workers, maxDim int) error {
-	reg := rules.Default()
+	reg := rules.All()
 	set, err := loadAxioms(dir, reg)
 	if err != nil {
 		return err

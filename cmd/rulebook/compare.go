@@ -65,7 +65,7 @@ source. Nothing is written to the database.`,
 }
 
 func runCompare(cmd *cobra.Command, db *store.Store, path string, o compareOptions) error {
-	reg := rules.Default()
+	reg := rules.All()
 	set, err := loadAxioms(o.axiomDir, reg)
 	if err != nil {
 		return err

@@ -49,7 +49,7 @@ and defaults to 3x3 kernels and 4-D tensors otherwise.`,
 			if tag == "" {
 				return fmt.Errorf("--version is required (see 'rulebook versions')")
 			}
-			if err := sel.Check(rules.Default()); err != nil {
+			if err := sel.Check(rules.All()); err != nil {
 				return err
 			}
 			switch format {
@@ -65,7 +65,7 @@ and defaults to 3x3 kernels and 4-D tensors otherwise.`,
 			}
 			var skipped []exchange.Skip
 			err = writeOutput(cmd, output, func(w io.Writer) (err error) {
-				skipped, err = exchange.Export(w, rules.Default(), format, v, rs, sel)
+				skipped, err = exchange.Export(w, rules.All(), format, v, rs, sel)
 				return err
 			})
 			if err != nil || len(skipped) == 0 {
@@ -136,7 +136,7 @@ byte offset of a protobuf) and nothing is written.`,
 }
 
 func runImport(ctx context.Context, cmd *cobra.Command, format, path string) error {
-	foreign, format, err := exchange.ReadFile(path, format, rules.Default())
+	foreign, format, err := exchange.ReadFile(path, format, rules.All())
 	if err != nil {
 		return err
 	}

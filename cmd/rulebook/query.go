@@ -29,8 +29,8 @@ side) and the canonical text. A rule pruned in favour of another (see
 		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			if f.Operator != "" {
-				if _, ok := rules.Default().Lookup(f.Operator); !ok {
-					return fmt.Errorf("--op: unknown operator %q (known: %s)", f.Operator, strings.Join(rules.Default().Names(), ","))
+				if _, ok := rules.All().Lookup(f.Operator); !ok {
+					return fmt.Errorf("--op: unknown operator %q (known: %s)", f.Operator, strings.Join(rules.All().Names(), ","))
 				}
 			}
 			if size < 0 {
@@ -90,7 +90,7 @@ tensor's shape; the file's extension picks the format: .svg, .png or .pdf
 		},
 		RunE: withRule(func(cmd *cobra.Command, _ *store.Store, r store.Rule) error {
 			if picture != "" {
-				if err := exchange.WritePicture(cmd.Context(), picture, rules.Default(), exchange.RulePicture(r)); err != nil {
+				if err := exchange.WritePicture(cmd.Context(), picture, rules.All(), exchange.RulePicture(r)); err != nil {
 					return fmt.Errorf("--svg %w", err)
 				}
 				return nil
@@ -195,7 +195,7 @@ func newOpsCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "OPERATOR\tOPERANDS\tPARAMETERS\tZ3\tDESCRIPTION")
-			for _, op := range rules.Default().Ops() {
+			for _, op := range rules.All().Ops() {
 				var params []string
 				for _, p := range op.Params {
 					dom := fmt.Sprintf("%d..%d", p.Min, p.Max)

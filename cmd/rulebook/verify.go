@@ -86,7 +86,7 @@ func runVerify(ctx context.Context, cmd *cobra.Command, dir string, o verifyOpti
 	if o.workers < 1 {
 		return fmt.Errorf("--workers must be at least 1, got %d", o.workers)
 	}
-	reg := rules.Default()
+	reg := rules.All()
 	set, err := loadAxioms(dir, reg) // before the database: a bad file changes nothing
 	if err != nil {
 		return err
