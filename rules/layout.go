@@ -390,6 +390,10 @@ func perSum[T any](kernel func(p []int, in []*Tensor[T], out []*Tensor[T])) func
 func productKernel[T any, R Ring[T]](kernel func(p []int, in []*Tensor[T], out []*Tensor[T])) func(p []int, in []*Tensor[T], out []*Tensor[T]) {
 	return func(p []int, in []*Tensor[T], out []*Tensor[T]) {
 		x, w, y := in[0], in[1], out[0]
+		if !x.Shape.Parallel() && !w.Shape.Parallel() {
+			kernel(p, in, out)
+			return
+		}
 		c := x.Shape.Degree(x.Shape.Rank - 1)
 		if y.Shape.SumDegree() == 1 {
 			kernel(p, []*Tensor[T]{piece(x, 0), piece(w, 0)}, []*Tensor[T]{piece(y, 0)})
