@@ -1,6 +1,9 @@
 package rules
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // The parallel layout of a shape (docs/parallel.md). A tensor's value is
 // the pieces its devices hold. Pieces are blocks of the logical tensor, so
@@ -550,4 +553,15 @@ func (r *Rule) WithDegree(d int) *Rule {
 	out := *r
 	out.Src, out.Dst = *r.Src.WithDegree(d), *r.Dst.WithDegree(d)
 	return &out
+}
+
+// SetsOf names the operator sets an operator belongs to.
+func SetsOf(op *Op) []string {
+	if op.Set == SetParallel {
+		return []string{SetParallel}
+	}
+	if slices.Contains(parallelCompanions, op.Name) {
+		return []string{"default", SetParallel}
+	}
+	return []string{"default"}
 }

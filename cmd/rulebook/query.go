@@ -190,11 +190,11 @@ func printCounts(w interface{ Write([]byte) (int, error) }, title string, m map[
 func newOpsCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "ops",
-		Short: "List the operators of the default set with their parameters",
+		Short: "List the operators of the default and parallel sets with their parameters",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "OPERATOR\tOPERANDS\tPARAMETERS\tZ3\tDESCRIPTION")
+			fmt.Fprintln(tw, "OPERATOR\tSETS\tOPERANDS\tPARAMETERS\tZ3\tDESCRIPTION")
 			for _, op := range rules.All().Ops() {
 				var params []string
 				for _, p := range op.Params {
@@ -202,9 +202,12 @@ func newOpsCmd() *cobra.Command {
 					if p.Symbols != nil {
 						dom = strings.Join(p.Symbols, "|")
 					}
+					if p.Degree {
+						dom += "|d"
+					}
 					params = append(params, p.Name+"="+dom)
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", op.Name, op.Arity, strings.Join(params, " "), strings.Join(op.Z3, ","), op.Doc)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", op.Name, strings.Join(rules.SetsOf(op), ","), op.Arity, strings.Join(params, " "), strings.Join(op.Z3, ","), op.Doc)
 			}
 			return tw.Flush()
 		},
