@@ -19,7 +19,12 @@ import (
 
 // Config is one build.
 type Config struct {
+	// Registry verifies and prunes; Ops, if not nil, is the operator set
+	// to generate over (else Registry), at Degrees when it has degree
+	// parameters (see enumerate.Config).
 	Registry *rules.Registry
+	Ops      *rules.Registry
+	Degrees  []int
 	Axioms   *axioms.Set
 	MaxOps   int
 	// Tag names the version; empty takes the first free v1, v2, ….
@@ -106,7 +111,11 @@ func chooseTag(ctx context.Context, db *store.Store, tag string) (string, error)
 }
 
 func generate(ctx context.Context, db *store.Store, cfg Config) (*enumerate.Stored, error) {
-	return enumerate.GenerateInto(ctx, db, enumerate.Config{Registry: cfg.Registry, Pool: rules.DefaultPool(), MaxOps: cfg.MaxOps,
+	ops := cfg.Ops
+	if ops == nil {
+		ops = cfg.Registry
+	}
+	return enumerate.GenerateInto(ctx, db, enumerate.Config{Registry: ops, Pool: enumerate.PoolFor(ops, cfg.Degrees), Degrees: cfg.Degrees, MaxOps: cfg.MaxOps,
 		Seed: cfg.Seed, Workers: cfg.Workers, Progress: cfg.Progress.Generate}, cfg.ToolVersion)
 }
 

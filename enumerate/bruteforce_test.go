@@ -16,7 +16,7 @@ import (
 // that set), keeping graphs whose inputs form a prefix of each class.
 func bruteCount(t *testing.T, reg *rules.Registry, pool rules.Pool, maxOps int) []int {
 	t.Helper()
-	tmpls := templates(reg, pool)
+	tmpls := templates(reg, pool, 0)
 	type value struct {
 		term  string
 		shape rules.Shape

@@ -73,17 +73,21 @@ func termKeys(gr *rules.Graph) []string {
 
 // replaceTerm turns every node with the given key into one fresh input.
 func replaceTerm(r *rules.Rule, srcKeys, dstKeys []string, key string) *rules.Rule {
-	fresh := r.NumInputs
+	next := r.NumInputs
 	var shape rules.Shape
-	out := &rules.Rule{NumInputs: fresh + 1, InputShapes: slices.Clone(r.InputShapes)}
+	out := &rules.Rule{NumInputs: next + 1, InputShapes: slices.Clone(r.InputShapes)}
 	for j, k := range srcKeys {
 		if k == key {
 			shape = nodeShape(r, &r.Src, j)
 		}
 	}
-	out.InputShapes = append(out.InputShapes, rules.NewShape(shape.DimList()...))
-	out.Src = substitute(&r.Src, srcKeys, key, fresh)
-	out.Dst = substitute(&r.Dst, dstKeys, key, fresh)
+	// The fresh input has no concat history, but it keeps the term's
+	// parallel layout: a partial sum stays one.
+	fresh := rules.NewShape(shape.DimList()...)
+	fresh.Degrees, fresh.Sum, fresh.Copy = shape.Degrees, shape.Sum, shape.Copy
+	out.InputShapes = append(out.InputShapes, fresh)
+	out.Src = substitute(&r.Src, srcKeys, key, next)
+	out.Dst = substitute(&r.Dst, dstKeys, key, next)
 	return dropSharedOutputs(out)
 }
 

@@ -16,8 +16,14 @@ import (
 // Config selects what to enumerate.
 type Config struct {
 	Registry *rules.Registry
-	Pool     rules.Pool
-	MaxOps   int
+	// Pool is the input pool; for an operator set with degree parameters
+	// it is written at rules.BaseDegree and taken at each degree
+	// (rules.Pool.AtDegree).
+	Pool   rules.Pool
+	MaxOps int
+	// Degrees are the parallel degrees to enumerate (rules.ParseDegrees),
+	// for an operator set with degree parameters only; nil means 2.
+	Degrees []int
 	Seed     uint64
 	Workers  int
 	// Exhaustive extends every graph, not only class representatives
@@ -50,6 +56,11 @@ type Stats struct {
 	Classes    int64        `json:"classes"`
 	Collisions int64        `json:"collisions"`
 	Candidates int64        `json:"candidates"`
+	// Degrees were enumerated one at a time; Generalised counts the
+	// distinct rules found at every one of them and stored once, with the
+	// degree variable d (see generalizeDegrees).
+	Degrees     []int `json:"degrees,omitempty"`
+	Generalised int64 `json:"generalised,omitempty"`
 }
 
 // Candidate is a pair of graphs that agree on the fingerprint inputs and
@@ -138,7 +149,9 @@ type generator struct {
 }
 
 // Generate enumerates graphs up to cfg.MaxOps operators and returns the
-// candidate rules.
+// candidate rules. An operator set with degree parameters is enumerated
+// once per degree, every degree parameter taking that degree, and the
+// rules found at every degree are stored once with the degree variable.
 func Generate(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.MaxOps < 1 || cfg.MaxOps > MaxOps {
 		return nil, fmt.Errorf("max-ops must be between 1 and %d, got %d", MaxOps, cfg.MaxOps)
@@ -149,7 +162,43 @@ func Generate(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Tolerance == 0 {
 		cfg.Tolerance = 1e-5
 	}
-	g, err := newGenerator(cfg)
+	if !cfg.Registry.HasDegreeParams() {
+		if cfg.Degrees != nil {
+			return nil, fmt.Errorf("degrees %v given, but operator set %v has no degree parameters", cfg.Degrees, cfg.Registry.Names())
+		}
+		return generateAt(ctx, cfg, 0)
+	}
+	degrees := cfg.Degrees
+	if degrees == nil {
+		degrees = []int{rules.BaseDegree}
+	}
+	var results []*Result
+	for _, d := range degrees {
+		res, err := generateAt(ctx, cfg, d)
+		if err != nil {
+			return nil, fmt.Errorf("degree %d: %w", d, err)
+		}
+		results = append(results, res)
+	}
+	return mergeDegrees(results, degrees), nil
+}
+
+// generateAt enumerates at one degree (0 for a set without degrees).
+func generateAt(ctx context.Context, cfg Config, degree int) (*Result, error) {
+	if degree > 0 {
+		pool, err := cfg.Pool.AtDegree(degree)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Pool = pool
+		if progress := cfg.Progress; progress != nil {
+			cfg.Progress = func(p Progress) {
+				p.Stage = fmt.Sprintf("%s d=%d", p.Stage, degree)
+				progress(p)
+			}
+		}
+	}
+	g, err := newGenerator(cfg, degree)
 	if err != nil {
 		return nil, err
 	}
@@ -184,8 +233,8 @@ func Generate(ctx context.Context, cfg Config) (*Result, error) {
 	return &Result{Stats: g.stats, Candidates: dedupe(cands)}, nil
 }
 
-func newGenerator(cfg Config) (*generator, error) {
-	tmpls := templates(cfg.Registry, cfg.Pool)
+func newGenerator(cfg Config, degree int) (*generator, error) {
+	tmpls := templates(cfg.Registry, cfg.Pool, degree)
 	if len(tmpls) > maxTemplates {
 		return nil, fmt.Errorf("operator set yields %d templates, more than %d", len(tmpls), maxTemplates)
 	}

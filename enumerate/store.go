@@ -23,8 +23,12 @@ type Stored struct {
 // transaction: a generation that fails or is interrupted writes none, and
 // its run says how it ended.
 func GenerateInto(ctx context.Context, db *store.Store, cfg Config, toolVersion string) (*Stored, error) {
-	config, err := json.Marshal(map[string]any{"max_ops": cfg.MaxOps, "ops": cfg.Registry.Names(), "pool": cfg.Pool.String(),
-		"exhaustive": cfg.Exhaustive, "workers": cfg.Workers})
+	settings := map[string]any{"max_ops": cfg.MaxOps, "ops": cfg.Registry.Names(), "pool": cfg.Pool.String(),
+		"exhaustive": cfg.Exhaustive, "workers": cfg.Workers}
+	if cfg.Degrees != nil {
+		settings["degrees"] = cfg.Degrees
+	}
+	config, err := json.Marshal(settings)
 	if err != nil {
 		return nil, fmt.Errorf("generate: %w", err)
 	}
@@ -72,6 +76,9 @@ func (s *Stored) WriteText(w io.Writer, elapsed time.Duration) {
 	fmt.Fprintf(w, "%-28s %12d\n", "fingerprint collisions", st.Collisions)
 	fmt.Fprintf(w, "%-28s %12d\n", "pairs after float test", st.Candidates)
 	fmt.Fprintf(w, "%-28s %12d\n", "distinct candidate rules", len(s.Candidates))
+	if len(st.Degrees) > 1 {
+		fmt.Fprintf(w, "  %-26s %12d\n", "generalised to degree d", st.Generalised)
+	}
 	fmt.Fprintf(w, "%-28s %12d\n", "stored (new)", s.New)
 	fmt.Fprintf(w, "%-28s %12s\n", "time", elapsed.Round(time.Millisecond))
 }

@@ -30,11 +30,12 @@ func (t template) String() string {
 }
 
 // templates expands every operator over its generated parameter values and,
-// for constants, over the shapes the pool offers it.
-func templates(reg *rules.Registry, pool rules.Pool) []template {
+// for constants, over the shapes the pool offers it. Degree parameters all
+// take the one degree being enumerated.
+func templates(reg *rules.Registry, pool rules.Pool, degree int) []template {
 	var out []template
 	for _, op := range reg.Ops() {
-		for _, params := range paramProduct(op.Params) {
+		for _, params := range paramProduct(op.Params, degree) {
 			if !op.IsConstant() {
 				out = append(out, template{op: op, params: params})
 				continue
@@ -49,12 +50,16 @@ func templates(reg *rules.Registry, pool rules.Pool) []template {
 	return out
 }
 
-func paramProduct(specs []rules.ParamSpec) [][]int {
+func paramProduct(specs []rules.ParamSpec, degree int) [][]int {
 	combos := [][]int{{}}
 	for _, s := range specs {
+		values := s.Generate
+		if s.Degree {
+			values = []int{degree}
+		}
 		var next [][]int
 		for _, c := range combos {
-			for _, v := range s.Generate {
+			for _, v := range values {
 				next = append(next, append(append([]int(nil), c...), v))
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,6 +17,7 @@ import (
 type generateOptions struct {
 	maxOps     int
 	ops        string
+	degrees    string
 	seed       uint64
 	workers    int
 	exhaustive bool
@@ -39,10 +39,20 @@ agrees too; each pair is generalised (shared sub-terms become inputs while the
 rule still holds) and stored as a candidate rule. Only class representatives
 are extended to larger graphs (RepGen), unless --exhaustive.
 
+--ops parallel selects the parallel set (Unity's partition, combine,
+replicate and reduce, FlexFlow's linear, and ewadd, ewmul, relu, concat,
+split) over a pool of rank-3 activations (plain, with partial sums, with
+copies) and linear weights whose sizes every degree divides. It is
+enumerated once per degree of --degrees (comma-separated, each 2 to 1024);
+a rule found at every degree is stored once with the degree variable d, as
+in (partition 0 d ?a). --degrees is refused for a set without parallel
+operators.
+
 Re-running the same generation adds no duplicates. Ctrl-C stops cleanly: the
 run is recorded as interrupted and no rules of it are written.`,
 		Example: `  rulebook generate --max-ops 3
-  rulebook generate --max-ops 2 --ops matmul,ewadd,transpose --db small.db`,
+  rulebook generate --max-ops 2 --ops matmul,ewadd,transpose --db small.db
+  rulebook generate --max-ops 2 --ops parallel --degrees 2,3 --db pcg.db`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runGenerate(cmd.Context(), cmd, o)
@@ -50,7 +60,8 @@ run is recorded as interrupted and no rules of it are written.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&o.maxOps, "max-ops", 3, fmt.Sprintf("largest graph size in operators (1..%d)", enumerate.MaxOps))
-	f.StringVar(&o.ops, "ops", "", "comma-separated operator set (default: all; see 'rulebook ops')")
+	f.StringVar(&o.ops, "ops", "", "comma-separated operators, or 'parallel' for the parallel set (default: TASO's set; see 'rulebook ops')")
+	f.StringVar(&o.degrees, "degrees", "2", "parallel degrees to enumerate, comma-separated (parallel operators only)")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of the fingerprint and float-test inputs")
 	f.IntVar(&o.workers, "workers", runtime.GOMAXPROCS(0), "parallel workers")
 	f.BoolVar(&o.exhaustive, "exhaustive", false, "extend every graph, not only class representatives (slow)")
@@ -58,22 +69,18 @@ run is recorded as interrupted and no rules of it are written.`,
 	return cmd
 }
 
-func selectOps(spec string) (*rules.Registry, error) {
-	reg := rules.Default()
-	if spec == "" {
-		return reg, nil
-	}
-	return reg.Select(strings.Split(spec, ","))
-}
-
 func runGenerate(ctx context.Context, cmd *cobra.Command, o generateOptions) error {
 	// Validate everything before touching the database.
 	if o.maxOps < 1 || o.maxOps > enumerate.MaxOps {
 		return fmt.Errorf("--max-ops must be between 1 and %d, got %d", enumerate.MaxOps, o.maxOps)
 	}
-	reg, err := selectOps(o.ops)
+	reg, err := rules.SelectOps(o.ops)
 	if err != nil {
 		return fmt.Errorf("--ops: %w", err)
+	}
+	degrees, err := enumerate.DegreesFor(reg, o.degrees, cmd.Flags().Changed("degrees"))
+	if err != nil {
+		return fmt.Errorf("--degrees: %w", err)
 	}
 	if o.workers < 1 {
 		return fmt.Errorf("--workers must be at least 1, got %d", o.workers)
@@ -85,7 +92,7 @@ func runGenerate(ctx context.Context, cmd *cobra.Command, o generateOptions) err
 	defer db.Close()
 	start := time.Now()
 	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
-	cfg := enumerate.Config{Registry: reg, Pool: rules.DefaultPool(), MaxOps: o.maxOps, Seed: o.seed, Workers: o.workers,
+	cfg := enumerate.Config{Registry: reg, Pool: enumerate.PoolFor(reg, degrees), Degrees: degrees, MaxOps: o.maxOps, Seed: o.seed, Workers: o.workers,
 		Exhaustive: o.exhaustive, Progress: func(p enumerate.Progress) { bar.Update(p.Stage, p.Level, p.Done, p.Total) }}
 	res, err := enumerate.GenerateInto(ctx, db, cfg, version)
 	bar.Finish()
