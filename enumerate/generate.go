@@ -24,8 +24,8 @@ type Config struct {
 	// Degrees are the parallel degrees to enumerate (rules.ParseDegrees),
 	// for an operator set with degree parameters only; nil means 2.
 	Degrees []int
-	Seed     uint64
-	Workers  int
+	Seed    uint64
+	Workers int
 	// Exhaustive extends every graph, not only class representatives
 	// (TASO's behaviour; far slower, used to cross-check RepGen).
 	Exhaustive bool
