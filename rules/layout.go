@@ -14,6 +14,13 @@ import (
 // MaxDegree bounds every parallel degree, and the replica degree.
 const MaxDegree = 1024
 
+// MaxPieces bounds a layout's pieces, the product of its degrees. It is
+// above MaxDegree because a rule with the degree variable may lay a tensor
+// out in d^4 pieces (partition twice, replicate, on copies), which at
+// d = 8 are 4096; pieces share one logical tensor per partial sum, so many
+// cost no memory.
+const MaxPieces = 1 << 16
+
 // DegreeVar is the parameter value that stands for the degree variable d
 // in a rule that holds at every degree; it is substituted before shapes
 // are inferred or kernels run (see Node.WithDegree).
@@ -60,15 +67,15 @@ func (s Shape) Plain() Shape {
 }
 
 // CheckLayout says why a layout is impossible: a degree that does not
-// divide its dimension, or more pieces than MaxDegree.
+// divide its dimension, or more pieces than MaxPieces.
 func (s Shape) CheckLayout() error {
 	for i := 0; i < s.Rank; i++ {
 		if d := s.Degree(i); s.Dims[i]%d != 0 {
 			return shapeErrorf("degree %d does not divide dimension %d of size %d", d, i, s.Dims[i])
 		}
 	}
-	if s.Pieces() > MaxDegree {
-		return shapeErrorf("%d pieces exceed the limit of %d", s.Pieces(), MaxDegree)
+	if s.Pieces() > MaxPieces {
+		return shapeErrorf("%d pieces exceed the limit of %d", s.Pieces(), MaxPieces)
 	}
 	return nil
 }
