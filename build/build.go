@@ -115,7 +115,7 @@ func generate(ctx context.Context, db *store.Store, cfg Config) (*enumerate.Stor
 	if ops == nil {
 		ops = cfg.Registry
 	}
-	return enumerate.GenerateInto(ctx, db, enumerate.Config{Registry: ops, Pool: enumerate.PoolFor(ops, cfg.Degrees), Degrees: cfg.Degrees, MaxOps: cfg.MaxOps,
+	return enumerate.GenerateInto(ctx, db, enumerate.Config{Registry: ops, Pool: rules.DefaultPool(), Degrees: cfg.Degrees, MaxOps: cfg.MaxOps,
 		Seed: cfg.Seed, Workers: cfg.Workers, Progress: cfg.Progress.Generate}, cfg.ToolVersion)
 }
 

@@ -117,13 +117,3 @@ func DegreesFor(reg *rules.Registry, spec string, given bool) ([]int, error) {
 	}
 	return rules.ParseDegrees(spec)
 }
-
-// PoolFor is the input pool of a generation over reg: the parallel pool
-// sized for the degrees when the set has degree parameters, else TASO's
-// pool.
-func PoolFor(reg *rules.Registry, degrees []int) rules.Pool {
-	if reg.HasDegreeParams() {
-		return rules.ParallelPool(degrees)
-	}
-	return rules.DefaultPool()
-}

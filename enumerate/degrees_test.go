@@ -15,7 +15,7 @@ import (
 var parallelRun = sync.OnceValues(func() (*Result, error) {
 	degrees := []int{2, 3}
 	reg := rules.Parallel()
-	return Generate(context.Background(), Config{Registry: reg, Pool: PoolFor(reg, degrees), Degrees: degrees, MaxOps: 3, Seed: 1})
+	return Generate(context.Background(), Config{Registry: reg, Degrees: degrees, MaxOps: 3, Seed: 1})
 })
 
 // TestDegreeRulesHoldAtDegrees2348 is issue 14's float test: every rule
@@ -108,7 +108,7 @@ func TestParallelGenerationGeneralises(t *testing.T) {
 		}
 	}
 	// d-rules record their shapes at the base degree.
-	if in := texts["(reduce d (linear none ?a (replicate d ?b))) => (linear none (reduce d ?a) ?b)"].Inputs; in != "?a:6x6x6+copy2 ?b:6x6" {
+	if in := texts["(reduce d (linear none ?a (replicate d ?b))) => (linear none (reduce d ?a) ?b)"].Inputs; in != "?a:4x4x4+copy2 ?b:4x4" {
 		t.Errorf("shapes %q, expected them at degree 2", in)
 	}
 	st := res.Stats
@@ -153,8 +153,7 @@ func TestFingerprintsSeeLayouts(t *testing.T) {
 	}
 	// Degrees 2 and 3 are distinct templates, so distinct graphs.
 	reg := rules.Parallel()
-	pool := PoolFor(reg, []int{2, 3})
-	two, three := templates(reg, pool, 2), templates(reg, pool, 3)
+	two, three := templates(reg, rules.ParallelPool(2), 2), templates(reg, rules.ParallelPool(3), 3)
 	for i := range two {
 		if two[i].op.Name == "partition" && two[i].String() == three[i].String() {
 			t.Errorf("template %s is the same at degrees 2 and 3", two[i])

@@ -16,9 +16,8 @@ import (
 // Config selects what to enumerate.
 type Config struct {
 	Registry *rules.Registry
-	// Pool is the input pool; for an operator set with degree parameters
-	// it is written at rules.BaseDegree and taken at each degree
-	// (rules.Pool.AtDegree).
+	// Pool is the input pool of an operator set without degree
+	// parameters; one with them takes rules.ParallelPool at each degree.
 	Pool   rules.Pool
 	MaxOps int
 	// Degrees are the parallel degrees to enumerate (rules.ParseDegrees),
@@ -186,11 +185,7 @@ func Generate(ctx context.Context, cfg Config) (*Result, error) {
 // generateAt enumerates at one degree (0 for a set without degrees).
 func generateAt(ctx context.Context, cfg Config, degree int) (*Result, error) {
 	if degree > 0 {
-		pool, err := cfg.Pool.AtDegree(degree)
-		if err != nil {
-			return nil, err
-		}
-		cfg.Pool = pool
+		cfg.Pool = rules.ParallelPool(degree)
 		if progress := cfg.Progress; progress != nil {
 			cfg.Progress = func(p Progress) {
 				p.Stage = fmt.Sprintf("%s d=%d", p.Stage, degree)
@@ -412,19 +407,38 @@ func (g *generator) classify(ctx context.Context, items []graph, recs []record, 
 	return next, members, newClasses, nil
 }
 
-// dedupe keeps the first candidate of each canonical text; generalisation
-// and renaming make many pairs the same rule.
+// dedupe keeps one candidate of each canonical text; generalisation and
+// renaming make many pairs the same rule. Of the pairs that give one rule
+// it keeps the first found, unless a later one has inputs in fewer pieces:
+// a parallel rule is recorded with its inputs laid out as simply as it
+// was found (relu commutes with partition on a whole tensor, not only on
+// one already cut), which also keeps the float test's sizes at degree d
+// small (FloatCheckAtDegree). Inputs of the default set are all in one
+// piece, so there the first pair always stays.
 func dedupe(cands []Candidate) []Candidate {
-	seen := map[string]bool{}
+	index := map[string]int{}
 	var out []Candidate
 	for _, c := range cands {
 		h := c.Text.Hash()
-		if !seen[h] {
-			seen[h] = true
-			out = append(out, c)
+		if i, seen := index[h]; seen {
+			if inputPieces(c) < inputPieces(out[i]) {
+				out[i] = c
+			}
+			continue
 		}
+		index[h] = len(out)
+		out = append(out, c)
 	}
 	return out
+}
+
+// inputPieces counts the pieces of a candidate's inputs.
+func inputPieces(c Candidate) int {
+	n := 0
+	for _, s := range c.Rule.InputShapes {
+		n += s.Pieces()
+	}
+	return n
 }
 
 // floatInputs returns the pool's inputs for float draw d.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"rulebook/rules"
 	"rulebook/store"
 )
 
@@ -27,6 +28,11 @@ func GenerateInto(ctx context.Context, db *store.Store, cfg Config, toolVersion 
 		"exhaustive": cfg.Exhaustive, "workers": cfg.Workers}
 	if cfg.Degrees != nil {
 		settings["degrees"] = cfg.Degrees
+		pools := map[int]string{}
+		for _, d := range cfg.Degrees {
+			pools[d] = rules.ParallelPool(d).String()
+		}
+		settings["pool"] = pools
 	}
 	config, err := json.Marshal(settings)
 	if err != nil {

@@ -35,7 +35,7 @@ func (t template) String() string {
 func templates(reg *rules.Registry, pool rules.Pool, degree int) []template {
 	var out []template
 	for _, op := range reg.Ops() {
-		for _, params := range paramProduct(op.Params, degree) {
+		for _, params := range paramProduct(op, pool, degree) {
 			if !op.IsConstant() {
 				out = append(out, template{op: op, params: params})
 				continue
@@ -50,10 +50,16 @@ func templates(reg *rules.Registry, pool rules.Pool, degree int) []template {
 	return out
 }
 
-func paramProduct(specs []rules.ParamSpec, degree int) [][]int {
+// paramProduct lists every combination of the values the generator
+// enumerates for op's parameters: the pool's values where it names some,
+// the degree for a degree parameter, else ParamSpec.Generate.
+func paramProduct(op *rules.Op, pool rules.Pool, degree int) [][]int {
 	combos := [][]int{{}}
-	for _, s := range specs {
+	for _, s := range op.Params {
 		values := s.Generate
+		if v, ok := pool.Params[op.Name+"."+s.Name]; ok {
+			values = v
+		}
 		if s.Degree {
 			values = []int{degree}
 		}

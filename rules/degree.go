@@ -16,10 +16,8 @@ import (
 // for d^k; the dimensions are sizes at which that layout is valid. Whoever
 // evaluates a d-rule at degree d scales them with ShapeAtDegree (and grows
 // the sizes until d^k divides them, see Rule.InputShapesAtDegree).
-// ParallelPool is written the same way.
 
-// BaseDegree is the degree d-rules' input shapes and ParallelPool are
-// written at.
+// BaseDegree is the degree d-rules' input shapes are written at.
 const BaseDegree = 2
 
 // ParseDegrees reads a --degrees value: comma-separated integers from 2 to
@@ -95,11 +93,12 @@ func ShapeAtDegree(s Shape, from, to int) (Shape, error) {
 
 // InputShapesAtDegree returns the input shapes of a d-rule for evaluation
 // at degree d: layouts rewritten from BaseDegree to d (ShapeAtDegree), and
-// every dimension multiplied by one common factor, the smallest that makes
-// each a multiple of multiple. One factor keeps the sizes' equalities and
-// ratios, which the rule's shapes may rely on (a concat's operands, a
-// linear's features); multiple must be one that the layouts at d divide
-// (24 serves degrees 2, 3, 4 and 8).
+// every dimension multiplied by one common factor. One factor keeps the
+// sizes' equalities and ratios, which the rule's shapes may rely on (a
+// concat's operands, a linear's features). The factor is the smallest that
+// makes every size a multiple of multiple (24 serves degrees 2, 3, 4 and
+// 8) and under which both sides of the rule at degree d are well laid out:
+// a dimension cut twice, 4 = 2^2 at degree 2, needs d^2 at degree d.
 func (r *Rule) InputShapesAtDegree(d, multiple int) ([]Shape, error) {
 	if len(r.InputShapes) != r.NumInputs {
 		return nil, fmt.Errorf("rule records no input shapes")
@@ -110,6 +109,26 @@ func (r *Rule) InputShapesAtDegree(d, multiple int) ([]Shape, error) {
 			factor = lcm(factor, multiple/gcd(s.Dims[i], multiple))
 		}
 	}
+	at := r.WithDegree(d)
+	var err error
+	for grow := 1; grow <= d*d*d*d; grow *= d {
+		var shapes []Shape
+		if shapes, err = r.scaledInputs(d, factor*grow); err != nil {
+			continue
+		}
+		if _, err = at.Src.InferShapes(shapes); err != nil {
+			continue
+		}
+		if _, err = at.Dst.InferShapes(shapes); err == nil {
+			return shapes, nil
+		}
+	}
+	return nil, fmt.Errorf("at degree %d: %w", d, err)
+}
+
+// scaledInputs rewrites the input shapes' layouts for degree d and
+// multiplies every dimension by factor.
+func (r *Rule) scaledInputs(d, factor int) ([]Shape, error) {
 	out := make([]Shape, len(r.InputShapes))
 	for k, s := range r.InputShapes {
 		t, err := ShapeAtDegree(s, BaseDegree, d)
@@ -122,11 +141,48 @@ func (r *Rule) InputShapesAtDegree(d, multiple int) ([]Shape, error) {
 		}
 		plain.Degrees, plain.Sum, plain.Copy = t.Degrees, t.Sum, t.Copy
 		if err := plain.CheckLayout(); err != nil {
-			return nil, fmt.Errorf("input %s at degree %d: %w", inputName(k), d, err)
+			return nil, fmt.Errorf("input %s: %w", inputName(k), err)
 		}
 		out[k] = plain
 	}
 	return out, nil
+}
+
+// InferShapes infers the graph's output shapes from its input shapes, or
+// says which node is ill-shaped.
+func (g *Graph) InferShapes(inputs []Shape) ([]Shape, error) {
+	if len(inputs) != g.NumInputs {
+		return nil, fmt.Errorf("graph has %d inputs, got %d shapes", g.NumInputs, len(inputs))
+	}
+	results := make([][]Shape, len(g.Nodes))
+	get := func(v Value) Shape {
+		if v.IsInput() {
+			return inputs[v.Input()]
+		}
+		return results[v.Node][v.Out]
+	}
+	for i, n := range g.Nodes {
+		var in []Shape
+		for _, a := range n.Args {
+			in = append(in, get(a))
+		}
+		if n.Op.IsConstant() {
+			if n.ConstShape == nil {
+				return nil, fmt.Errorf("node %d (%s): constant shape unknown", i, n.Op.Name)
+			}
+			in = []Shape{*n.ConstShape}
+		}
+		out, err := n.Op.InferShapes(n.Params, in)
+		if err != nil {
+			return nil, fmt.Errorf("node %d: %w", i, err)
+		}
+		results[i] = out
+	}
+	outs := make([]Shape, len(g.Outputs))
+	for i, o := range g.Outputs {
+		outs[i] = get(o)
+	}
+	return outs, nil
 }
 
 func gcd(a, b int) int {
@@ -156,50 +212,52 @@ func (g *Graph) WithDegreeVar(d int) *Graph {
 	return &out
 }
 
-// ParallelPool is the parallel set's input pool for a generation at the
-// given degrees, written at BaseDegree (Pool.AtDegree gives it at each
-// degree). FlexFlow's parallel rules are about rank-3 activations and
+// ParallelPool is the parallel set's input pool at degree d, every layout
+// factor d. FlexFlow's parallel rules are about rank-3 activations and
 // linear weights (in, out), so the pool has:
-//   - three activations x (u, u, u): concat and ewadd meet over two, and a
-//     third lets an operator distribute over a pair;
-//   - two weights w (u, u);
-//   - two activations holding partial sums (+sum d) and one holding copies
-//     (+copy d), so that rules about reducing what a sharded linear left
-//     (reduce(x) + reduce(y) = reduce(x + y)) are found from inputs.
+//   - four activations x (u, u, u): concat and ewadd commute over four
+//     (as in DefaultPool), and FlexFlow's concats take up to four;
+//   - two weights w (u, u), so a linear distributes over a pair;
+//   - activations already laid out: two holding partial sums (xs, +sum d),
+//     one holding copies (xc, +copy d), and two cut in d along each
+//     dimension (x0, x1, x2), so that rules about what a parallel operator
+//     left behind (reduce(x) + reduce(y) = reduce(x + y), relu of a cut
+//     tensor) are found with their inputs in any layout, not only as
+//     partition or replicate of a whole one;
+//   - weights cut along each dimension (w0, w1) and copied (wc), for the
+//     same reason on a linear's weight.
 //
-// u is the least common multiple of the degrees (and 2, the base degree),
-// doubled until it is at least 4: every enumerated degree divides every
-// size, and tensors stay small.
-func ParallelPool(degrees []int) Pool {
-	u := BaseDegree
-	for _, d := range degrees {
-		u = lcm(u, d)
-	}
+// Every size is u, the least common multiple of d and 2 (BaseDegree),
+// doubled until it is at least 4: d divides it, a d-rule's shapes written
+// at degree 2 stay valid (ShapeAtDegree), and tensors stay small (4 at
+// degrees 2, 4; 6 at 3; 8 at 8). Each degree has its own sizes, so a
+// generation at degrees 2 and 8 costs what each costs alone. Concat and
+// split take axes 0 to 2.
+func ParallelPool(d int) Pool {
+	u := lcm(BaseDegree, d)
 	for u < 4 {
 		u *= 2
 	}
-	act := NewShape(u, u, u)
-	sums, copies := act, act
-	sums.Sum, copies.Copy = BaseDegree, BaseDegree
-	return Pool{Classes: []InputClass{
-		{"x", act, 3, RoleData},
-		{"w", NewShape(u, u), 2, RoleWeight},
-		{"xs", sums, 2, RoleData},
-		{"xc", copies, 1, RoleData},
-	}}
-}
-
-// AtDegree returns the pool with its layouts, written at BaseDegree,
-// rewritten for degree d.
-func (p Pool) AtDegree(d int) (Pool, error) {
-	out := Pool{Constants: p.Constants}
-	for _, c := range p.Classes {
-		s, err := ShapeAtDegree(c.Shape, BaseDegree, d)
-		if err != nil {
-			return Pool{}, fmt.Errorf("input class %s: %w", c.Name, err)
-		}
-		c.Shape = s
-		out.Classes = append(out.Classes, c)
+	laid := func(s Shape, class string, copies int, role Role, layout func(*Shape)) InputClass {
+		layout(&s)
+		return InputClass{Name: class, Shape: s, Copies: copies, Role: role}
 	}
-	return out, nil
+	plain := func(*Shape) {}
+	act, weight := NewShape(u, u, u), NewShape(u, u)
+	cut := func(dim int) func(*Shape) { return func(s *Shape) { s.Degrees[dim] = d } }
+	classes := []InputClass{
+		laid(act, "x", 4, RoleData, plain),
+		laid(weight, "w", 2, RoleWeight, plain),
+		laid(act, "xs", 2, RoleData, func(s *Shape) { s.Sum = d }),
+		laid(act, "xc", 1, RoleData, func(s *Shape) { s.Copy = d }),
+	}
+	for dim := 0; dim < act.Rank; dim++ {
+		classes = append(classes, laid(act, fmt.Sprintf("x%d", dim), 2, RoleData, cut(dim)))
+	}
+	for dim := 0; dim < weight.Rank; dim++ {
+		classes = append(classes, laid(weight, fmt.Sprintf("w%d", dim), 1, RoleWeight, cut(dim)))
+	}
+	classes = append(classes, laid(weight, "wc", 1, RoleWeight, func(s *Shape) { s.Copy = d }))
+	axes := []int{0, 1, 2}
+	return Pool{Classes: classes, Params: map[string][]int{"concat.axis": axes, "split.axis": axes}}
 }

@@ -31,13 +31,14 @@ func TestShapesAtDegree(t *testing.T) {
 		t.Errorf("sum3 read at degree 2: got %v", err)
 	}
 
-	text, err := rules.NewText(rules.All(), "(linear none (partition 0 d ?a) (replicate d ?b))", "(partition 0 d (linear none ?a ?b))", "?a:6x6x6+copy2 ?b:6x6", "")
+	text, err := rules.NewText(rules.All(), "(ewadd (partition 0 d ?a) (partition 0 d ?b))", "(partition 0 d (ewadd ?a ?b))", "?a:4/2x4x4 ?b:4/2x4x4", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	shapes, err := text.Rule().InputShapesAtDegree(8, 24)
-	if err != nil || shapes[0].String() != "24x24x24+copy8" || shapes[1].String() != "24x24" {
-		t.Errorf("at 8: %v, %v", shapes, err)
+	// ?a is cut in d along 0 and partitioned again: d^2 must divide 24k.
+	shapes, err := text.Rule().InputShapesAtDegree(3, 24)
+	if err != nil || shapes[0].String() != "72/3x72x72" || shapes[1].String() != "72/3x72x72" {
+		t.Errorf("at 3: %v, %v", shapes, err)
 	}
 
 	// d^4 pieces at d = 8 are within the layout limit; more are refused.
@@ -50,22 +51,17 @@ func TestShapesAtDegree(t *testing.T) {
 	}
 }
 
-// TestParallelPool: every size is divisible by every degree, the pool is
-// written at degree 2 and taken at others.
+// TestParallelPool: every size is divisible by the degree, every layout
+// factor is the degree.
 func TestParallelPool(t *testing.T) {
-	pool := rules.ParallelPool([]int{2, 3})
-	if got := pool.String(); got != "x:6x6x6×3 w:6x6×2 xs:6x6x6+sum2×2 xc:6x6x6+copy2×1" {
-		t.Errorf("pool %s", got)
+	if got := rules.ParallelPool(2).String(); got != "x:4x4x4×4 w:4x4×2 xs:4x4x4+sum2×2 xc:4x4x4+copy2×1 x0:4/2x4x4×2 x1:4x4/2x4×2 x2:4x4x4/2×2 w0:4/2x4×1 w1:4x4/2×1 wc:4x4+copy2×1" {
+		t.Errorf("pool at 2: %s", got)
 	}
-	at3, err := pool.AtDegree(3)
-	if err != nil || at3.Classes[2].Shape.String() != "6x6x6+sum3" || at3.Classes[3].Shape.String() != "6x6x6+copy3" {
-		t.Errorf("at 3: %v, %v", at3, err)
+	if got := rules.ParallelPool(3).String(); got != "x:6x6x6×4 w:6x6×2 xs:6x6x6+sum3×2 xc:6x6x6+copy3×1 x0:6/3x6x6×2 x1:6x6/3x6×2 x2:6x6x6/3×2 w0:6/3x6×1 w1:6x6/3×1 wc:6x6+copy3×1" {
+		t.Errorf("pool at 3: %s", got)
 	}
-	if got := rules.ParallelPool([]int{2}).Classes[0].Shape.String(); got != "4x4x4" {
-		t.Errorf("degree 2 alone: activations %s, expected 4x4x4", got)
-	}
-	if got := rules.ParallelPool([]int{3, 4}).Classes[0].Shape.String(); got != "12x12x12" {
-		t.Errorf("degrees 3, 4: activations %s, expected 12x12x12", got)
+	if got := rules.ParallelPool(8).Classes[0].Shape.String(); got != "8x8x8" {
+		t.Errorf("degree 8: activations %s, expected 8x8x8", got)
 	}
 	if !rules.Parallel().HasDegreeParams() || rules.Default().HasDegreeParams() {
 		t.Error("HasDegreeParams: expected the parallel set only")

@@ -41,6 +41,11 @@ func (r Role) String() string { return [...]string{"neutral", "weight", "data"}[
 type Pool struct {
 	Classes   []InputClass
 	Constants map[string][]Shape
+	// Params, keyed "operator.parameter", replaces the values the
+	// generator enumerates for a parameter (ParamSpec.Generate) where the
+	// pool's ranks call for others: the parallel pool's rank-3 tensors
+	// concatenate on axis 2 too.
+	Params map[string][]int
 }
 
 // DefaultPool is TASO's input pool (2-D activations and weights, 4-D

@@ -92,7 +92,7 @@ func runGenerate(ctx context.Context, cmd *cobra.Command, o generateOptions) err
 	defer db.Close()
 	start := time.Now()
 	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
-	cfg := enumerate.Config{Registry: reg, Pool: enumerate.PoolFor(reg, degrees), Degrees: degrees, MaxOps: o.maxOps, Seed: o.seed, Workers: o.workers,
+	cfg := enumerate.Config{Registry: reg, Pool: rules.DefaultPool(), Degrees: degrees, MaxOps: o.maxOps, Seed: o.seed, Workers: o.workers,
 		Exhaustive: o.exhaustive, Progress: func(p enumerate.Progress) { bar.Update(p.Stage, p.Level, p.Done, p.Total) }}
 	res, err := enumerate.GenerateInto(ctx, db, cfg, version)
 	bar.Finish()
