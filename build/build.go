@@ -110,6 +110,19 @@ func chooseTag(ctx context.Context, db *store.Store, tag string) (string, error)
 	return tag, db.CheckNewTag(ctx, tag)
 }
 
+// VerifyRegistry is the registry that verifies and prunes what ops
+// generates: TASO's set while ops has none of the parallel operators, so
+// that a default build's axiom set, and so its release, stay what they
+// were; every operator otherwise.
+func VerifyRegistry(ops *rules.Registry) *rules.Registry {
+	for _, op := range ops.Ops() {
+		if op.Set == rules.SetParallel {
+			return rules.All()
+		}
+	}
+	return rules.Default()
+}
+
 func generate(ctx context.Context, db *store.Store, cfg Config) (*enumerate.Stored, error) {
 	ops := cfg.Ops
 	if ops == nil {

@@ -105,15 +105,24 @@ func addStats(to *Stats, s Stats) {
 	}
 }
 
-// DegreesFor reads a --degrees value for an operator set. A set without
-// degree parameters has no degrees to enumerate: it gets nil, and a value
-// the user gave explicitly (given) is refused rather than silently unused.
-func DegreesFor(reg *rules.Registry, spec string, given bool) ([]int, error) {
+// Operators reads the --ops and --degrees flags of generate and build: the
+// operator set (rules.SelectOps) and its degrees. A set without degree
+// parameters has none to enumerate: it gets nil, and degrees the user gave
+// (given) are refused rather than silently unused. Errors name the flag.
+func Operators(ops, degrees string, given bool) (*rules.Registry, []int, error) {
+	reg, err := rules.SelectOps(ops)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--ops: %w", err)
+	}
 	if !reg.HasDegreeParams() {
 		if given {
-			return nil, fmt.Errorf("the operator set has no degree parameters; --degrees applies to sets with parallel operators (--ops parallel)")
+			return nil, nil, fmt.Errorf("--degrees: the operator set has no degree parameters; --degrees applies to sets with parallel operators (--ops parallel)")
 		}
-		return nil, nil
+		return reg, nil, nil
 	}
-	return rules.ParseDegrees(spec)
+	ds, err := rules.ParseDegrees(degrees)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--degrees: %w", err)
+	}
+	return reg, ds, nil
 }

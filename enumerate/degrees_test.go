@@ -173,11 +173,17 @@ func TestParseDegrees(t *testing.T) {
 			t.Errorf("ParseDegrees(%q): expected a one-line error, got %v", bad, err)
 		}
 	}
-	if _, err := DegreesFor(rules.Default(), "3", true); err == nil {
-		t.Error("degrees for the default set should be refused when given")
+	if _, _, err := Operators("", "3", true); err == nil || !strings.HasPrefix(err.Error(), "--degrees: ") {
+		t.Errorf("degrees for the default set: got %v, expected a refusal naming --degrees", err)
 	}
-	if d, err := DegreesFor(rules.Default(), "2", false); err != nil || d != nil {
-		t.Errorf("default set: got %v, %v; expected no degrees", d, err)
+	if reg, d, err := Operators("", "2", false); err != nil || d != nil || len(reg.Names()) != len(rules.Default().Names()) {
+		t.Errorf("default set: got %v, %v; expected TASO's set without degrees", d, err)
+	}
+	if _, d, err := Operators("parallel", "3,2", true); err != nil || len(d) != 2 {
+		t.Errorf("parallel set at 3,2: got %v, %v", d, err)
+	}
+	if _, _, err := Operators("parallel", "1", true); err == nil || !strings.HasPrefix(err.Error(), "--degrees: degree \"1\"") {
+		t.Errorf("degree 1: got %v", err)
 	}
 	if _, err := Generate(context.Background(), Config{Registry: rules.Default(), Pool: rules.DefaultPool(), MaxOps: 1, Degrees: []int{2}}); err == nil {
 		t.Error("Generate took degrees for a set without degree parameters")

@@ -39,14 +39,10 @@ func newBuildCmd() *cobra.Command {
 display and a closing summary, and ends with a released version of the
 proved, pruned rules (see 'rulebook versions').
 
---ops and --degrees choose what is generated, as for 'rulebook generate'
-(--ops parallel: the parallel set); the rules are then verified and pruned
-with every operator known.
-
-The version's content hash depends only on the operator set, --max-ops,
---degrees, the seed, the axioms, the Z3 version and --budget: proofs are bounded by Z3's
-resource count, not by time, so two builds give the same hash on any machine
-under any load. The version records its axiom sets, generator settings and
+The version's content hash depends only on the operator set (--ops,
+--degrees), --max-ops, the seed, the axioms, the Z3 version and --budget:
+proofs are bounded by Z3's resource count, not by time, so two builds give the
+same hash on any machine under any load. The version records its axiom sets, generator settings and
 prover with budget.
 
 Each stage is recorded as its own command would record it, so an
@@ -65,8 +61,8 @@ some (as in the repository), else the set compiled into rulebook.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&o.maxOps, "max-ops", 3, fmt.Sprintf("largest graph size in operators (1..%d)", enumerate.MaxOps))
-	f.StringVar(&o.ops, "ops", "", "operators to generate over, or 'parallel' (default: TASO's set; see 'rulebook generate')")
-	f.StringVar(&o.degrees, "degrees", "2", "parallel degrees to enumerate, comma-separated (parallel operators only)")
+	f.StringVar(&o.ops, "ops", "", "operators to generate over, as for generate")
+	f.StringVar(&o.degrees, "degrees", "2", "parallel degrees, as for generate")
 	f.StringVar(&o.tag, "tag", "", "tag of the released version (default: the first free v1, v2, ...)")
 	f.StringVar(&o.axiomsDir, "axioms", "", "folder of *.smt2 axiom files (default: ./axioms if present, else the built-in set)")
 	o.limits.register(f)
@@ -87,20 +83,11 @@ func runBuild(cmd *cobra.Command, o buildOptions) error {
 	if err := o.limits.check(); err != nil {
 		return err
 	}
-	ops, err := rules.SelectOps(o.ops)
+	ops, degrees, err := enumerate.Operators(o.ops, o.degrees, cmd.Flags().Changed("degrees"))
 	if err != nil {
-		return fmt.Errorf("--ops: %w", err)
+		return err
 	}
-	degrees, err := enumerate.DegreesFor(ops, o.degrees, cmd.Flags().Changed("degrees"))
-	if err != nil {
-		return fmt.Errorf("--degrees: %w", err)
-	}
-	// The default set is verified as it always was (its axiom-set hash,
-	// hence its releases, unchanged); any other with every operator known.
-	reg := rules.Default()
-	if o.ops != "" {
-		reg = rules.All()
-	}
+	reg := build.VerifyRegistry(ops)
 	set, err := loadAxioms(o.axiomsDir, reg) // before the database: a bad file changes nothing
 	if err != nil {
 		return err

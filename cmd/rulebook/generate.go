@@ -39,14 +39,10 @@ agrees too; each pair is generalised (shared sub-terms become inputs while the
 rule still holds) and stored as a candidate rule. Only class representatives
 are extended to larger graphs (RepGen), unless --exhaustive.
 
---ops parallel selects the parallel set (Unity's partition, combine,
-replicate and reduce, FlexFlow's linear, and ewadd, ewmul, relu, concat,
-split) over a pool of rank-3 activations (plain, with partial sums, with
-copies) and linear weights whose sizes every degree divides. It is
-enumerated once per degree of --degrees (comma-separated, each 2 to 1024);
-a rule found at every degree is stored once with the degree variable d, as
-in (partition 0 d ?a). --degrees is refused for a set without parallel
-operators.
+--ops parallel selects the parallel set (see 'rulebook ops') over rank-3
+activations and linear weights, laid out in every way, and enumerates it once
+per degree of --degrees (each 2 to 1024; refused for other sets). A rule found
+at every degree is stored once with the degree variable d: (partition 0 d ?a).
 
 Re-running the same generation adds no duplicates. Ctrl-C stops cleanly: the
 run is recorded as interrupted and no rules of it are written.`,
@@ -74,13 +70,9 @@ func runGenerate(ctx context.Context, cmd *cobra.Command, o generateOptions) err
 	if o.maxOps < 1 || o.maxOps > enumerate.MaxOps {
 		return fmt.Errorf("--max-ops must be between 1 and %d, got %d", enumerate.MaxOps, o.maxOps)
 	}
-	reg, err := rules.SelectOps(o.ops)
+	reg, degrees, err := enumerate.Operators(o.ops, o.degrees, cmd.Flags().Changed("degrees"))
 	if err != nil {
-		return fmt.Errorf("--ops: %w", err)
-	}
-	degrees, err := enumerate.DegreesFor(reg, o.degrees, cmd.Flags().Changed("degrees"))
-	if err != nil {
-		return fmt.Errorf("--degrees: %w", err)
+		return err
 	}
 	if o.workers < 1 {
 		return fmt.Errorf("--workers must be at least 1, got %d", o.workers)
