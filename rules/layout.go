@@ -177,16 +177,6 @@ func shapeList(in []Shape) string {
 	return out
 }
 
-// sameLayouts requires element-wise operands to be cut alike.
-func sameLayouts(in []Shape) error {
-	for _, s := range in[1:] {
-		if !s.SameLayout(in[0]) {
-			return shapeErrorf("operands must have equal layouts, got %s and %s", in[0], s)
-		}
-	}
-	return nil
-}
-
 // ---- the parallel operators' shape rules ----
 
 func partitionShape(p []int, in []Shape) ([]Shape, error) {
