@@ -127,7 +127,8 @@ func TestParallelGenerationGeneralises(t *testing.T) {
 func TestFingerprintsSeeLayouts(t *testing.T) {
 	base := rules.NewShape(6, 6, 6)
 	var layouts []rules.Shape
-	for _, text := range []string{"6x6x6", "6/2x6x6", "6x6/2x6", "6/3x6x6", "6x6x6+copy2", "6x6x6+copy3", "6/2x6x6+copy2"} {
+	for _, text := range []string{"6x6x6", "6/2x6x6", "6x6/2x6", "6/3x6x6", "6x6x6+copy2", "6x6x6+copy3", "6/2x6x6+copy2",
+		"6x6x6+copy256", "6x6x6+copy512", "6x6x6+sum256"} { // degrees beyond a byte too
 		s, err := rules.ParseDims(text)
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
@@ -195,11 +196,14 @@ func (s Shape) AppendEncoding(b []byte) []byte {
 		b = s.Split[i].AppendEncoding(b)
 	}
 	if s.Parallel() {
+		// Varints: a degree may exceed a byte (up to MaxDegree, and sums
+		// and copies up to MaxPieces).
 		b = append(b, 0xff)
 		for i := 0; i < s.Rank; i++ {
-			b = append(b, byte(s.Degree(i)))
+			b = binary.AppendUvarint(b, uint64(s.Degree(i)))
 		}
-		b = append(b, byte(s.SumDegree()), byte(s.CopyDegree()))
+		b = binary.AppendUvarint(b, uint64(s.SumDegree()))
+		b = binary.AppendUvarint(b, uint64(s.CopyDegree()))
 	}
 	return b
 }
