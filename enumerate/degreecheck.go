@@ -26,7 +26,9 @@ type DegreeCheck struct {
 // d on random float64 inputs, its input shapes scaled for d
 // (rules.Rule.InputShapesAtDegree), and says where its two sides differ:
 // piece for piece, so the outputs' layouts must be equal and every piece's
-// values close. A nil error means the sides agree on every draw.
+// values close. A nil error means the sides agree on every draw. The rule's
+// input shapes must be written as a d-rule's are (at rules.BaseDegree); a
+// rule with a concrete degree other than 2 is refused by the rewriting.
 func FloatCheckAtDegree(r *rules.Rule, d int, c DegreeCheck) error {
 	shapes, err := r.InputShapesAtDegree(d, c.Multiple)
 	if err != nil {
