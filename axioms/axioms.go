@@ -60,20 +60,37 @@ type Axiom struct {
 	RHS     *Term
 }
 
-// Guard is a condition on integer parameters: (= a b), (and ...), (or ...)
-// or (not ...), so that one axiom can state a property for the axes where
-// it holds.
+// Guard is a condition on integer parameters: (= a b), (>= a b), (<= a b),
+// (and ...), (or ...) or (not ...), so that one axiom can state a property
+// for the axes or degrees where it holds. A conjunct of the guard may also
+// be a layout condition on a tensor variable, (no-sums x): x holds no
+// partial sums. Z3 does not model layouts, so the solver's formula leaves
+// layout conditions out (SolverFormula) and the verifier tests the proofs
+// that use such an axiom at other layouts (verify.ConditionalAxioms).
 type Guard struct {
-	Op   string   // "=", "and", "or", "not"
+	Op   string   // "=", ">=", "<=", "and", "or", "not", or a layout condition (NoSums)
 	Args []*Guard // operands of and/or/not
-	L, R *Term    // operands of =
+	L, R *Term    // operands of a comparison; L is the tensor variable of a layout condition
 }
 
-// Holds evaluates the guard with integer variables bound by env.
+// NoSums is the layout condition (no-sums x): x holds no partial sums.
+const NoSums = "no-sums"
+
+// IsLayout reports whether the guard is a layout condition.
+func (g *Guard) IsLayout() bool { return g.Op == NoSums }
+
+// Holds evaluates the guard with integer variables bound by env. Layout
+// conditions hold here; LayoutHolds decides them once shapes are known.
 func (g *Guard) Holds(env map[string]int) bool {
 	switch g.Op {
+	case NoSums:
+		return true
 	case "=":
 		return g.L.IntValue(env) == g.R.IntValue(env)
+	case ">=":
+		return g.L.IntValue(env) >= g.R.IntValue(env)
+	case "<=":
+		return g.L.IntValue(env) <= g.R.IntValue(env)
 	case "not":
 		return !g.Args[0].Holds(env)
 	case "and":
@@ -92,17 +109,80 @@ func (g *Guard) Holds(env map[string]int) bool {
 	return false
 }
 
-// IntValue evaluates an integer term (a literal or a variable).
+// LayoutConditions lists the guard's layout conditions: the guard itself
+// or the conjuncts of a top-level and (the parser allows them nowhere
+// else).
+func (g *Guard) LayoutConditions() []*Guard {
+	switch {
+	case g == nil:
+		return nil
+	case g.IsLayout():
+		return []*Guard{g}
+	case g.Op != "and":
+		return nil
+	}
+	var out []*Guard
+	for _, a := range g.Args {
+		if a.IsLayout() {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// LayoutHolds decides a layout condition at the shapes of the tensor
+// variables.
+func (g *Guard) LayoutHolds(shapes map[string]rules.Shape) bool {
+	s, ok := shapes[g.L.Sym]
+	return !ok || s.SumDegree() == 1
+}
+
+// withoutLayout is the guard with its layout conditions left out; nil when
+// nothing is left.
+func (g *Guard) withoutLayout() *Guard {
+	switch {
+	case g == nil || g.IsLayout():
+		return nil
+	case g.Op != "and":
+		return g
+	}
+	out := &Guard{Op: "and"}
+	for _, a := range g.Args {
+		if !a.IsLayout() {
+			out.Args = append(out.Args, a)
+		}
+	}
+	switch len(out.Args) {
+	case 0:
+		return nil
+	case 1:
+		return out.Args[0]
+	}
+	return out
+}
+
+// IntValue evaluates an integer term: a literal, a variable, or a sum or
+// difference of such.
 func (t *Term) IntValue(env map[string]int) int {
-	if t.IsInt {
+	switch {
+	case t.IsInt:
 		return t.Int
+	case t.IsVar:
+		return env[t.Sym]
+	case t.Sym == "+":
+		return t.Args[0].IntValue(env) + t.Args[1].IntValue(env)
+	case t.Sym == "-":
+		return t.Args[0].IntValue(env) - t.Args[1].IntValue(env)
 	}
 	return env[t.Sym]
 }
 
 func (g *Guard) String() string {
-	if g.Op == "=" {
-		return "(= " + g.L.String() + " " + g.R.String() + ")"
+	switch g.Op {
+	case "=", ">=", "<=":
+		return "(" + g.Op + " " + g.L.String() + " " + g.R.String() + ")"
+	case NoSums:
+		return "(" + NoSums + " " + g.L.String() + ")"
 	}
 	parts := []string{g.Op}
 	for _, a := range g.Args {
@@ -234,11 +314,23 @@ func NamedValues(reg *rules.Registry) map[string]int {
 }
 
 // Formula prints the axiom as an SMT-LIB2 formula with named values
-// replaced by integers, ready for the solver.
-func (a *Axiom) Formula() string {
+// replaced by integers, layout conditions included: the text that
+// identifies it (Set.Hash) and reads back.
+func (a *Axiom) Formula() string { return a.formula(a.Guard) }
+
+// SolverFormula is the formula Z3 gets: Formula without the layout
+// conditions, which Z3 cannot state. It is stronger than the axiom where
+// the axiom has such a condition (Conditional).
+func (a *Axiom) SolverFormula() string { return a.formula(a.Guard.withoutLayout()) }
+
+// Conditional reports whether the axiom holds only under a layout
+// condition.
+func (a *Axiom) Conditional() bool { return len(a.Guard.LayoutConditions()) > 0 }
+
+func (a *Axiom) formula(guard *Guard) string {
 	body := "(= " + a.LHS.String() + " " + a.RHS.String() + ")"
-	if a.Guard != nil {
-		body = "(=> " + a.Guard.String() + " " + body + ")"
+	if guard != nil {
+		body = "(=> " + guard.String() + " " + body + ")"
 	}
 	if len(a.Vars) == 0 {
 		return body

@@ -11,13 +11,16 @@ import (
 )
 
 // TestWrongAxiomsAreCaught validates each deliberately wrong axiom of
-// testdata/wrong on its own and expects a counterexample.
+// testdata/wrong on its own and expects a counterexample: three about the
+// default set's operators, three about the parallel ones
+// (reduce-replicate-identity, relu-reduce, linear-weight-rows), which are
+// evaluated at degrees 1 to 4 and at parallel layouts.
 func TestWrongAxiomsAreCaught(t *testing.T) {
 	files, _ := filepath.Glob("testdata/wrong/*.smt2")
-	if len(files) != 3 {
-		t.Fatalf("want 3 wrong-axiom fixtures, found %d", len(files))
+	if len(files) != 6 {
+		t.Fatalf("want 6 wrong-axiom fixtures, found %d", len(files))
 	}
-	reg := rules.Default()
+	reg := rules.All()
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			dir := t.TempDir()
@@ -100,7 +103,7 @@ func TestHashIgnoresCommentsAndLayout(t *testing.T) {
 // TestBuiltinIsTheFolder: the axiom set compiled into the binary is this
 // folder's, axiom for axiom and by hash.
 func TestBuiltinIsTheFolder(t *testing.T) {
-	reg := rules.Default()
+	reg := rules.All()
 	dir, err := Load(".", reg)
 	if err != nil {
 		t.Fatal(err)

@@ -207,7 +207,7 @@ func (p *interp) assertion(s *sexp) (*Axiom, error) {
 		formula = formula.list[2]
 	}
 	if formula.isList && len(formula.list) == 3 && formula.list[0].atom == "=>" {
-		g, err := p.guard(formula.list[1], vars)
+		g, err := p.guard(formula.list[1], vars, true)
 		if err != nil {
 			return nil, err
 		}
@@ -226,15 +226,17 @@ func (p *interp) assertion(s *sexp) (*Axiom, error) {
 	return a, nil
 }
 
-// guard reads a condition over integer terms.
-func (p *interp) guard(s *sexp, vars map[string]string) (*Guard, error) {
+// guard reads a condition over integer terms. Layout conditions are
+// allowed only where top is set (the guard itself, or a conjunct of its
+// top-level and): leaving one out for Z3 then weakens the guard.
+func (p *interp) guard(s *sexp, vars map[string]string, top bool) (*Guard, error) {
 	if !s.isList || len(s.list) < 2 || s.list[0].isList {
-		return nil, p.expect(s, "a guard: (= a b), (and ...), (or ...) or (not ...) over integers")
+		return nil, p.expect(s, "a guard: (= a b), (>= a b), (<= a b), (and ...), (or ...), (not ...) over integers, or (no-sums x)")
 	}
 	switch op := s.list[0].atom; op {
-	case "=":
+	case "=", ">=", "<=":
 		if len(s.list) != 3 {
-			return nil, p.r.errorf(s.line, s.col, "= in a guard takes two integers")
+			return nil, p.r.errorf(s.line, s.col, "%s in a guard takes two integers", op)
 		}
 		l, err := p.term(s.list[1], vars, IntSort)
 		if err != nil {
@@ -248,13 +250,21 @@ func (p *interp) guard(s *sexp, vars map[string]string) (*Guard, error) {
 			return nil, p.r.errorf(s.line, s.col, "a guard compares integer variables and constants only")
 		}
 		return &Guard{Op: op, L: l, R: r}, nil
+	case NoSums:
+		if !top {
+			return nil, p.r.errorf(s.line, s.col, "a layout condition (%s x) may only be the guard or a conjunct of its top-level and", NoSums)
+		}
+		if len(s.list) != 2 || s.list[1].isList || vars[s.list[1].atom] != TensorSort {
+			return nil, p.r.errorf(s.line, s.col, "(%s x) takes one tensor variable", NoSums)
+		}
+		return &Guard{Op: op, L: &Term{Sym: s.list[1].atom, IsVar: true, Line: s.list[1].line, Col: s.list[1].col}}, nil
 	case "and", "or", "not":
 		if op == "not" && len(s.list) != 2 {
 			return nil, p.r.errorf(s.line, s.col, "not takes one condition")
 		}
 		g := &Guard{Op: op}
 		for _, a := range s.list[1:] {
-			ag, err := p.guard(a, vars)
+			ag, err := p.guard(a, vars, top && op == "and")
 			if err != nil {
 				return nil, err
 			}
@@ -262,7 +272,7 @@ func (p *interp) guard(s *sexp, vars map[string]string) (*Guard, error) {
 		}
 		return g, nil
 	default:
-		return nil, p.r.errorf(s.list[0].line, s.list[0].col, "expected =, and, or or not in a guard, got %q", op)
+		return nil, p.r.errorf(s.list[0].line, s.list[0].col, "expected =, >=, <=, and, or, not or %s in a guard, got %q", NoSums, op)
 	}
 }
 
@@ -294,6 +304,9 @@ func (p *interp) term(s *sexp, vars map[string]string, want string) (*Term, erro
 			return p.checkSort(&Term{IsInt: true, Int: -n, Line: s.line, Col: s.col}, IntSort, want, s)
 		}
 	}
+	if (head.atom == "+" || head.atom == "-") && len(s.list) == 3 {
+		return p.arithmetic(s, vars, want)
+	}
 	op, _, ok := p.reg.LookupZ3(head.atom)
 	if !ok {
 		return nil, p.r.errorf(head.line, head.col, "unknown operator %q (expected one of %s)", head.atom, strings.Join(z3Names(p.reg), ", "))
@@ -318,6 +331,24 @@ func (p *interp) term(s *sexp, vars map[string]string, want string) (*Term, erro
 		t.Args = append(t.Args, at)
 	}
 	return p.checkSort(t, TensorSort, want, s)
+}
+
+// arithmetic reads (+ a b) or (- a b) over integer variables and
+// literals: a degree one above or below another, which keeps the axioms in
+// linear arithmetic.
+func (p *interp) arithmetic(s *sexp, vars map[string]string, want string) (*Term, error) {
+	t := &Term{Sym: s.list[0].atom, Line: s.line, Col: s.col}
+	for _, a := range s.list[1:] {
+		at, err := p.term(a, vars, IntSort)
+		if err != nil {
+			return nil, err
+		}
+		if !isIntLeaf(at) {
+			return nil, p.r.errorf(a.line, a.col, "%s in an axiom takes integer variables and constants only", t.Sym)
+		}
+		t.Args = append(t.Args, at)
+	}
+	return p.checkSort(t, IntSort, want, s)
 }
 
 func (p *interp) checkSort(t *Term, got, want string, s *sexp) (*Term, error) {

@@ -119,6 +119,9 @@ func validateAxiom(ctx context.Context, a *Axiom, reg *rules.Registry, b Bound) 
 	c := &checker{reg: reg, b: b, a: a, report: &Report{Axiom: a},
 		slotOf: map[*Term]string{}, infer: map[inferKey]inferResult{}}
 	c.shapes = allShapes(b)
+	if usesParallelOps(a, reg) {
+		c.shapes = layoutShapes(b)
+	}
 	domains, err := c.intDomains()
 	if err != nil {
 		return *c.report, err
@@ -175,7 +178,7 @@ func validateAxiom(ctx context.Context, a *Axiom, reg *rules.Registry, b Bound) 
 		}
 		for _, v := range domains[intVars[i]] {
 			c.ints[intVars[i]] = v
-			if err := paramLoop(i + 1); err != nil {
+			if err := paramLoop(i + 1); err != nil || c.report.Counterexample != "" {
 				return err
 			}
 		}
@@ -244,6 +247,81 @@ func (c *checker) intDomains() (map[string][]int, error) {
 		}
 	}
 	return dom, nil
+}
+
+// usesParallelOps reports whether an axiom applies an operator of the
+// parallel set (rules.SetParallel): its tensors are checked at parallel
+// layouts too.
+func usesParallelOps(a *Axiom, reg *rules.Registry) bool {
+	found := false
+	for _, side := range []*Term{a.LHS, a.RHS} {
+		walk(side, func(t *Term) {
+			if op, _, ok := reg.LookupZ3(t.Sym); ok && !t.IsVar && op.Set == rules.SetParallel {
+				found = true
+			}
+		})
+	}
+	return found
+}
+
+// Bounds of the check of parallel axioms: shapes up to rank
+// maxLayoutRank (the parallel operators' dimensions 0 to 2) with the
+// bound's extents from 2 and layoutExtent, so that every degree of the
+// check values (1 to 4) divides some extent. Extent 1, which no degree
+// above 1 divides, is left out: the layouts multiply the shapes, and the
+// search over two or three tensors grows with their square or cube.
+const (
+	maxLayoutRank = 3
+	layoutExtent  = 4
+)
+
+// layoutShapes lists the shapes a parallel axiom is checked at: every
+// shape of rank ≤ maxLayoutRank with extents from b.Dims (2 and above) and
+// layoutExtent, each on one device, cut along one dimension by a degree
+// from 2 to 4 that divides it, holding 2 partial sums, or 2 copies.
+func layoutShapes(b Bound) []rules.Shape {
+	bound := b
+	bound.MaxRank = min(b.MaxRank, maxLayoutRank)
+	bound.Dims = slices.DeleteFunc(slices.Clone(b.Dims), func(e int) bool { return e < 2 || e == layoutExtent })
+	bound.Dims = append(bound.Dims, layoutExtent)
+	var out []rules.Shape
+	for _, s := range allShapes(bound) {
+		out = append(out, s)
+		sums, copies := s, s
+		sums.Sum, copies.Copy = 2, 2
+		out = append(out, sums, copies)
+		for i := 0; i < s.Rank; i++ {
+			for d := 2; d <= layoutExtent; d++ {
+				if s.Dims[i]%d == 0 {
+					cut := s
+					cut.Degrees[i] = d
+					out = append(out, cut)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// layoutConditionsHold decides the axiom's layout conditions at the
+// current shapes.
+func (c *checker) layoutConditionsHold() bool {
+	conds := c.a.Guard.LayoutConditions()
+	if len(conds) == 0 {
+		return true
+	}
+	shapes := map[string]rules.Shape{}
+	for i, sl := range c.slots {
+		if sl.isVar && c.assignID[i] >= 0 {
+			shapes[sl.name] = c.shapeTab.Shape(c.assignID[i])
+		}
+	}
+	for _, g := range conds {
+		if !g.LayoutHolds(shapes) {
+			return false
+		}
+	}
+	return true
 }
 
 func allShapes(b Bound) []rules.Shape {
@@ -423,6 +501,9 @@ func (c *checker) shapeLoop(i int) error {
 		return nil
 	}
 	if i == len(c.slots) {
+		if !c.layoutConditionsHold() {
+			return nil
+		}
 		return c.compare(c.shapeTab.Shape(c.ids[c.lhs]), c.shapeTab.Shape(c.ids[c.rhs]))
 	}
 	sl := c.slots[i]

@@ -12,7 +12,7 @@ func TestShippedAxiomsHoldConcretely(t *testing.T) {
 	if testing.Short() {
 		t.Skip("exhaustive concrete check; skipped with -short")
 	}
-	reg := rules.Default()
+	reg := rules.All()
 	set, err := Load("../axioms", reg)
 	if err != nil {
 		t.Fatal(err)

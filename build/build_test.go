@@ -24,7 +24,7 @@ func openTemp(t *testing.T) *store.Store {
 func config(t *testing.T) Config {
 	t.Helper()
 	reg := rules.Default()
-	set, err := axioms.Builtin(reg)
+	set, err := axioms.Builtin(rules.All())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func TestTASOAccountedFor(t *testing.T) {
 	}
 	ctx := context.Background()
 	reg := rules.Default()
-	set, err := axioms.Builtin(reg)
+	set, err := axioms.Builtin(rules.All())
 	if err != nil {
 		t.Fatal(err)
 	}

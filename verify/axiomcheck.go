@@ -29,7 +29,7 @@ const (
 // returns Consistent, Inconsistent (with the axioms that conflict) or
 // Undetermined (with Z3's reason).
 func Consistency(ctx context.Context, reg *rules.Registry, set *axioms.Set, timeout time.Duration) (string, []string, error) {
-	p, err := newProver(reg, set)
+	p, err := newSetProver(set)
 	if err != nil {
 		return "", nil, err
 	}
@@ -74,7 +74,7 @@ func Redundancies(ctx context.Context, reg *rules.Registry, set *axioms.Set, tim
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p, err := newProver(reg, set)
+			p, err := newSetProver(set)
 			if err != nil {
 				errs[w] = err
 				return
@@ -106,7 +106,7 @@ func Redundancies(ctx context.Context, reg *rules.Registry, set *axioms.Set, tim
 // redundancy asks whether the axioms other than number i entail it.
 func (p *prover) redundancy(ctx context.Context, a *axioms.Axiom, i int, timeout time.Duration) (Redundancy, error) {
 	start := time.Now()
-	neg, err := p.ctx.ParseSMTLIB2("(assert (not "+a.Formula()+"))", map[string]z3.Sort{axioms.TensorSort: p.tensor}, p.decls)
+	neg, err := p.ctx.ParseSMTLIB2("(assert (not "+a.SolverFormula()+"))", map[string]z3.Sort{axioms.TensorSort: p.tensor}, p.decls)
 	if err != nil || len(neg) != 1 {
 		return Redundancy{}, fmt.Errorf("negate: %v", err)
 	}
@@ -208,7 +208,7 @@ func reportConcrete(ctx context.Context, out io.Writer, reg *rules.Registry, set
 	for d := 1; d <= c.MaxDim; d++ {
 		bound.Dims = append(bound.Dims, d)
 	}
-	reports, err := axioms.Validate(ctx, set, reg, bound, c.Workers)
+	reports, err := axioms.Validate(ctx, set, rules.All(), bound, c.Workers)
 	if err != nil {
 		return nil, err
 	}

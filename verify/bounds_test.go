@@ -99,7 +99,7 @@ func TestWallClockBoundsTheFloatTest(t *testing.T) {
 // query (most of which Z3 cannot decide) within it.
 func TestAxiomChecksHonourTheirTimeout(t *testing.T) {
 	reg := rules.Default()
-	set, err := axioms.Builtin(reg)
+	set, err := axioms.Builtin(rules.All())
 	if err != nil {
 		t.Fatal(err)
 	}

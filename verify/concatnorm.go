@@ -145,7 +145,7 @@ func chainLeaves(t *pwTerm, axis int, out []*pwTerm) []*pwTerm {
 // the recorded shapes when the operands' are known.
 func rebuilt(t *pwTerm, args []*pwTerm) *pwTerm {
 	u := &pwTerm{op: t.op, out: t.out, params: t.params, args: args, input: -1}
-	u.key = termKey(t.op.Z3[t.out], t.params, args)
+	u.key = termKey(t.op, t.out, t.params, args)
 	if len(args) == 0 {
 		u.shape = t.shape
 		return u

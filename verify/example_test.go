@@ -15,7 +15,7 @@ import (
 // the two sides differ.
 func ExampleRun() {
 	reg := rules.Default()
-	set, err := axioms.Builtin(reg)
+	set, err := axioms.Builtin(rules.All())
 	if err != nil {
 		fmt.Println(err)
 		return

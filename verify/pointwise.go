@@ -88,7 +88,7 @@ func pushedRelus(ts []*pwTerm) []*pwTerm {
 // applied builds op(params, args) as a term, with its shape when the
 // operands' are known.
 func applied(op *rules.Op, params []int, args ...*pwTerm) *pwTerm {
-	t := &pwTerm{op: op, params: params, args: args, input: -1, key: termKey(op.Z3[0], params, args)}
+	t := &pwTerm{op: op, params: params, args: args, input: -1, key: termKey(op, 0, params, args)}
 	var shapes []rules.Shape
 	for _, a := range args {
 		if a.shape == nil {
@@ -122,7 +122,7 @@ func sideTerms(g *rules.Graph, inputs []*pwTerm) (all, outs []*pwTerm) {
 		shapes := nodeShapes(n, argShapes, len(args))
 		for o := range n.Op.Z3 {
 			t := &pwTerm{op: n.Op, out: o, params: n.Params, args: args, input: -1}
-			t.key = termKey(n.Op.Z3[o], n.Params, args)
+			t.key = termKey(n.Op, o, n.Params, args)
 			if shapes != nil {
 				t.shape = &shapes[o]
 			}
@@ -154,18 +154,28 @@ func nodeShapes(n rules.Node, argShapes []rules.Shape, arity int) []rules.Shape 
 	return out
 }
 
-func termKey(sym string, params []int, args []*pwTerm) string {
+func termKey(op *rules.Op, out int, params []int, args []*pwTerm) string {
+	sym := op.Z3[out]
 	if len(params) == 0 && len(args) == 0 {
 		return sym
 	}
 	parts := []string{sym}
-	for _, p := range params {
-		parts = append(parts, smtInt(p))
+	for i, p := range params {
+		parts = append(parts, smtParam(op, i, p))
 	}
 	for _, a := range args {
 		parts = append(parts, a.key)
 	}
 	return "(" + strings.Join(parts, " ") + ")"
+}
+
+// smtParam writes parameter i of op: the degree variable as the Int
+// constant d (DegreeVarName), else the integer.
+func smtParam(op *rules.Op, i, v int) string {
+	if v == rules.DegreeVar && i < len(op.Params) && op.Params[i].Degree {
+		return DegreeVarName
+	}
+	return smtInt(v)
 }
 
 func smtInt(v int) string {
@@ -244,7 +254,7 @@ func (e *elements) linear(t *pwTerm) string {
 		args[i] = a
 	}
 	core := &pwTerm{op: t.op, out: t.out, params: t.params, args: args, input: -1}
-	core.key = termKey(t.op.Z3[t.out], t.params, args)
+	core.key = termKey(t.op, t.out, t.params, args)
 	v := e.variable(core.key)
 	if !e.seen[v] {
 		e.seen[v] = true
@@ -289,7 +299,7 @@ func withParam(t *pwTerm, i, v int) *pwTerm {
 	c := *t
 	c.params = slices.Clone(t.params)
 	c.params[i] = v
-	c.key = termKey(t.op.Z3[t.out], c.params, c.args)
+	c.key = termKey(t.op, t.out, c.params, c.args)
 	return &c
 }
 
@@ -300,7 +310,7 @@ func withParam(t *pwTerm, i, v int) *pwTerm {
 // element; and it is non-negative when its operand is.
 func (e *elements) poolMax(t *pwTerm) string {
 	inner, wrapped := peelRelu(t.args[0])
-	v := e.variable(termKey(t.op.Z3[0], t.params, []*pwTerm{inner}))
+	v := e.variable(termKey(t.op, 0, t.params, []*pwTerm{inner}))
 	if !e.seen[v] {
 		e.seen[v] = true
 		if t.params[1] == 1 && t.params[2] == rules.PadSame {
@@ -331,7 +341,7 @@ func peelRelu(x *pwTerm) (*pwTerm, bool) {
 		if inner, ok := peelRelu(x.args[0]); ok {
 			c := *x
 			c.args = []*pwTerm{inner}
-			c.key = termKey(x.op.Z3[0], x.params, c.args)
+			c.key = termKey(x.op, 0, x.params, c.args)
 			return &c, true
 		}
 	}

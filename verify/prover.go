@@ -64,18 +64,28 @@ type Budget struct {
 // prover is one Z3 context with the registry's declarations and the axioms
 // loaded; it serves one goroutine.
 type prover struct {
-	reg    *rules.Registry
 	ctx    *z3.Context
 	tensor z3.Sort
 	decls  map[string]z3.FuncDecl
 	axioms []z3.AST
 	names  []string
+	degree z3.AST // the degree variable d, once a term needs it
+	hasDeg bool
 }
 
-func newProver(reg *rules.Registry, set *axioms.Set) (*prover, error) {
+// newProver loads the axioms axs of set into a fresh context. It declares
+// every operator of the default set, as it always has, and the parallel
+// operators whose symbols are in parallel (those the axioms or the rule
+// use): a declaration creates a term, and Z3's choices follow the order of
+// creation, so proofs of the default set see exactly the context they
+// always did.
+func newProver(set *axioms.Set, axs []*axioms.Axiom, parallel map[string]bool) (*prover, error) {
 	c := z3.NewContext()
-	p := &prover{reg: reg, ctx: c, tensor: c.UninterpretedSort(axioms.TensorSort), decls: map[string]z3.FuncDecl{}}
-	for _, op := range reg.Ops() {
+	p := &prover{ctx: c, tensor: c.UninterpretedSort(axioms.TensorSort), decls: map[string]z3.FuncDecl{}}
+	for _, op := range rules.All().Ops() {
+		if op.Set == rules.SetParallel && !anyOf(op.Z3, parallel) {
+			continue
+		}
 		var dom []z3.Sort
 		for range op.Params {
 			dom = append(dom, c.IntSort())
@@ -91,15 +101,15 @@ func newProver(reg *rules.Registry, set *axioms.Set) (*prover, error) {
 	// assertion, and a fresh context per rule parses them every time.
 	sorts := map[string]z3.Sort{axioms.TensorSort: p.tensor}
 	var text strings.Builder
-	for _, a := range set.Axioms {
-		text.WriteString("(assert " + a.Formula() + ")\n")
+	for _, a := range axs {
+		text.WriteString("(assert " + a.SolverFormula() + ")\n")
 	}
 	fs, err := c.ParseSMTLIB2(text.String(), sorts, p.decls)
-	if err != nil || len(fs) != len(set.Axioms) {
+	if err != nil || len(fs) != len(axs) {
 		c.Close()
 		return nil, fmt.Errorf("axioms of %s: %v", set.Dir, err)
 	}
-	for i, a := range set.Axioms {
+	for i, a := range axs {
 		p.axioms = append(p.axioms, fs[i])
 		p.names = append(p.names, a.Name)
 	}
@@ -108,6 +118,59 @@ func newProver(reg *rules.Registry, set *axioms.Set) (*prover, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// newSetProver loads every axiom of the set, for the checks of the set
+// itself.
+func newSetProver(set *axioms.Set) (*prover, error) {
+	all, par := map[string]bool{}, parallelOpSymbols()
+	for _, a := range set.Axioms {
+		parallelSymbols(a.LHS, par, all)
+		parallelSymbols(a.RHS, par, all)
+	}
+	return newProver(set, set.Axioms, all)
+}
+
+// newRuleProver loads the axioms that can take part in a proof of r
+// (RelevantAxioms).
+func newRuleProver(set *axioms.Set, r *rules.Rule) (*prover, error) {
+	present := ruleParallelSymbols(r)
+	axs, par := RelevantAxioms(set, present), parallelOpSymbols()
+	for _, a := range axs {
+		parallelSymbols(a.LHS, par, present)
+		parallelSymbols(a.RHS, par, present)
+	}
+	return newProver(set, axs, present)
+}
+
+func anyOf(syms []string, set map[string]bool) bool {
+	for _, s := range syms {
+		if set[s] {
+			return true
+		}
+	}
+	return false
+}
+
+// degreeVar is the Int constant d, created on first use.
+func (p *prover) degreeVar() z3.AST {
+	if !p.hasDeg {
+		p.degree, p.hasDeg = p.ctx.Const(DegreeVarName, p.ctx.IntSort()), true
+	}
+	return p.degree
+}
+
+// withDegreeBound conjoins d ≥ 1 to a goal that uses the degree variable.
+func (p *prover) withDegreeBound(goal z3.AST) (z3.AST, error) {
+	if !p.hasDeg {
+		return goal, nil
+	}
+	d := p.ctx.FuncDecl(DegreeVarName, nil, p.ctx.IntSort())
+	fs, err := p.ctx.ParseSMTLIB2("(assert (>= "+DegreeVarName+" 1))", nil, map[string]z3.FuncDecl{DegreeVarName: d})
+	if err != nil || len(fs) != 1 {
+		return z3.AST{}, fmt.Errorf("degree bound: %v", err)
+	}
+	return p.ctx.And(fs[0], goal), nil
 }
 
 func (p *prover) close() { p.ctx.Close() }
@@ -130,7 +193,10 @@ func (p *prover) goal(r *rules.Rule) (z3.AST, error) {
 	for i := range src {
 		eqs[i] = p.ctx.Eq(src[i], dst[i])
 	}
-	g := p.ctx.Not(p.ctx.And(eqs...))
+	g, err := p.withDegreeBound(p.ctx.Not(p.ctx.And(eqs...)))
+	if err != nil {
+		return z3.AST{}, err
+	}
 	return g, p.ctx.Err()
 }
 
@@ -145,8 +211,12 @@ func (p *prover) terms(g *rules.Graph, inputs []z3.AST) ([]z3.AST, error) {
 	}
 	for j, n := range g.Nodes {
 		var args []z3.AST
-		for _, v := range n.Params {
-			args = append(args, p.ctx.Int(v))
+		for i, v := range n.Params {
+			if v == rules.DegreeVar && n.Op.Params[i].Degree {
+				args = append(args, p.degreeVar())
+			} else {
+				args = append(args, p.ctx.Int(v))
+			}
 		}
 		for _, a := range n.Args {
 			args = append(args, get(a))
@@ -306,6 +376,9 @@ func (p *prover) tensorFormula(inputs int, text string) (z3.AST, error) {
 		name := fmt.Sprintf("input%d", i)
 		decls[name] = p.ctx.FuncDecl(name, nil, p.tensor)
 	}
+	if p.hasDeg {
+		decls[DegreeVarName] = p.ctx.FuncDecl(DegreeVarName, nil, p.ctx.IntSort())
+	}
 	fs, err := p.ctx.ParseSMTLIB2("(assert "+text+")", map[string]z3.Sort{axioms.TensorSort: p.tensor}, decls)
 	if err != nil || len(fs) != 1 {
 		return z3.AST{}, fmt.Errorf("formula %s: %v", text, err)
@@ -319,7 +392,11 @@ func (p *prover) parsedGoal(inputs int, src, dst []*pwTerm) (z3.AST, error) {
 	for i := range src {
 		eqs += " (= " + src[i].key + " " + dst[i].key + ")"
 	}
-	return p.tensorFormula(inputs, "(not (and"+eqs+"))")
+	goal := "(not (and" + eqs + "))"
+	if p.hasDeg {
+		goal = "(and (>= " + DegreeVarName + " 1) " + goal + ")"
+	}
+	return p.tensorFormula(inputs, goal)
 }
 
 // phaseLimits bounds one Check.

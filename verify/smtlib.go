@@ -18,10 +18,13 @@ func Query(reg *rules.Registry, set *axioms.Set, r *rules.Rule) string {
 	b.WriteString("; " + r.Format().String() + "\n")
 	b.WriteString(axioms.Declarations(reg))
 	for _, a := range set.Axioms {
-		fmt.Fprintf(&b, "(assert (! %s :named %s))\n", a.Formula(), a.Name)
+		fmt.Fprintf(&b, "(assert (! %s :named %s))\n", a.SolverFormula(), a.Name)
 	}
 	for i := 0; i < r.NumInputs; i++ {
 		fmt.Fprintf(&b, "(declare-const input%d %s)\n", i, axioms.TensorSort)
+	}
+	if r.HasDegreeVar() {
+		fmt.Fprintf(&b, "(declare-const %s %s)\n(assert (>= %s 1))\n", DegreeVarName, axioms.IntSort, DegreeVarName)
 	}
 	src, dst := smtTerms(&r.Src), smtTerms(&r.Dst)
 	var eqs []string
@@ -43,12 +46,8 @@ func smtTerms(g *rules.Graph) []string {
 	}
 	for j, n := range g.Nodes {
 		var args []string
-		for _, p := range n.Params {
-			if p < 0 {
-				args = append(args, fmt.Sprintf("(- %d)", -p))
-			} else {
-				args = append(args, fmt.Sprint(p))
-			}
+		for i, p := range n.Params {
+			args = append(args, smtParam(n.Op, i, p))
 		}
 		for _, a := range n.Args {
 			args = append(args, get(a))

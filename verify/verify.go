@@ -30,6 +30,10 @@ type Config struct {
 	Progress func(done, total int)
 
 	blockAxioms axiomNames // BlockAxioms(Axioms), set by Run
+	// retested names the axioms whose proofs are tested at other shapes
+	// before they stand: the block axioms and the layout-conditional ones
+	// (ConditionalAxioms). Set by Run.
+	retested axiomNames
 }
 
 // Job is one rule to verify. Rule carries the shapes it was found with, when
@@ -76,6 +80,10 @@ func Run(ctx context.Context, cfg Config, jobs []Job, emit func(Job, Result) err
 	}
 	cfg.Budget = cfg.Budget.OrDefault()
 	cfg.blockAxioms = BlockAxioms(cfg.Axioms)
+	cfg.retested = BlockAxioms(cfg.Axioms)
+	for name := range ConditionalAxioms(cfg.Axioms) {
+		cfg.retested[name] = true
+	}
 	var next, done atomic.Int64
 	var mu sync.Mutex
 	var firstErr error
@@ -139,7 +147,7 @@ func Run(ctx context.Context, cfg Config, jobs []Job, emit func(Job, Result) err
 // that runs past it leaves the rule unknown, "timeout".
 func decide(ctx context.Context, cfg Config, r *rules.Rule) (Result, error) {
 	start := time.Now()
-	p, err := newProver(cfg.Registry, cfg.Axioms)
+	p, err := newRuleProver(cfg.Axioms, r)
 	if err != nil {
 		return Result{}, err
 	}
@@ -180,20 +188,27 @@ func refute(ctx context.Context, r *rules.Rule, res Result, seed uint64) (Result
 }
 
 // checkProofShapes tests a proof that used a block axiom (see BlockAxioms)
-// at other shapes. Such an axiom pairs the parts of two concats, which
-// lines up only when the parts have equal sizes; the axioms do not model
-// shapes, so Z3 may have used it on parts that do not line up and proved a
-// rule that holds only at the sizes it was found with. Such a rule is
-// refuted, with the counterexample.
+// or a layout-conditional one (ConditionalAxioms) at other shapes. A block
+// axiom pairs the parts of two concats, which lines up only when the parts
+// have equal sizes; a conditional axiom holds only under a layout
+// condition. The axioms do not model shapes or layouts, so Z3 may have
+// used such an axiom where it does not hold and proved a rule that holds
+// only at the shapes it was found with. Such a rule is refuted, with the
+// counterexample. A rule with the degree variable is tested at degrees 2,
+// 3 and 4, a parallel rule at other layouts too.
 func checkProofShapes(ctx context.Context, r *rules.Rule, res Result, cfg Config) (Result, error) {
-	if !slices.ContainsFunc(res.Core, cfg.blockAxioms.has) {
+	if !slices.ContainsFunc(res.Core, cfg.retested.has) {
 		return res, nil
 	}
 	why, found, err := OtherShapes(ctx, r, cfg.Seed)
 	if found {
-		core := strings.Join(slices.DeleteFunc(slices.Clone(res.Core), func(a string) bool { return !cfg.blockAxioms.has(a) }), ", ")
+		used := slices.DeleteFunc(slices.Clone(res.Core), func(a string) bool { return !cfg.retested.has(a) })
 		res.Status, res.Core = Refuted, nil
-		res.Reason = why + "; Z3's proof paired parts of unequal size through " + core
+		if slices.ContainsFunc(used, cfg.blockAxioms.has) {
+			res.Reason = why + "; Z3's proof paired parts of unequal size through " + strings.Join(used, ", ")
+		} else {
+			res.Reason = why + "; Z3's proof used " + strings.Join(used, ", ") + " where its layout condition fails"
+		}
 	}
 	return res, err
 }
@@ -257,12 +272,14 @@ const maxNearExtent = 16
 // when it ends the search.
 func Counterexample(ctx context.Context, r *rules.Rule, seed uint64) (string, bool, error) {
 	in := fingerprint.Inputs{Seed: seed}
-	for d := 0; d < counterexampleDraws && FloatTestable(r) == nil; d++ {
-		if err := ctx.Err(); err != nil {
-			return "", false, err
-		}
-		if why, found := differs(r, in, uint64(d)); found {
-			return why, true, nil
+	for _, at := range atDegrees(r) {
+		for d := 0; d < counterexampleDraws && FloatTestable(at.rule) == nil; d++ {
+			if err := ctx.Err(); err != nil {
+				return "", false, err
+			}
+			if why, found := differs(at.rule, in, uint64(d)); found {
+				return at.prefix + why, true, nil
+			}
 		}
 	}
 	return OtherShapes(ctx, r, seed)
@@ -374,9 +391,30 @@ const (
 // so the search is the same on every run), and each trial evaluates the
 // first assignments under which both sides type-check. The rule's recorded
 // shapes are restored afterwards.
+//
+// A rule with the degree variable is searched at degrees 2, 3 and 4
+// (atDegrees). A parallel rule (one with a parallel operator or input
+// layout) keeps its inputs' layouts at the other extents, and is first
+// tested at the layouts next to its own (layoutNeighbours).
 func OtherShapes(ctx context.Context, r *rules.Rule, seed uint64) (string, bool, error) {
 	if len(r.InputShapes) != r.NumInputs {
 		return "", false, nil
+	}
+	for _, at := range atDegrees(r) {
+		if why, found, err := otherShapes(ctx, at.rule, seed); found || err != nil {
+			return at.prefix + why, found, err
+		}
+	}
+	return "", false, nil
+}
+
+// otherShapes is OtherShapes for a rule without the degree variable.
+func otherShapes(ctx context.Context, r *rules.Rule, seed uint64) (string, bool, error) {
+	parallel := isParallel(r)
+	if parallel {
+		if why, found, err := layoutNeighbours(ctx, r, seed); found || err != nil {
+			return why, found, err
+		}
 	}
 	saved := saveShapes(r)
 	defer saved.restore(r)
@@ -390,6 +428,9 @@ func OtherShapes(ctx context.Context, r *rules.Rule, seed uint64) (string, bool,
 				candidates[i] = shapesNear(s, k+1, rng)
 			} else {
 				candidates[i] = shapesOfRank(s.Rank, rng)
+			}
+			if parallel {
+				candidates[i] = withLayout(candidates[i], s)
 			}
 		}
 		why, found, err := firstDifference(ctx, r, in, candidates, consts, otherShapeVisits)

@@ -16,7 +16,7 @@ import (
 
 func loadAxioms(t *testing.T) *axioms.Set {
 	t.Helper()
-	set, err := axioms.Load("../axioms", rules.Default())
+	set, err := axioms.Load("../axioms", rules.All())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -175,7 +175,7 @@ func TestVerifyOutsideTheRepository(t *testing.T) {
 	dir := t.TempDir()
 	runIn(t, dir, "generate", "--max-ops", "1", "--no-progress")
 	out := runIn(t, dir, "verify", "--no-progress")
-	set, err := axioms.Builtin(rules.Default())
+	set, err := axioms.Builtin(rules.All())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,69 @@
+; Unity's parallelization operators partition(dim, degree), combine(dim,
+; degree), replicate(degree) and reduce(degree), and FlexFlow's
+; linear(activation, input, weight) (docs/parallel.md). a b are dimensions,
+; d e degrees (every degree d >= 1), c an activation, x y z w tensors. Each
+; holds piece for piece, layout and values, wherever both sides are laid
+; out validly; (no-sums x) marks the one that needs x without partial sums.
+
+; combine undoes partition
+(assert (! (forall ((a Int) (d Int) (x Tensor)) (=> (>= d 1) (= (combine a d (partition a d x)) x))) :named combine-partition))
+; partition undoes combine
+(assert (! (forall ((a Int) (d Int) (x Tensor)) (=> (>= d 1) (= (partition a d (combine a d x)) x))) :named partition-combine))
+; partitions commute, on any two dimensions
+(assert (! (forall ((a Int) (b Int) (d Int) (e Int) (x Tensor)) (=> (and (>= d 1) (>= e 1)) (= (partition a d (partition b e x)) (partition b e (partition a d x))))) :named partition-commute))
+; partition commutes with replicate
+(assert (! (forall ((a Int) (d Int) (e Int) (x Tensor)) (=> (and (>= d 1) (>= e 1)) (= (partition a d (replicate e x)) (replicate e (partition a d x))))) :named partition-replicate))
+; partition commutes with reduce
+(assert (! (forall ((a Int) (d Int) (e Int) (x Tensor)) (=> (and (>= d 1) (>= e 1)) (= (partition a d (reduce e x)) (reduce e (partition a d x))))) :named partition-reduce))
+; partition commutes with relu
+(assert (! (forall ((a Int) (d Int) (x Tensor)) (=> (>= d 1) (= (partition a d (relu x)) (relu (partition a d x))))) :named partition-relu))
+; partition distributes over ewadd
+(assert (! (forall ((a Int) (d Int) (x Tensor) (y Tensor)) (=> (>= d 1) (= (partition a d (ewadd x y)) (ewadd (partition a d x) (partition a d y))))) :named partition-ewadd))
+; partition distributes over ewmul
+(assert (! (forall ((a Int) (d Int) (x Tensor) (y Tensor)) (=> (>= d 1) (= (partition a d (ewmul x y)) (ewmul (partition a d x) (partition a d y))))) :named partition-ewmul))
+; partition distributes over a concat on another axis
+(assert (! (forall ((a Int) (b Int) (d Int) (x Tensor) (y Tensor)) (=> (and (>= d 1) (not (= a b))) (= (partition a d (concat b x y)) (concat b (partition a d x) (partition a d y))))) :named partition-concat))
+; replicate commutes with relu
+(assert (! (forall ((d Int) (x Tensor)) (=> (>= d 1) (= (replicate d (relu x)) (relu (replicate d x))))) :named replicate-relu))
+; replicate distributes over ewadd
+(assert (! (forall ((d Int) (x Tensor) (y Tensor)) (=> (>= d 1) (= (replicate d (ewadd x y)) (ewadd (replicate d x) (replicate d y))))) :named replicate-ewadd))
+; replicate distributes over ewmul
+(assert (! (forall ((d Int) (x Tensor) (y Tensor)) (=> (>= d 1) (= (replicate d (ewmul x y)) (ewmul (replicate d x) (replicate d y))))) :named replicate-ewmul))
+; replicate distributes over concat
+(assert (! (forall ((a Int) (d Int) (x Tensor) (y Tensor)) (=> (>= d 1) (= (replicate d (concat a x y)) (concat a (replicate d x) (replicate d y))))) :named replicate-concat))
+; reduce is linear: it distributes over ewadd
+(assert (! (forall ((d Int) (x Tensor) (y Tensor)) (=> (>= d 1) (= (reduce d (ewadd x y)) (ewadd (reduce d x) (reduce d y))))) :named reduce-ewadd))
+; reduce distributes over concat
+(assert (! (forall ((a Int) (d Int) (x Tensor) (y Tensor)) (=> (>= d 1) (= (reduce d (concat a x y)) (concat a (reduce d x) (reduce d y))))) :named reduce-concat))
+; reduce commutes with replicate
+(assert (! (forall ((d Int) (e Int) (x Tensor)) (=> (and (>= d 1) (>= e 1)) (= (reduce d (replicate e x)) (replicate e (reduce d x))))) :named reduce-replicate))
+; reducing copies scales them, so it moves onto the other factor of an ewmul with a replicated operand
+(assert (! (forall ((d Int) (x Tensor) (y Tensor)) (=> (>= d 1) (= (reduce d (ewmul x (replicate d y))) (ewmul (reduce d x) y)))) :named reduce-ewmul-replicate))
+; reduce of degree 1 is the identity
+(assert (! (forall ((x Tensor)) (= (reduce 1 x) x)) :named reduce-one))
+; replicate of degree 1 is the identity
+(assert (! (forall ((x Tensor)) (= (replicate 1 x) x)) :named replicate-one))
+; reducing d copies of a tensor without partial sums adds it to the reduce of d-1 copies (so d copies sum to d times it)
+(assert (! (forall ((d Int) (x Tensor)) (=> (and (>= d 2) (no-sums x)) (= (reduce d (replicate d x)) (ewadd x (reduce (- d 1) (replicate (- d 1) x)))))) :named reduce-replicate-step))
+; relu activation is relu applied to the linear
+(assert (! (forall ((x Tensor) (w Tensor)) (= (linear activation.relu x w) (relu (linear activation.none x w)))) :named linear-relu))
+; without activation, linear is linear in its input
+(assert (! (forall ((x Tensor) (y Tensor) (w Tensor)) (= (linear activation.none (ewadd x y) w) (ewadd (linear activation.none x w) (linear activation.none y w)))) :named linear-ewadd-input))
+; without activation, linear is linear in its weight
+(assert (! (forall ((x Tensor) (w Tensor) (z Tensor)) (= (linear activation.none x (ewadd w z)) (ewadd (linear activation.none x w) (linear activation.none x z)))) :named linear-ewadd-weight))
+; linears of inputs concatenated on a row axis are the rows of one linear
+(assert (! (forall ((a Int) (c Int) (x Tensor) (y Tensor) (w Tensor)) (= (concat a (linear c x w) (linear c y w)) (linear c (concat a x y) w))) :named linear-concat-rows))
+; data parallelism: input rows cut, weight replicated, give output rows cut
+(assert (! (forall ((a Int) (c Int) (d Int) (x Tensor) (w Tensor)) (=> (>= d 1) (= (linear c (partition a d x) (replicate d w)) (partition a d (linear c x w))))) :named linear-partition-rows))
+; model parallelism: input replicated, weight columns cut, give a rank-3 output's columns cut
+(assert (! (forall ((c Int) (d Int) (x Tensor) (w Tensor)) (=> (>= d 1) (= (linear c (replicate d x) (partition 1 d w)) (partition 2 d (linear c x w))))) :named linear-partition-cols))
+; a replicated weight's columns may be cut after or before a rank-3 linear of an input with copies
+(assert (! (forall ((c Int) (d Int) (x Tensor) (w Tensor)) (=> (>= d 1) (= (partition 2 d (linear c x (replicate d w))) (replicate d (linear c x (partition 1 d w)))))) :named linear-cols-replicated))
+; linear of replicated operands is the replicated linear
+(assert (! (forall ((c Int) (d Int) (x Tensor) (w Tensor)) (=> (>= d 1) (= (linear c (replicate d x) (replicate d w)) (replicate d (linear c x w))))) :named linear-replicate))
+; reducing the input's copies first or the output's copies last is the same
+(assert (! (forall ((d Int) (x Tensor) (w Tensor)) (=> (>= d 1) (= (linear activation.none (reduce d x) w) (reduce d (linear activation.none x (replicate d w)))))) :named linear-reduce-input))
+; reducing the weight's copies first or the output's copies last is the same
+(assert (! (forall ((d Int) (x Tensor) (w Tensor)) (=> (>= d 1) (= (linear activation.none x (reduce d w)) (reduce d (linear activation.none (replicate d x) w))))) :named linear-reduce-weight))
+; a linear whose contraction dimension is cut gives partial sums that reduce to the linear
+(assert (! (forall ((a Int) (d Int) (x Tensor) (w Tensor)) (=> (>= d 1) (= (reduce d (linear activation.none (partition a d x) (partition 0 d w))) (linear activation.none x w)))) :named linear-contraction))

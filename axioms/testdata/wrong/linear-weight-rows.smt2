@@ -1,0 +1,2 @@
+; cutting the weight's rows (with the input's columns) cuts the output's columns, as cutting the input's rows cuts the output's rows (wrong: the weight's rows are the contraction, whose cut leaves d partial sums)
+(assert (! (forall ((d Int) (x Tensor) (w Tensor)) (=> (>= d 1) (= (linear activation.none (partition 1 d x) (partition 0 d w)) (partition 1 d (linear activation.none x w))))) :named linear-weight-rows))
