@@ -1,0 +1,138 @@
+package verify
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"rulebook/axioms"
+	"rulebook/rules"
+)
+
+func parseParallel(t *testing.T, text, inputs string) *rules.Rule {
+	t.Helper()
+	r, err := rules.ParseRule(rules.All(), text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetShapes(inputs, ""); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestParallelRules verifies a table of parallel rules with the shipped
+// axioms: each true one is proved, those with the degree variable d for
+// every degree; each false one is refuted with a counterexample.
+func TestParallelRules(t *testing.T) {
+	cases := []struct {
+		text, inputs string
+		want         rules.Status
+		why          string // in the reason of a refutation
+	}{
+		{"(combine 1 d (partition 1 d ?a)) => ?a", "?a:6x6x6", Proved, ""},
+		{"(reduce d (linear none (partition 2 d ?a) (partition 0 d ?b))) => (linear none ?a ?b)", "?a:6x6x6 ?b:6x6", Proved, ""},
+		{"(linear none (replicate d ?a) (partition 1 d ?b)) => (partition 2 d (linear none ?a ?b))", "?a:6x6x6 ?b:6x6", Proved, ""},
+		{"(reduce d (ewadd ?a ?b)) => (ewadd (reduce d ?a) (reduce d ?b))", "?a:6x6x6+sum2 ?b:6x6x6+sum2", Proved, ""},
+		{"(relu (replicate d (partition 0 d ?a))) => (replicate d (partition 0 d (relu ?a)))", "?a:6x6x6", Proved, ""},
+		{"(linear none (reduce d (replicate d ?a)) ?b) => (reduce d (replicate d (linear none ?a ?b)))", "?a:6x6x6 ?b:6x6", Proved, ""},
+		{"(partition 0 2 (relu ?a)) => (relu (partition 0 2 ?a))", "?a:6x6", Proved, ""},
+		{"(ewadd ?a (reduce 2 (replicate 2 ?b))) => (ewadd ?b (ewadd ?a ?b))", "?a:6x6 ?b:6x6", Proved, ""},
+		{"(ewadd (reduce 3 (replicate 3 ?a)) ?b) => (ewadd ?a (ewadd ?a (ewadd ?b ?a)))", "?a:6x6 ?b:6x6", Proved, ""},
+		// reduce after replicate multiplies by the degree (Unity §5.3)
+		{"(reduce d (replicate d ?a)) => ?a", "?a:6x6x6", Refuted, "at d=2"},
+		// true at degree 2 only
+		{"(ewadd ?a ?a) => (reduce d (replicate d ?a))", "?a:6x6", Refuted, "at d=3"},
+		{"(reduce 2 (replicate 2 ?a)) => (reduce 3 (replicate 3 ?a))", "?a:6x6", Refuted, "element"},
+		// Z3 proves it through reduce-replicate-step, whose layout
+		// condition fails when ?a holds partial sums
+		{"(ewadd ?a ?a) => (reduce 2 (replicate 2 ?a))", "?a:6x6", Refuted, "layout condition"},
+		// cutting the contraction leaves partial sums, not cut columns
+		{"(linear none (partition 2 d ?a) (partition 0 d ?b)) => (partition 2 d (linear none ?a ?b))", "?a:6x6x6 ?b:6x6", Refuted, "+sum2"},
+	}
+	var jobs []Job
+	for i, c := range cases {
+		jobs = append(jobs, Job{ID: int64(i), Rule: parseParallel(t, c.text, c.inputs)})
+	}
+	cfg := Config{Registry: rules.All(), Axioms: loadAxioms(t), Budget: Budget{WallClock: 20 * time.Second}, Seed: 1, Workers: 2}
+	res := runJobs(t, cfg, jobs)
+	for i, c := range cases {
+		r := res[int64(i)]
+		if r.Status != c.want || !strings.Contains(r.Reason, c.why) {
+			t.Errorf("%s: %s (%s), want %s with %q", c.text, r.Status, r.Reason, c.want, c.why)
+			continue
+		}
+		t.Logf("%s: %s %s %v", c.text, r.Status, r.Reason, r.Core)
+	}
+}
+
+// TestDefaultProofsUnchangedByParallelAxioms: a rule of the default set
+// gets exactly the axioms it got before parallel.smt2 existed, and its
+// proof spends the same resource units and uses the same axioms.
+func TestDefaultProofsUnchangedByParallelAxioms(t *testing.T) {
+	set := loadAxioms(t)
+	dir := t.TempDir()
+	files, _ := filepath.Glob("../axioms/*.smt2")
+	for _, f := range files {
+		if filepath.Base(f) == "parallel.smt2" {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), src, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old, err := axioms.Load(dir, rules.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(axs []*axioms.Axiom) []string {
+		var out []string
+		for _, a := range axs {
+			out = append(out, a.Name)
+		}
+		return out
+	}
+	if got, want := names(RelevantAxioms(set, nil)), names(old.Axioms); !slices.Equal(got, want) {
+		t.Fatalf("a default rule gets %v, want %v", got, want)
+	}
+	var jobs []Job
+	for i, text := range []string{
+		"(transpose (matmul ?a (transpose ?b))) => (matmul ?b (transpose ?a))",
+		"(relu (concat 0 ?a (relu ?b))) => (relu (concat 0 ?a ?b))",
+		"(ewmul (ewmul ?a ?b) (relu ?a)) => (let ((%0 (relu ?a))) (ewmul %0 (ewmul ?b %0)))",
+	} {
+		jobs = append(jobs, Job{ID: int64(i), Rule: parse(t, text, "")})
+	}
+	withParallel := runJobs(t, Config{Registry: rules.All(), Axioms: set, Budget: Budget{WallClock: 20 * time.Second}}, jobs)
+	without := runJobs(t, Config{Registry: rules.Default(), Axioms: old, Budget: Budget{WallClock: 20 * time.Second}}, jobs)
+	for i, j := range jobs {
+		a, b := withParallel[int64(i)], without[int64(i)]
+		if a.Status != Proved || a.Units != b.Units || !slices.Equal(a.Core, b.Core) {
+			t.Errorf("%s: %s in %d units with %v; without parallel.smt2 %s in %d units with %v", j.Rule.Format(), a.Status, a.Units, a.Core, b.Status, b.Units, b.Core)
+		}
+	}
+}
+
+// TestRelevantAxioms: a parallel rule gets the parallel axioms whose
+// operators it applies or can reach, not the others.
+func TestRelevantAxioms(t *testing.T) {
+	set := loadAxioms(t)
+	r := parseParallel(t, "(partition 0 d (relu ?a)) => (relu (partition 0 d ?a))", "?a:6x6")
+	got := map[string]bool{}
+	for _, a := range RelevantAxioms(set, ruleParallelSymbols(r)) {
+		got[a.Name] = true
+	}
+	for name, want := range map[string]bool{"partition-relu": true, "partition-commute": true, "ewadd-comm": true,
+		"linear-relu": false, "partition-replicate": false, "reduce-one": false} {
+		if got[name] != want {
+			t.Errorf("%s given: %v, want %v", name, got[name], want)
+		}
+	}
+}
