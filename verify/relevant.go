@@ -1,6 +1,8 @@
 package verify
 
 import (
+	"slices"
+
 	"rulebook/axioms"
 	"rulebook/rules"
 )
@@ -61,11 +63,14 @@ func ruleParallelSymbols(r *rules.Rule) map[string]bool {
 }
 
 // RelevantAxioms lists, in the set's order, the axioms Z3 gets for a rule
-// whose terms apply the parallel operators in present: every axiom without
-// parallel operators, and each axiom whose parallel operators can all
-// occur. An operator can occur when the rule applies it, or when an axiom
-// one of whose sides can match (it is an application whose parallel
-// operators can occur) brings it in on its other side.
+// whose terms apply the parallel operators in present: those that can take
+// part in E-matching. An axiom fires on a term that matches one of its
+// patterns, and a pattern is a sub-term of the axiom that holds every
+// variable the axiom quantifies; so the axiom can fire once the parallel
+// operators of one such sub-term can occur, and firing brings in the
+// parallel operators of its other terms. An operator can occur when the
+// rule applies it or an axiom that can fire brings it in. Every axiom
+// without parallel operators can fire.
 func RelevantAxioms(set *axioms.Set, present map[string]bool) []*axioms.Axiom {
 	can := map[string]bool{}
 	for s := range present {
@@ -79,36 +84,63 @@ func RelevantAxioms(set *axioms.Set, present map[string]bool) []*axioms.Axiom {
 		}
 		return true
 	}
-	type sides struct{ lhs, rhs map[string]bool }
 	par := parallelOpSymbols()
-	syms := make([]sides, len(set.Axioms))
-	for i, a := range set.Axioms {
-		syms[i] = sides{parallelSymbols(a.LHS, par, nil), parallelSymbols(a.RHS, par, nil)}
+	type axiomSymbols struct {
+		patterns []map[string]bool // parallel operators of each possible pattern
+		all      map[string]bool
 	}
+	syms := make([]axiomSymbols, len(set.Axioms))
+	for i, a := range set.Axioms {
+		syms[i].all = parallelSymbols(a.RHS, par, parallelSymbols(a.LHS, par, nil))
+		for _, t := range possiblePatterns(a) {
+			syms[i].patterns = append(syms[i].patterns, parallelSymbols(t, par, nil))
+		}
+	}
+	fires := make([]bool, len(set.Axioms))
 	for grew := true; grew; {
 		grew = false
-		for i, a := range set.Axioms {
-			for _, side := range []struct {
-				term        *axioms.Term
-				this, other map[string]bool
-			}{{a.LHS, syms[i].lhs, syms[i].rhs}, {a.RHS, syms[i].rhs, syms[i].lhs}} {
-				if side.term.IsVar || !within(side.this) {
-					continue
-				}
-				for s := range side.other {
-					if !can[s] {
-						can[s], grew = true, true
-					}
-				}
+		for i := range set.Axioms {
+			if fires[i] || !slices.ContainsFunc(syms[i].patterns, within) {
+				continue
+			}
+			fires[i], grew = true, true
+			for s := range syms[i].all {
+				can[s] = true
 			}
 		}
 	}
 	var out []*axioms.Axiom
 	for i, a := range set.Axioms {
-		if within(syms[i].lhs) && within(syms[i].rhs) {
+		if fires[i] {
 			out = append(out, a)
 		}
 	}
+	return out
+}
+
+// possiblePatterns lists the applications in an axiom's sides that hold
+// every variable it quantifies: the terms Z3 may choose as its pattern.
+func possiblePatterns(a *axioms.Axiom) []*axioms.Term {
+	var out []*axioms.Term
+	var walk func(t *axioms.Term) map[string]bool
+	walk = func(t *axioms.Term) map[string]bool {
+		vars := map[string]bool{}
+		if t.IsVar {
+			vars[t.Sym] = true
+			return vars
+		}
+		for _, arg := range t.Args {
+			for v := range walk(arg) {
+				vars[v] = true
+			}
+		}
+		if len(t.Args) > 0 && len(vars) == len(a.Vars) {
+			out = append(out, t)
+		}
+		return vars
+	}
+	walk(a.LHS)
+	walk(a.RHS)
 	return out
 }
 
