@@ -56,7 +56,11 @@ func TestMalformedFilesSayWhere(t *testing.T) {
 		{"bad-sort", "; c\n(assert (! (forall ((x Real)) (= (relu x) x)) :named r))", "bad-sort.smt2:2:24: expected sort Tensor or Int"},
 		{"not-equation", "; c\n(assert (! (forall ((x Tensor)) (relu x)) :named r))", "not-equation.smt2:2:33: expected an equation"},
 		{"unknown-symbol", "; c\n(assert (! (forall ((x Tensor)) (= (conv2d 1 padding.wide activation.none 1 x x) x)) :named r))", "unknown-symbol.smt2:2:46: unknown symbol \"padding.wide\""},
+		{"layout-under-or", "; c\n(assert (! (forall ((x Tensor)) (=> (or (no-sums x) (no-sums x)) (= (relu x) x))) :named r))", "layout-under-or.smt2:2:41: a layout condition (no-sums x) may only be the guard or a conjunct of its top-level and"},
+		{"layout-of-int", "; c\n(assert (! (forall ((x Tensor) (d Int)) (=> (no-sums d) (= (replicate d x) x))) :named r))", "layout-of-int.smt2:2:45: (no-sums x) takes one tensor variable"},
+		{"nested-arithmetic", "; c\n(assert (! (forall ((x Tensor) (d Int)) (= (replicate (- (+ d 1) 1) x) x)) :named r))", "nested-arithmetic.smt2:2:58: - in an axiom takes integer variables and constants only"},
 	}
+	reg = rules.All()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Parse(c.name+".smt2", c.src, reg)
@@ -64,6 +68,22 @@ func TestMalformedFilesSayWhere(t *testing.T) {
 				t.Errorf("got %v, want an error containing %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestLayoutConditionIsLeftToTheChecks: Z3's formula of an axiom with a
+// layout condition leaves the condition out, and the axiom is marked
+// conditional; the hashed formula keeps it.
+func TestLayoutConditionIsLeftToTheChecks(t *testing.T) {
+	src := "; c\n(assert (! (forall ((d Int) (x Tensor)) (=> (and (>= d 2) (no-sums x)) (= (reduce d (replicate d x)) (ewadd x (reduce (- d 1) (replicate (- d 1) x)))))) :named step))"
+	axs, err := Parse("step.smt2", src, rules.All())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := axs[0]
+	want := "(forall ((d Int) (x Tensor)) (=> (>= d 2) (= (reduce d (replicate d x)) (ewadd x (reduce (- d 1) (replicate (- d 1) x))))))"
+	if !a.Conditional() || a.SolverFormula() != want || !strings.Contains(a.Formula(), "(no-sums x)") {
+		t.Errorf("conditional %v, solver formula %s, formula %s", a.Conditional(), a.SolverFormula(), a.Formula())
 	}
 }
 
@@ -167,7 +187,7 @@ func FuzzParseAxioms(f *testing.F) {
 	f.Add(deepAxiom(rules.MaxDepth + 1))
 	f.Add(wideAxiom(11))
 	f.Add("; guarded\n(assert (! (forall ((x Tensor) (a Int)) (=> (or (= a 0) (= a (- 1))) (= (relu x) x))) :named g))")
-	reg := rules.Default()
+	reg := rules.All()
 	f.Fuzz(func(t *testing.T, src string) {
 		axs, err := Parse("fuzz.smt2", src, reg)
 		if err != nil {

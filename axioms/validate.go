@@ -99,6 +99,7 @@ type checker struct {
 	slotOf   map[*Term]string
 	shapeTab rules.ShapeTable
 	infer    map[inferKey]inferResult
+	opIndex  map[*rules.Op]int32
 	// the compiled sides and the search state over them
 	nodes      []cnode
 	lhs, rhs   int
@@ -106,7 +107,7 @@ type checker struct {
 	candidates []int32 // ids of c.shapes
 	ids        []int32
 	st         []status
-	errs       []error
+	failedAt   []int // per node: the node whose inference failed, or −1
 	argBuf     []int32
 	// partial is the first instance where one side is defined and the
 	// other is not, used when no instance has both sides defined.
@@ -117,7 +118,7 @@ type checker struct {
 
 func validateAxiom(ctx context.Context, a *Axiom, reg *rules.Registry, b Bound) (Report, error) {
 	c := &checker{reg: reg, b: b, a: a, report: &Report{Axiom: a},
-		slotOf: map[*Term]string{}, infer: map[inferKey]inferResult{}}
+		slotOf: map[*Term]string{}, infer: map[inferKey]inferResult{}, opIndex: map[*rules.Op]int32{}}
 	c.shapes = allShapes(b)
 	if usesParallelOps(a, reg) {
 		c.shapes = layoutShapes(b)
@@ -149,7 +150,7 @@ func validateAxiom(ctx context.Context, a *Axiom, reg *rules.Registry, b Bound) 
 		})
 	}
 	c.lhs, c.rhs = c.compile()
-	c.ids, c.st, c.errs = make([]int32, len(c.nodes)), make([]status, len(c.nodes)), make([]error, len(c.nodes))
+	c.ids, c.st, c.failedAt = make([]int32, len(c.nodes)), make([]status, len(c.nodes)), make([]int, len(c.nodes))
 	c.assignID = make([]int32, len(c.slots))
 	for _, s := range c.shapes {
 		c.candidates = append(c.candidates, c.shapeTab.Intern(s))
@@ -341,21 +342,33 @@ func allShapes(b Bound) []rules.Shape {
 	return out
 }
 
+// inferKey and inferResult hold no pointers, so that the garbage collector
+// need not scan the cache, which grows to millions of entries when the
+// search pairs hundreds of parallel layouts. A failure keeps no error; the
+// message is recomputed for the one instance that reports it (failure).
 type inferKey struct {
-	op     *rules.Op
-	params [4]int
+	op     int32 // index in checker.ops
+	params [4]int32
 	a, b   int32
 }
 
 type inferResult struct {
 	outs [2]int32
-	err  error
+	ok   bool
 }
 
-// inferShapes is op.InferShapes through the cache.
-func (c *checker) inferShapes(op *rules.Op, params []int, in []int32) ([2]int32, error) {
-	key := inferKey{op: op, a: -1, b: -1}
-	copy(key.params[:], params)
+// inferShapes is op.InferShapes through the cache; ok is false where the
+// operator refuses the shapes.
+func (c *checker) inferShapes(op *rules.Op, params []int, in []int32) ([2]int32, bool) {
+	idx, known := c.opIndex[op]
+	if !known {
+		idx = int32(len(c.opIndex))
+		c.opIndex[op] = idx
+	}
+	key := inferKey{op: idx, a: -1, b: -1}
+	for i, p := range params {
+		key.params[i] = int32(p)
+	}
 	if len(in) > 0 {
 		key.a = in[0]
 	}
@@ -363,20 +376,37 @@ func (c *checker) inferShapes(op *rules.Op, params []int, in []int32) ([2]int32,
 		key.b = in[1]
 	}
 	if r, ok := c.infer[key]; ok {
-		return r.outs, r.err
+		return r.outs, r.ok
 	}
-	shapes := make([]rules.Shape, len(in))
-	for i, id := range in {
-		shapes[i] = c.shapeTab.Shape(id)
-	}
-	outs, err := op.InferShapes(params, shapes)
-	var r inferResult
-	r.err = err
+	outs, err := op.InferShapes(params, c.shapesOf(in))
+	r := inferResult{ok: err == nil}
 	for i, o := range outs {
 		r.outs[i] = c.shapeTab.Intern(o)
 	}
 	c.infer[key] = r
-	return r.outs, err
+	return r.outs, r.ok
+}
+
+func (c *checker) shapesOf(ids []int32) []rules.Shape {
+	shapes := make([]rules.Shape, len(ids))
+	for i, id := range ids {
+		shapes[i] = c.shapeTab.Shape(id)
+	}
+	return shapes
+}
+
+// failure is the shape error of node j, whose inference failed.
+func (c *checker) failure(j int) error {
+	n := &c.nodes[j]
+	in := []int32{}
+	if n.op.IsConstant() {
+		in = append(in, c.assignID[n.slot])
+	}
+	for _, a := range n.args {
+		in = append(in, c.ids[a])
+	}
+	_, err := n.op.InferShapes(n.params, c.shapesOf(in))
+	return err
 }
 
 // cnode is one node of an axiom side compiled for the shape search:
@@ -430,7 +460,7 @@ func (c *checker) resolveParams() {
 func (c *checker) nodeShapes() {
 	for i := range c.nodes {
 		n := &c.nodes[i]
-		c.st[i], c.errs[i] = pending, nil
+		c.st[i], c.failedAt[i] = pending, -1
 		var in []int32
 		switch {
 		case n.op == nil || n.op.IsConstant():
@@ -449,7 +479,7 @@ func (c *checker) nodeShapes() {
 			for _, a := range n.args {
 				switch c.st[a] {
 				case failed:
-					c.st[i], c.errs[i] = failed, c.errs[a]
+					c.st[i], c.failedAt[i] = failed, c.failedAt[a]
 					ready = false
 				case pending:
 					if c.st[i] != failed {
@@ -462,9 +492,9 @@ func (c *checker) nodeShapes() {
 				continue
 			}
 		}
-		outs, err := c.inferShapes(n.op, n.params, in)
-		if err != nil {
-			c.st[i], c.errs[i] = failed, err
+		outs, ok := c.inferShapes(n.op, n.params, in)
+		if !ok {
+			c.st[i], c.failedAt[i] = failed, i
 			continue
 		}
 		c.ids[i], c.st[i] = outs[n.out], defined
@@ -492,10 +522,11 @@ func (c *checker) shapeLoop(i int) error {
 	lst, rst := c.st[c.lhs], c.st[c.rhs]
 	if lst == failed || rst == failed {
 		if c.partial == "" && (lst == defined || rst == defined) {
-			side, err := "left", c.errs[c.rhs]
+			side, at := "left", c.failedAt[c.rhs]
 			if lst == failed {
-				side, err = "right", c.errs[c.lhs]
+				side, at = "right", c.failedAt[c.lhs]
 			}
+			err := c.failure(at)
 			c.partial = fmt.Sprintf("at %s the %s side is defined and the other is not (%v)", c.describe(), side, err)
 		}
 		return nil
@@ -515,7 +546,7 @@ func (c *checker) shapeLoop(i int) error {
 	}
 	for _, id := range c.candidates {
 		if op != nil {
-			if _, err := c.inferShapes(op, params, []int32{id}); err != nil {
+			if _, ok := c.inferShapes(op, params, []int32{id}); !ok {
 				continue
 			}
 		}
