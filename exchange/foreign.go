@@ -24,6 +24,9 @@ type Foreign struct {
 	Rules   []Named        // importable rules, in file order
 	Skipped []Skip         // rules that could not be imported, with why
 	Unknown map[string]int // unknown operator name -> occurrences (in skipped rules)
+	// Notes say what the import read and did not keep: FlexFlow's
+	// PM_PARALLEL_DIM of replicate and reduce.
+	Notes []string
 }
 
 // Named is an imported rule with its name in the file: FlexFlow's "name",

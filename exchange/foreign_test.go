@@ -53,7 +53,12 @@ func readForeign(t testing.TB, name string, data []byte) *Foreign {
 // checking that each is a valid rule whose text parses back to itself.
 func texts(t testing.TB, rs []*rules.Rule) []string {
 	t.Helper()
-	reg := rules.Default()
+	return textsIn(t, rules.Default(), rs)
+}
+
+// textsIn is texts for rules over the operators of reg.
+func textsIn(t testing.TB, reg *rules.Registry, rs []*rules.Rule) []string {
+	t.Helper()
 	out := make([]string, len(rs))
 	for i, r := range rs {
 		if err := r.Src.Validate(); err != nil {

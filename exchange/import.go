@@ -13,6 +13,7 @@ import (
 func importRules(reg *rules.Registry, st style, xs []xRule) (*Foreign, error) {
 	f := &Foreign{Unknown: map[string]int{}}
 	im := importer{reg: reg, st: st}
+	dropped := 0
 	for i := range xs {
 		x := &xs[i]
 		name := x.name
@@ -31,8 +32,32 @@ func importRules(reg *rules.Registry, st style, xs []xRule) (*Foreign, error) {
 			continue
 		}
 		f.Rules = append(f.Rules, Named{Name: name, Rule: r})
+		dropped += im.droppedReplicaDims(x)
+	}
+	if dropped > 0 {
+		f.Notes = append(f.Notes, fmt.Sprintf("%s of OP_REPLICATE and OP_REDUCE read and dropped (%d operators): our tensors have one replica dimension", rules.PMParallelDim, dropped))
 	}
 	return f, nil
+}
+
+// droppedReplicaDims counts the replicate and reduce operators of a rule
+// that name a dimension, which our single replica dimension does not need.
+func (im importer) droppedReplicaDims(x *xRule) int {
+	n := 0
+	for _, ops := range [][]xOp{x.src, x.dst} {
+		for j := range ops {
+			op, ok := im.lookup(&ops[j])
+			if !ok || op.Name != "replicate" && op.Name != "reduce" {
+				continue
+			}
+			for _, q := range ops[j].para {
+				if q.key == rules.PMParallelDim {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }
 
 type importer struct {
@@ -77,6 +102,9 @@ func (im importer) check(i int, x *xRule) error {
 			}
 		}
 	}
+	if err := im.checkDegrees(x, rule, fail); err != nil {
+		return err
+	}
 	if len(x.out) == 0 {
 		return fail(x.pos, []string{rule}, "expected at least one mappedOutput")
 	}
@@ -92,6 +120,48 @@ func (im importer) check(i int, x *xRule) error {
 		}
 	}
 	return nil
+}
+
+// checkDegrees refuses a parallel operator without a degree, or with a
+// degree below 1: FlexFlow applies its rules at the machine's degree, so a
+// rule that does not say where it writes its degree is not a rule we can
+// judge, and the file is wrong rather than beyond our operators.
+func (im importer) checkDegrees(x *xRule, rule string, fail func(int64, []string, string, ...any) error) error {
+	for _, side := range []struct {
+		name string
+		ops  []xOp
+	}{{"srcOp", x.src}, {"dstOp", x.dst}} {
+		for j := range side.ops {
+			op, ok := im.lookup(&side.ops[j])
+			if !ok || !hasDegree(op) {
+				continue
+			}
+			path := []string{rule, im.st.elem(side.name, j)}
+			degree, given := -1, false
+			for _, q := range side.ops[j].para {
+				if q.key == rules.PMParallelDegree {
+					degree, given = q.value, true
+				}
+			}
+			if !given {
+				return fail(side.ops[j].pos, path, "%s lacks %s", im.foreignName(&side.ops[j]), rules.PMParallelDegree)
+			}
+			if degree < 1 || degree > rules.MaxDegree {
+				return fail(side.ops[j].pos, path, "%s %s %d: expected a degree from 1 to %d", im.foreignName(&side.ops[j]), rules.PMParallelDegree, degree, rules.MaxDegree)
+			}
+		}
+	}
+	return nil
+}
+
+// hasDegree reports whether an operator takes a parallel degree.
+func hasDegree(op *rules.Op) bool {
+	for _, p := range op.Params {
+		if p.Degree {
+			return true
+		}
+	}
+	return false
 }
 
 // foreignName names an operator type as the file does, for reports.
@@ -138,7 +208,10 @@ func (im importer) convert(x *xRule) (*rules.Rule, string, []string) {
 	}
 	r := &rules.Rule{NumInputs: len(in), Src: graphs[0], Dst: graphs[1]}
 	r.Src.NumInputs, r.Dst.NumInputs = r.NumInputs, r.NumInputs
-	if !r.FindShapes(tasoInputShapes()) {
+	switch {
+	case isParallel(r):
+		findParallelShapes(r)
+	case !r.FindShapes(tasoInputShapes()):
 		guessGroups(r)
 	}
 	for _, g := range []*rules.Graph{&r.Src, &r.Dst} {
@@ -266,7 +339,7 @@ func (im importer) operator(x *xOp) (*rules.Op, []int, []xTensor, string) {
 			return nil, nil, nil, fmt.Sprintf("%s: %s", op.Name, err)
 		}
 	}
-	if !slices.Contains(op.TASO.Operands, len(x.in)) {
+	if !slices.Contains(operandCounts(op), len(x.in)) {
 		return nil, nil, nil, fmt.Sprintf("%s: %d operands, expected %d", op.Name, len(x.in), op.Arity)
 	}
 	return op, params, x.in[:op.Arity], ""
@@ -288,12 +361,36 @@ func (im importer) readParams(op *rules.Op, x *xOp) (opParams, string) {
 		}
 		p.m[q.key] = q.value
 	}
-	for _, k := range op.TASO.Required {
+	for _, k := range requiredParams(op) {
 		if !p.has(k) {
 			return p, fmt.Sprintf("%s: missing parameter %s", op.Name, k)
 		}
 	}
 	return p, ""
+}
+
+// operandCounts are the operand counts an operator accepts: TASO's, or
+// FlexFlow's for the operators TASO lacks (the parallel ones).
+func operandCounts(op *rules.Op) []int {
+	if op.TASO.None {
+		return op.FlexFlow.Operands
+	}
+	return op.TASO.Operands
+}
+
+// requiredParams are the keys an operator must carry: TASO's, or
+// FlexFlow's for the operators TASO lacks.
+func requiredParams(op *rules.Op) []rules.TASOParam {
+	if !op.TASO.None {
+		return op.TASO.Required
+	}
+	var out []rules.TASOParam
+	for _, name := range op.FlexFlow.Required {
+		if k, ok := rules.TASOParamNamed(name); ok {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // allowed reports whether an operator may carry a parameter: one of its

@@ -197,3 +197,63 @@ func (s *shapeSearch) setConstShapes() {
 		}
 	}
 }
+
+// LayoutVariants returns every layout of each base shape at one degree:
+// each dimension whole or cut in degree pieces, and either no replicas,
+// degree partial sums or degree copies. The bases' own layouts come first,
+// then layouts with fewer factors: a search that takes the first fit
+// records the plainest layout.
+func LayoutVariants(bases []Shape, degree int) []Shape {
+	var out []Shape
+	for factors := 0; factors <= MaxRank+1; factors++ {
+		for _, b := range bases {
+			for cuts := 0; cuts < 1<<b.Rank; cuts++ {
+				for replica := 0; replica < 3; replica++ {
+					if bitCount(cuts)+min(replica, 1) != factors {
+						continue
+					}
+					s := b.Plain()
+					for i := 0; i < b.Rank; i++ {
+						if cuts&(1<<i) != 0 {
+							s.Degrees[i] = degree
+						}
+					}
+					switch replica {
+					case 1:
+						s.Sum = degree
+					case 2:
+						s.Copy = degree
+					}
+					s.normalizeLayout()
+					if s.CheckLayout() == nil {
+						out = append(out, s)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func bitCount(x int) int {
+	n := 0
+	for ; x > 0; x &= x - 1 {
+		n++
+	}
+	return n
+}
+
+// FindLayouts is FindShapes over layouts: each input takes one of inputs
+// (LayoutVariants gives them), and the search gives up after maxSteps
+// nodes (0: no limit), as a rule that type-checks nowhere would otherwise
+// try every combination of its inputs' layouts.
+func (r *Rule) FindLayouts(inputs []Shape, maxSteps int) bool {
+	s := &shapeSearch{r: r, inputs: inputs, maxSteps: maxSteps,
+		assigned: make([]bool, r.NumInputs), in: make([]Shape, r.NumInputs),
+		out: [2][][]Shape{make([][]Shape, len(r.Src.Nodes)), make([][]Shape, len(r.Dst.Nodes))}}
+	if !s.node(0, 0) {
+		return false
+	}
+	r.InputShapes = s.in
+	return true
+}

@@ -115,10 +115,16 @@ larger side becomes the source), and adds them in one transaction as
 candidates of an "import" run that records the file. Each rule keeps its
 name in the file as its origin: FlexFlow's rule name, or "rule N".
 
-TASO and FlexFlow rules that our operators cannot express (FlexFlow's
-parallel operators and OP_LINEAR, activations an operator lacks, different
-heights and widths of strides or kernels…) are skipped and reported: the
-unknown operators with their occurrence counts, other reasons by rule.
+TASO and FlexFlow rules that our operators cannot express (activations an
+operator lacks, different heights and widths of strides or kernels…) are
+skipped and reported: unknown operators with their occurrence counts, other
+reasons by rule. FlexFlow's parallel operators import as partition, combine,
+replicate, reduce and linear; a parallel operator without PM_PARALLEL_DEGREE,
+or with degree 0, makes the file unreadable. Replicate and reduce have one
+replica dimension here, so their PM_PARALLEL_DIM is read and dropped (a
+note says how many). FlexFlow gives no shapes: each parallel rule records
+the plainest input layouts, at its degree, under which both sides
+type-check.
 
 A malformed file is reported with its position (line and column, or the
 byte offset of a protobuf) and nothing is written.`,
@@ -150,6 +156,9 @@ func runImport(ctx context.Context, cmd *cobra.Command, format, path string) err
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "imported %s from %s: %d new (run %d)\n", verify.Nouns(len(foreign.Rules), "rule"), path, n, runID)
+	for _, note := range foreign.Notes {
+		fmt.Fprintln(cmd.OutOrStdout(), "note: "+note)
+	}
 	if len(foreign.Skipped) > 0 {
 		groups := exchange.GroupSkips(foreign.Skipped, foreign.Unknown)
 		describe := func(g exchange.SkipGroup) string {
