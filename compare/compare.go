@@ -24,6 +24,13 @@ const (
 	// Trivial: both sides are the same expression (a foreign rule that
 	// differs only in what our operators do not model, such as layout).
 	Trivial Relation = "trivial"
+	// Falsified: a parallel rule false at its own degree, by a float test
+	// piece for piece (JudgeDegrees), or one whose sides type-check under
+	// no common input layouts.
+	Falsified Relation = "refuted"
+	// DegreeTwoOnly: a parallel rule written at degree 2, true there but
+	// false at another degree, where FlexFlow would apply it too.
+	DegreeTwoOnly Relation = "true at degree 2 only"
 )
 
 // Foreign is one rule of the foreign set.
@@ -42,6 +49,14 @@ type Verdict struct {
 	Steps []rewrite.Step
 	// Why explains a missed rule, once Explain has run.
 	Why Shortfall
+	// Counterexample says where a Falsified or DegreeTwoOnly rule fails.
+	Counterexample string
+	// Free are the inputs the rule's target reads and its source never
+	// binds (in the file's orientation), and FreeSound and FreeWhy whether
+	// that is sound (FreeInputSoundness).
+	Free      []int
+	FreeSound bool
+	FreeWhy   string
 }
 
 // Limits bounds the search for implying rewrite sequences.
@@ -63,6 +78,9 @@ func Compare(ctx context.Context, ours []*rules.Rule, theirs []Foreign, lim Limi
 	contained := map[string]bool{}
 	var rws []rewrite.Rewrite
 	for i, r := range ours {
+		// FlexFlow's rules are written at degree 2: ours with the degree
+		// variable are related to them at that degree.
+		r = r.WithDegree(rules.BaseDegree)
 		_, t := r.Oriented()
 		contained[t.String()] = true
 		rws = append(rws, rewrite.Both(r, i)...)
@@ -106,8 +124,19 @@ func Compare(ctx context.Context, ours []*rules.Rule, theirs []Foreign, lim Limi
 }
 
 func relate(ctx context.Context, f Foreign, contained map[string]bool, rws []rewrite.Rewrite, lim Limits) (Verdict, error) {
-	_, text := f.Rule.Oriented()
+	oriented, text := f.Rule.Oriented()
 	v := Verdict{Foreign: f, Text: text, Relation: Missed}
+	if free := FreeInputs(f.Rule); len(free) > 0 {
+		v.Free = free
+		v.FreeSound, v.FreeWhy = FreeInputSoundness(f.Rule, free)
+	}
+	if IsParallel(f.Rule) {
+		j := JudgeDegrees(oriented)
+		if j.Relation != "" {
+			v.Relation, v.Counterexample = j.Relation, j.Counterexample
+			return v, nil
+		}
+	}
 	switch {
 	case rewrite.Key(&f.Rule.Src) == rewrite.Key(&f.Rule.Dst):
 		v.Relation = Trivial

@@ -95,7 +95,7 @@ func (r *Report) WriteText(w io.Writer, path string, all bool) {
 	for i, vd := range vs {
 		relations[vd.Relation]++
 		statuses[proofs[i].Status]++
-		short := vd.Relation == Missed || proofs[i].Status != verify.Proved
+		short := vd.Relation == Missed || vd.Relation == Falsified || vd.Relation == DegreeTwoOnly || proofs[i].Status != verify.Proved
 		if !all && !short {
 			continue
 		}
@@ -111,8 +111,12 @@ func (r *Report) WriteText(w io.Writer, path string, all bool) {
 		if vd.Relation == Missed {
 			fmt.Fprintf(tw, "\t\t\twhy: %s\n", vd.Why)
 		}
+		if vd.Counterexample != "" {
+			fmt.Fprintf(tw, "\t\t\tcounterexample: %s\n", vd.Counterexample)
+		}
 	}
 	tw.Flush()
+	writeFreeInputs(w, vs)
 	n := len(vs)
 	pct := func(k int) string { return fmt.Sprintf("%d (%.1f%%)", k, 100*float64(k)/float64(max(n, 1))) }
 	fmt.Fprintf(w, "%s: %s against %s (%s, %.12s)\n", path, verify.Nouns(n, "rule"), v.Tag, verify.Nouns(v.Rules, "rule"), v.Hash)
@@ -123,8 +127,14 @@ func (r *Report) WriteText(w io.Writer, path string, all bool) {
 	if k := relations[Trivial]; k > 0 {
 		fmt.Fprintf(w, ", trivial (both sides equal) %s", pct(k))
 	}
+	for _, rel := range []Relation{Falsified, DegreeTwoOnly} {
+		if k := relations[rel]; k > 0 {
+			fmt.Fprintf(w, ", %s %s", rel, pct(k))
+		}
+	}
 	fmt.Fprintln(w)
 	writeShortfalls(w, Count(vs))
+	writeEveryDegree(w, vs)
 	fmt.Fprintf(w, "  our verifier: proved %s, unknown %s, refuted %s\n", pct(statuses[verify.Proved]), pct(statuses[verify.Unknown]), pct(statuses[verify.Refuted]))
 	fmt.Fprintf(w, "  rewrite search %s, verification %s\n", r.Searched.Round(time.Millisecond), r.Verified.Round(time.Millisecond))
 }
@@ -142,6 +152,52 @@ func writeShortfalls(w io.Writer, t Tally) {
 	pct := func(n int) float64 { return 100 * float64(reached) / float64(max(n, 1)) }
 	fmt.Fprintf(w, "  contained or implied: %d of %d true rules within our operand roles (%.2f%%), of %d true rules in all (%.2f%%)\n",
 		reached, reached+gaps, pct(reached+gaps), reached+gaps+outside, pct(reached+gaps+outside))
+}
+
+// writeFreeInputs lists the rules whose target reads inputs their source
+// never binds, each with whether that is sound.
+func writeFreeInputs(w io.Writer, vs []Verdict) {
+	var free []Verdict
+	sound := 0
+	for _, v := range vs {
+		if len(v.Free) > 0 {
+			free = append(free, v)
+			if v.FreeSound {
+				sound++
+			}
+		}
+	}
+	if len(free) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%s whose target reads inputs the source never binds (%d sound):\n", verify.Nouns(len(free), "rule"), sound)
+	for _, v := range free {
+		fmt.Fprintf(w, "  %s: %s\n", v.Name, v.FreeWhy)
+	}
+}
+
+// writeEveryDegree says, for a file with parallel rules, how many of those
+// true at every degree tested (neither refuted nor true at degree 2 only,
+// nor refuted by our verifier; trivial ones aside) the version contains or
+// implies.
+func writeEveryDegree(w io.Writer, vs []Verdict) {
+	parallel, reached, true_ := false, 0, 0
+	for _, v := range vs {
+		parallel = parallel || IsParallel(v.Rule)
+		switch {
+		case v.Relation == Falsified, v.Relation == DegreeTwoOnly, v.Relation == Trivial:
+		case v.Relation == Missed && v.Why.Cause.Standing() == False:
+		default:
+			true_++
+			if v.Relation == Contained || v.Relation == Implied {
+				reached++
+			}
+		}
+	}
+	if parallel {
+		fmt.Fprintf(w, "  contained or implied: %d of %d rules true at every degree tested, %v (%.2f%%)\n",
+			reached, true_, JudgedDegrees, 100*float64(reached)/float64(max(true_, 1)))
+	}
 }
 
 // describeRelation names the version's rules an implying sequence uses, by

@@ -198,18 +198,29 @@ func (s *shapeSearch) setConstShapes() {
 	}
 }
 
-// LayoutVariants returns every layout of each base shape at one degree:
-// each dimension whole or cut in degree pieces, and either no replicas,
-// degree partial sums or degree copies. The bases' own layouts come first,
-// then layouts with fewer factors: a search that takes the first fit
-// records the plainest layout.
+// LayoutVariants returns every layout of each base shape at one degree d:
+// each dimension whole or cut in d pieces, and a replica dimension of none,
+// d partial sums, d copies, d partial sums of d copies each, d² partial
+// sums or d² copies (what two replicates or a sharded product leave). The
+// plainest layouts come first (fewest factors of d), so that a search that
+// takes the first fit records the plainest.
 func LayoutVariants(bases []Shape, degree int) []Shape {
+	replicas := [][2]int{{1, 1}, {degree, 1}, {1, degree}, {degree, degree}, {degree * degree, 1}, {1, degree * degree}}
+	factors := func(sum, copies int) int {
+		n := 0
+		for _, f := range []int{sum, copies} {
+			for ; f > 1; f /= degree {
+				n++
+			}
+		}
+		return n
+	}
 	var out []Shape
-	for factors := 0; factors <= MaxRank+1; factors++ {
+	for want := 0; want <= MaxRank+2; want++ {
 		for _, b := range bases {
 			for cuts := 0; cuts < 1<<b.Rank; cuts++ {
-				for replica := 0; replica < 3; replica++ {
-					if bitCount(cuts)+min(replica, 1) != factors {
+				for _, rep := range replicas {
+					if bitCount(cuts)+factors(rep[0], rep[1]) != want {
 						continue
 					}
 					s := b.Plain()
@@ -218,12 +229,7 @@ func LayoutVariants(bases []Shape, degree int) []Shape {
 							s.Degrees[i] = degree
 						}
 					}
-					switch replica {
-					case 1:
-						s.Sum = degree
-					case 2:
-						s.Copy = degree
-					}
+					s.Sum, s.Copy = rep[0], rep[1]
 					s.normalizeLayout()
 					if s.CheckLayout() == nil {
 						out = append(out, s)

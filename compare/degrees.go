@@ -1,0 +1,324 @@
+package compare
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"rulebook/enumerate"
+	"rulebook/exchange"
+	"rulebook/fingerprint"
+	"rulebook/rules"
+)
+
+// FlexFlow applies each of its rules at the machine's degree, though its
+// generator wrote them at degree 2. A parallel foreign rule is therefore
+// judged at several degrees: its degree parameters, all equal, become the
+// degree variable d, and the rule is float-tested at d = 2, 3 and 4, piece
+// for piece, at every layout of its inputs (up to judgedLayouts) under which
+// both sides type-check at its own degree. False at its own degree: refuted;
+// true there but false at another: true at degree 2 only.
+
+// JudgedDegrees are the degrees a parallel foreign rule is tested at, its
+// own first.
+var JudgedDegrees = []int{2, 3, 4}
+
+const (
+	// judgedLayouts bounds the input layouts a rule is tested at, at its
+	// own degree; otherDegreeLayouts the first of them tested at other
+	// degrees, where tensors are larger (36³ elements at degree 3).
+	judgedLayouts      = 8
+	otherDegreeLayouts = 2
+	// judgeSearchSteps bounds the search for those layouts.
+	judgeSearchSteps = 100000
+	// judgeTolerance is the float check's relative tolerance.
+	judgeTolerance = 1e-9
+)
+
+// Judgement is what the degree test says of a parallel foreign rule:
+// Relation is Falsified, DegreeTwoOnly, or "" for a rule true at every degree
+// tested; Counterexample says where it fails.
+type Judgement struct {
+	Relation       Relation
+	Counterexample string
+}
+
+// JudgeDegrees tests a parallel foreign rule at JudgedDegrees. A rule whose
+// degree parameters differ is tested at its own degrees only.
+func JudgeDegrees(r *rules.Rule) Judgement {
+	own := ruleDegree(r)
+	layouts, why := wellShapedLayouts(r, own)
+	if len(layouts) == 0 {
+		return Judgement{Falsified, why}
+	}
+	general, ok := generalize(r, own)
+	degrees := JudgedDegrees
+	if !ok {
+		// Degrees that differ, or none (a linear rule): its own layouts.
+		degrees = []int{max(own, rules.BaseDegree)}
+	}
+	for k, d := range degrees {
+		for l, in := range layouts {
+			if k > 0 && l >= otherDegreeLayouts {
+				break
+			}
+			g := *general
+			g.InputShapes = in
+			err := enumerate.FloatCheckAtDegree(&g, d, enumerate.DegreeCheck{Multiple: judgeMultiple(d), Seed: 1, Tolerance: judgeTolerance})
+			if err == nil {
+				continue
+			}
+			at, _ := g.InputShapesAtDegree(d, judgeMultiple(d))
+			cx := fmt.Sprintf("%s; inputs %s", err, inputList(at))
+			if k == 0 {
+				return Judgement{Falsified, cx}
+			}
+			_, text := general.Oriented()
+			return Judgement{DegreeTwoOnly, fmt.Sprintf("%s (the rule with d: %s)", cx, text)}
+		}
+	}
+	return Judgement{}
+}
+
+// judgeMultiple is what input sizes grow to a multiple of at degree d
+// (rules.Rule.InputShapesAtDegree): d², as the layouts tried cut a
+// dimension of size 4 = 2² at degree 2, and a rule may cut it again.
+func judgeMultiple(d int) int { return d * d }
+
+// ruleDegree is the degree a rule's parallel operators are written at (the
+// largest), or 0.
+func ruleDegree(r *rules.Rule) int {
+	d := 0
+	eachDegree(r, func(v int) { d = max(d, v) })
+	return d
+}
+
+func eachDegree(r *rules.Rule, f func(int)) {
+	for _, g := range []*rules.Graph{&r.Src, &r.Dst} {
+		for _, n := range g.Nodes {
+			for i, spec := range n.Op.Params {
+				if spec.Degree {
+					f(n.Params[i])
+				}
+			}
+		}
+	}
+}
+
+// IsParallel reports whether a rule uses an operator of the parallel set
+// that the default set lacks: such a rule is judged by JudgeDegrees.
+func IsParallel(r *rules.Rule) bool {
+	for _, g := range []*rules.Graph{&r.Src, &r.Dst} {
+		for _, n := range g.Nodes {
+			if n.Op.Set == rules.SetParallel {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// generalize writes the degree variable d for every degree parameter, and
+// reports false when they are not all equal (their ratio would be lost).
+func generalize(r *rules.Rule, own int) (*rules.Rule, bool) {
+	same := true
+	eachDegree(r, func(v int) { same = same && v == own })
+	if !same || own == 0 || own != rules.BaseDegree {
+		return r, false
+	}
+	out := *r
+	out.Src, out.Dst = *r.Src.WithDegreeVar(own), *r.Dst.WithDegreeVar(own)
+	return &out, true
+}
+
+// wellShapedLayouts lists up to judgedLayouts assignments of input layouts
+// (exchange.ParallelInputShapes) under which both sides of r type-check
+// and agree on their outputs' layouts; where there are none, why says what
+// goes wrong, as a counterexample.
+func wellShapedLayouts(r *rules.Rule, degree int) (out [][]rules.Shape, why string) {
+	pool := exchange.ParallelInputShapes(max(degree, 2))
+	candidates := make([][]rules.Shape, r.NumInputs)
+	for i := range candidates {
+		candidates[i] = pool
+	}
+	c := *r
+	c.EachShapes(candidates, nil, judgeSearchSteps, func() bool {
+		out = append(out, append([]rules.Shape(nil), c.InputShapes...))
+		return len(out) < judgedLayouts
+	})
+	if len(out) > 0 {
+		return out, ""
+	}
+	return nil, illShaped(r, candidates)
+}
+
+// illShaped says why no layouts fit a rule: the source type-checks
+// nowhere (the rule never applies), or where it does the target does not
+// type-check or lays out its outputs differently.
+func illShaped(r *rules.Rule, candidates [][]rules.Shape) string {
+	src := *r
+	src.Dst = r.Src
+	var first []rules.Shape
+	why := ""
+	src.EachShapes(candidates, nil, judgeSearchSteps, func() bool {
+		in := append([]rules.Shape(nil), src.InputShapes...)
+		if first == nil {
+			first = in
+		}
+		if msg := targetMismatch(r, in); msg != "" && why == "" || msg != "" && strings.Contains(why, "does not type-check") && !strings.Contains(msg, "does not type-check") {
+			why = fmt.Sprintf("%s; inputs %s", msg, inputList(in))
+		}
+		return strings.Contains(why, "does not type-check") || why == ""
+	})
+	if first == nil {
+		return fmt.Sprintf("the source type-checks under no input layouts at degree %d: the rule never applies", max(ruleDegree(r), 2))
+	}
+	return why
+}
+
+// targetMismatch says how the target differs in shape from the source at
+// given input shapes: a shape error, or outputs laid out differently.
+func targetMismatch(r *rules.Rule, in []rules.Shape) string {
+	src, err := inferOutputShapes(&r.Src, in)
+	if err != nil {
+		return "source: " + err.Error()
+	}
+	dst, err := inferOutputShapes(&r.Dst, in)
+	if err != nil {
+		return "the target does not type-check where the source does: " + err.Error()
+	}
+	for k := range src {
+		if !src[k].SameDims(dst[k]) {
+			return fmt.Sprintf("output %d: source gives %s, target %s", k, src[k], dst[k])
+		}
+	}
+	return ""
+}
+
+func inputList(in []rules.Shape) string {
+	parts := make([]string, len(in))
+	for i, s := range in {
+		parts[i] = rules.InputName(i) + ":" + s.String()
+	}
+	return strings.Join(parts, " ")
+}
+
+// FreeInputs lists the inputs a rule's target reads and its source never
+// binds.
+func FreeInputs(r *rules.Rule) []int {
+	src, dst := r.Src.UsedInputs(), r.Dst.UsedInputs()
+	var free []int
+	for i := range dst {
+		if dst[i] && (i >= len(src) || !src[i]) {
+			free = append(free, i)
+		}
+	}
+	return free
+}
+
+// inferOutputShapes infers a graph's output shapes from its inputs', or
+// says which operator fails.
+func inferOutputShapes(g *rules.Graph, in []rules.Shape) ([]rules.Shape, error) {
+	shapes := make([][]rules.Shape, len(g.Nodes))
+	of := func(v rules.Value) rules.Shape {
+		if v.IsInput() {
+			return in[v.Input()]
+		}
+		return shapes[v.Node][v.Out]
+	}
+	for j, n := range g.Nodes {
+		args := make([]rules.Shape, len(n.Args))
+		for k, a := range n.Args {
+			args[k] = of(a)
+		}
+		out, err := n.Op.InferShapes(n.Params, args)
+		if err != nil {
+			return nil, err
+		}
+		shapes[j] = out
+	}
+	out := make([]rules.Shape, len(g.Outputs))
+	for k, o := range g.Outputs {
+		out[k] = of(o)
+	}
+	return out, nil
+}
+
+// soundnessShapes are the input shapes free inputs are judged at: a
+// parallel rule's first well-shaped layouts, sizes grown to a multiple of
+// judgeMultiple(2), or another rule's recorded shapes.
+func soundnessShapes(r *rules.Rule) ([]rules.Shape, string) {
+	if !IsParallel(r) {
+		if len(r.InputShapes) != r.NumInputs {
+			return nil, "no input shapes make both sides type-check"
+		}
+		return r.InputShapes, ""
+	}
+	layouts, why := wellShapedLayouts(r, ruleDegree(r))
+	if len(layouts) == 0 {
+		return nil, fmt.Sprintf("no input layouts make both sides type-check (%s)", why)
+	}
+	g := *r
+	g.InputShapes = layouts[0]
+	shapes, err := g.InputShapesAtDegree(rules.BaseDegree, judgeMultiple(rules.BaseDegree))
+	if err != nil {
+		return nil, err.Error()
+	}
+	return shapes, ""
+}
+
+// FreeInputSoundness says whether a target that reads free inputs is sound:
+// its value must not depend on them, since the source binds nothing to
+// give them. It is decided by evaluation: at the rule's first well-shaped
+// layouts (soundnessShapes), the target is computed twice,
+// the free inputs drawn anew the second time, and must give the same
+// pieces. A rule with no well-shaped layouts is not sound.
+func FreeInputSoundness(r *rules.Rule, free []int) (bool, string) {
+	names := make([]string, len(free))
+	for i, k := range free {
+		names[i] = rules.InputName(k)
+	}
+	reads := strings.Join(names, ", ")
+	shapes, why := soundnessShapes(r)
+	if shapes == nil {
+		return false, fmt.Sprintf("not sound: reads %s, and %s", reads, why)
+	}
+	draw := fingerprint.Inputs{Seed: 1}
+	inputs := func(freeStream uint64) []*rules.FloatTensor {
+		xs := make([]*rules.FloatTensor, len(shapes))
+		for i, s := range shapes {
+			xs[i] = draw.Float(0, i, s)
+		}
+		for _, k := range free {
+			xs[k] = draw.Float(freeStream, k, shapes[k])
+		}
+		return xs
+	}
+	a, err := rules.Evaluate(&r.Dst, rules.FloatKernelOf, inputs(0))
+	if err != nil {
+		return false, fmt.Sprintf("not sound: reads %s, and the target fails: %v", reads, err)
+	}
+	b, err := rules.Evaluate(&r.Dst, rules.FloatKernelOf, inputs(2))
+	if err != nil {
+		return false, fmt.Sprintf("not sound: reads %s, and the target fails: %v", reads, err)
+	}
+	for o := range a {
+		if i := firstDifference(a[o], b[o]); i >= 0 {
+			return false, fmt.Sprintf("not sound: output %d depends on %s (element %d of %s changes from %g to %g when %s is drawn anew; inputs %s)",
+				o, reads, i, a[o].Shape, a[o].Data[i], b[o].Data[i], reads, inputList(shapes))
+		}
+	}
+	return true, fmt.Sprintf("sound: reads %s, yet gives the same pieces when %s is drawn anew (inputs %s)", reads, reads, inputList(shapes))
+}
+
+// firstDifference is the first element where two tensors differ beyond
+// judgeTolerance, or -1.
+func firstDifference(x, y *rules.FloatTensor) int {
+	for i, a := range x.Data {
+		b := y.Data[i]
+		if math.Abs(a-b) > judgeTolerance*math.Max(1, math.Max(math.Abs(a), math.Abs(b))) {
+			return i
+		}
+	}
+	return -1
+}
