@@ -15,6 +15,12 @@ const (
 	// defaultNumDim is the concat rank written when nothing in the rule
 	// fixes it (TASO's activations are 4-D).
 	defaultNumDim = 4
+	// parallelNumDim is the concat rank written in a parallel rule when
+	// nothing fixes it: FlexFlow's parallel rules concatenate 3-D tensors.
+	parallelNumDim = 3
+	// replicaDim is the PM_PARALLEL_DIM written for replicate and reduce,
+	// whose single replica dimension FlexFlow's format names by a number.
+	replicaDim = 0
 )
 
 // The formats written on the shared schema, as reasons name them.
@@ -25,15 +31,21 @@ const (
 
 // exportRules turns our rules into the shared schema, for tasoFormat or
 // flexFlowFormat. Graph input i becomes opId -(i+1), tsId 0; operators
-// carry both their TASO type and their FlexFlow name.
-func exportRules(rs []*rules.Rule, format string) ([]xRule, []Skip) {
+// carry both their TASO type and their FlexFlow name. Parallel rules are
+// written at the given degree (atDegree).
+func exportRules(rs []*rules.Rule, format string, degree int) ([]xRule, []Skip) {
 	var out []xRule
 	var skipped []Skip
 	for i, r := range rs {
 		name := fmt.Sprintf("rule %d", i+1)
+		r, reason := atDegree(r, degree)
+		if reason != "" {
+			skipped = append(skipped, Skip{Name: name, Reason: reason})
+			continue
+		}
 		x, reason := exportRule(r, format)
 		if reason == "" {
-			reason = readsBack(r, &x)
+			reason = readsBack(r, &x, format)
 		}
 		if reason != "" {
 			skipped = append(skipped, Skip{Name: name, Reason: reason})
@@ -48,8 +60,8 @@ func exportRules(rs []*rules.Rule, format string) ([]xRule, []Skip) {
 // readsBack checks that a written rule reads back as the same rule. The
 // formats leave convolution groups to the shapes, so a rule whose groups
 // TASO's pool of shapes would settle differently cannot be carried.
-func readsBack(r *rules.Rule, x *xRule) string {
-	back, reason, _ := importer{reg: rules.All()}.convert(x)
+func readsBack(r *rules.Rule, x *xRule, format string) string {
+	back, reason, _ := importer{reg: rules.All(), st: style{json: format == flexFlowFormat}}.convert(x)
 	if reason != "" {
 		return "does not read back: " + reason
 	}
@@ -58,6 +70,31 @@ func readsBack(r *rules.Rule, x *xRule) string {
 		return "conv2d groups that TASO's shapes do not imply (TASO infers groups from shapes)"
 	}
 	return ""
+}
+
+// atDegree writes a rule at a degree: a rule with the degree variable d
+// holds at every degree and is written with d replaced; a rule whose
+// degrees are concrete holds at those only and is written only if they
+// all equal the degree asked for (FlexFlow applies a rule at the machine's
+// degree, whatever degree it is written at).
+func atDegree(r *rules.Rule, degree int) (*rules.Rule, string) {
+	if r.HasDegreeVar() {
+		return r.WithDegree(degree), ""
+	}
+	other := 0
+	for _, g := range []*rules.Graph{&r.Src, &r.Dst} {
+		for _, n := range g.Nodes {
+			for i, spec := range n.Op.Params {
+				if spec.Degree && n.Params[i] != degree {
+					other = n.Params[i]
+				}
+			}
+		}
+	}
+	if other != 0 {
+		return nil, fmt.Sprintf("holds at degree %d only (no degree variable d), not at the degree written", other)
+	}
+	return r, ""
 }
 
 func exportRule(r *rules.Rule, format string) (xRule, string) {
@@ -80,10 +117,15 @@ func exportRule(r *rules.Rule, format string) (xRule, string) {
 		}
 		ops := make([]xOp, len(g.Nodes))
 		for j, n := range g.Nodes {
-			if n.Op.TASO.None || format == flexFlowFormat && n.Op.FlexFlow.None {
+			if format == tasoFormat && n.Op.TASO.None || format == flexFlowFormat && n.Op.FlexFlow.None {
 				return x, fmt.Sprintf("%s has no %s operator type", n.Op.Name, format)
 			}
 			ops[j] = xOp{typ: n.Op.TASO.Type, name: n.Op.FlexFlow.Type, para: exportParams(r, s, g, j, ranks)}
+			if format == flexFlowFormat {
+				for k := range ops[j].para { // FlexFlow names its keys
+					ops[j].para[k].name = ops[j].para[k].key.String()
+				}
+			}
 			for _, a := range n.Args {
 				ops[j].in = append(ops[j].in, tensor(a))
 			}
@@ -132,6 +174,9 @@ func exportParams(r *rules.Rule, side int, g *rules.Graph, j int, ranks *rankInf
 		dim := ranks.rank(side, rules.Value{Node: j})
 		if dim < 0 {
 			dim = defaultNumDim
+			if isParallel(r) {
+				dim = parallelNumDim
+			}
 		}
 		dim = max(dim, axis+1)
 		return []xParam{kv(rules.PMNumInputs, 2), kv(rules.PMAxis, axis), kv(rules.PMNumDim, dim)}
@@ -144,6 +189,18 @@ func exportParams(r *rules.Rule, side int, g *rules.Graph, j int, ranks *rankInf
 		return []xParam{kv(rules.PMActi, tasoActNone)}
 	case "enlarge", "C_pool", "I_conv":
 		return []xParam{kv(rules.PMKernelH, n.Params[0]), kv(rules.PMKernelW, n.Params[0])}
+	case "partition", "combine":
+		return []xParam{kv(rules.PMParallelDim, n.Params[0]), kv(rules.PMParallelDegree, n.Params[1])}
+	case "replicate", "reduce":
+		// FlexFlow's replicate and reduce name a dimension; ours have one
+		// replica dimension, written as dimension replicaDim.
+		return []xParam{kv(rules.PMParallelDim, replicaDim), kv(rules.PMParallelDegree, n.Params[0])}
+	case "linear":
+		acti := tasoActNone
+		if n.Params[0] == rules.ActRelu {
+			acti = tasoActRelu
+		}
+		return []xParam{kv(rules.PMActi, acti)}
 	}
 	return nil
 }

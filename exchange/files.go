@@ -80,7 +80,7 @@ func Export(w io.Writer, reg *rules.Registry, format string, v store.Version, st
 	case "dot":
 		return nil, WriteDot(w, reg, versionPicture(v, stored, picked))
 	case "taso-pb", "flexflow-json":
-		return writeForeign(w, reg, format, rs, ids)
+		return writeForeign(w, reg, format, rs, ids, max(sel.Degree, rules.BaseDegree))
 	}
 	return nil, fmt.Errorf("export: unknown format %q", format)
 }
@@ -97,7 +97,7 @@ func tooManyToDraw(v store.Version, n int, sel Selection) error {
 
 // writeForeign writes rs in TASO's or FlexFlow's format and names the
 // rules they cannot carry by ids rather than by position.
-func writeForeign(w io.Writer, reg *rules.Registry, format string, rs []rules.Text, ids []int64) ([]Skip, error) {
+func writeForeign(w io.Writer, reg *rules.Registry, format string, rs []rules.Text, ids []int64, degree int) ([]Skip, error) {
 	parsed := make([]*rules.Rule, len(rs))
 	for i, r := range rs {
 		checked, err := r.Checked(reg)
@@ -111,7 +111,7 @@ func writeForeign(w io.Writer, reg *rules.Registry, format string, rs []rules.Te
 	if format == "taso-pb" {
 		skipped, err = WriteTASO(w, parsed)
 	} else {
-		skipped, err = WriteFlexFlow(w, parsed)
+		skipped, err = WriteFlexFlowAt(w, parsed, degree)
 	}
 	// The writers name rules by position ("rule 3").
 	for i, s := range skipped {

@@ -26,8 +26,11 @@ import (
 //
 // Each operator's FlexFlow name and parameter names are in its registry
 // row (rules.Op.FlexFlow): TASO's enum names, with one misspelling
-// FlexFlow's converter writes read too. Its parallel operators and linear
-// layers have no counterpart here (rules.UnsupportedForeignOps).
+// FlexFlow's converter writes read too. FlexFlow's parallel operators
+// (OP_PARTITION, OP_COMBINE, OP_REPLICATE, OP_REDUCE with PM_PARALLEL_DIM
+// and PM_PARALLEL_DEGREE) and OP_LINEAR (PM_ACTI) are ours in the
+// parallel set; replicate's and reduce's PM_PARALLEL_DIM is read and
+// dropped, as our tensors have one replica dimension.
 
 // ReadFlexFlow reads FlexFlow's JSON rule collection. Rules with operators
 // we lack are skipped, and Unknown counts those operators; a malformed file
@@ -49,9 +52,19 @@ func ReadFlexFlow(name string, data []byte, reg *rules.Registry) (*Foreign, erro
 // WriteFlexFlow writes rules as FlexFlow's JSON, laid out as FlexFlow's
 // converter lays it out (keys sorted, two-space indent). Rules are named
 // "rulebook_rule_N", N counting rs from 1; the rules it cannot carry are
-// those WriteTASO cannot, and are returned likewise.
+// those WriteTASO cannot, and are returned likewise. Parallel rules are
+// written at rules.BaseDegree (see WriteFlexFlowAt).
 func WriteFlexFlow(w io.Writer, rs []*rules.Rule) ([]Skip, error) {
-	xs, skipped := exportRules(rs, flexFlowFormat)
+	return WriteFlexFlowAt(w, rs, rules.BaseDegree)
+}
+
+// WriteFlexFlowAt is WriteFlexFlow with parallel rules written at a
+// degree: a rule with the degree variable d at that degree, and a rule
+// whose degrees are concrete only if they equal it (it is skipped
+// otherwise, with the degree it holds at). Replicate and reduce are written
+// with PM_PARALLEL_DIM 0 (our tensors have one replica dimension).
+func WriteFlexFlowAt(w io.Writer, rs []*rules.Rule, degree int) ([]Skip, error) {
+	xs, skipped := exportRules(rs, flexFlowFormat, degree)
 	c := ffCollection{T: "RuleCollection", Rule: []ffRule{}}
 	for _, x := range xs {
 		fr := ffRule{T: "Rule", Name: x.name, SrcOp: ffOps(x.src), DstOp: ffOps(x.dst), MappedOutput: []ffMap{}}

@@ -93,6 +93,11 @@ func inferRanks(r *rules.Rule) *rankInfo {
 				for _, o := range outs[1:] {
 					ri.union(outs[0], o)
 				}
+			case "partition", "combine", "replicate", "reduce":
+				ri.union(outs[0], args[0])
+			case "linear":
+				ri.union(outs[0], args[0])
+				ri.fix(args[1], 2)
 			case "smul":
 				ri.union(outs[0], args[0])
 				ri.fix(args[1], 0)

@@ -18,6 +18,10 @@ type Selection struct {
 	// Ops keeps the rules that use every one of these operators (on either
 	// side).
 	Ops []string
+	// Degree is the degree flexflow-json writes parallel rules at, and
+	// keeps those valid at (WriteFlexFlowAt); 0 means rules.BaseDegree.
+	// It picks nothing in the other formats, which write d as d.
+	Degree int
 }
 
 // All reports whether s picks the whole version.

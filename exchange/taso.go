@@ -45,7 +45,7 @@ func ReadTASO(name string, data []byte, reg *rules.Registry) (*Foreign, error) {
 // 1): an output that is a graph input, and conv2d groups TASO would infer
 // differently (see exportParams). Graph input i is written as opId -(i+1).
 func WriteTASO(w io.Writer, rs []*rules.Rule) ([]Skip, error) {
-	xs, skipped := exportRules(rs, tasoFormat)
+	xs, skipped := exportRules(rs, tasoFormat, rules.BaseDegree)
 	var b []byte
 	for i := range xs {
 		b = protowire.AppendTag(b, 1, protowire.BytesType)

@@ -39,9 +39,16 @@ a kernel that is not a C_pool constant, 1 over one that is). Those rules are
 left out and reported on standard error, grouped by reason, with their ids.
 What TASO needs and rulebook's rules do not say is inferred from the rule's
 shapes and operators where it can be (conv2d kernel sizes, concat ranks),
-and defaults to 3x3 kernels and 4-D tensors otherwise.`,
+and defaults to 3x3 kernels and 4-D tensors otherwise.
+
+--degree writes parallel rules for FlexFlow at that degree (flexflow-json
+only; default 2): a rule with the degree variable d holds at every degree and
+is written with d replaced; a rule written at a concrete degree holds there
+only, so it is left out unless that is --degree. Replicate and reduce are
+written with PM_PARALLEL_DIM 0: our tensors have one replica dimension.`,
 		Example: `  rulebook export --version v1 --format json -o v1.json
   rulebook export --version v1 --format taso-pb -o v1.pb
+  rulebook export --version v1 --format flexflow-json --degree 4 -o v1-ff4.json
   rulebook export --version v1 --format dot --id 12,59 -o rules.dot
   rulebook export --version v1 --format dot --op split,conv2d -o split.dot`,
 		Args: cobra.NoArgs,
@@ -50,6 +57,9 @@ and defaults to 3x3 kernels and 4-D tensors otherwise.`,
 				return fmt.Errorf("--version is required (see 'rulebook versions')")
 			}
 			if err := sel.Check(rules.All()); err != nil {
+				return err
+			}
+			if err := checkExportDegree(cmd, format, sel.Degree); err != nil {
 				return err
 			}
 			switch format {
@@ -83,7 +93,23 @@ and defaults to 3x3 kernels and 4-D tensors otherwise.`,
 	cmd.Flags().StringVarP(&output, "output", "o", "", "file to write (default standard output)")
 	cmd.Flags().Int64SliceVar(&sel.IDs, "id", nil, "only the rules with these ids (repeat or comma-separate)")
 	cmd.Flags().StringSliceVar(&sel.Ops, "op", nil, "only the rules that use all these operators (repeat or comma-separate)")
+	cmd.Flags().IntVar(&sel.Degree, "degree", rules.BaseDegree, "flexflow-json: the parallel degree to write rules at")
 	return cmd
+}
+
+// checkExportDegree refuses a --degree below 2 or above rules.MaxDegree, or
+// given for a format that writes d as d.
+func checkExportDegree(cmd *cobra.Command, format string, degree int) error {
+	if !cmd.Flags().Changed("degree") {
+		return nil
+	}
+	if format != "flexflow-json" {
+		return fmt.Errorf("--degree applies to --format flexflow-json only (the other formats write the degree variable d as d)")
+	}
+	if degree < 2 || degree > rules.MaxDegree {
+		return fmt.Errorf("--degree %d: expected an integer from 2 to %d (degree 1 is the identity)", degree, rules.MaxDegree)
+	}
+	return nil
 }
 
 // abbreviate joins the first n names.

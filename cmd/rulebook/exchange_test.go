@@ -228,3 +228,33 @@ func TestImportOrigins(t *testing.T) {
 		t.Errorf("%d origins named rule 1 and rule 2", n)
 	}
 }
+
+// TestExportDegreeRefused: --degree 0, or --degree for a format that
+// writes d as d, is one line and writes nothing.
+func TestExportDegreeRefused(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "r.db")
+	verifiedDB(t, db, "ewadd,relu")
+	if _, err := run(ctx, "release", "v1", "--db", db); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.json")
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--format", "flexflow-json", "--degree", "0"}, "--degree 0: expected an integer from 2 to 1024 (degree 1 is the identity)"},
+		{[]string{"--format", "json", "--degree", "4"}, "--degree applies to --format flexflow-json only (the other formats write the degree variable d as d)"},
+	}
+	for _, c := range cases {
+		args := append([]string{"export", "--version", "v1", "-o", out, "--db", db}, c.args...)
+		_, err := run(ctx, args...)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%v: %v, want %s", c.args, err, c.want)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("%v: %s written", c.args, out)
+		}
+	}
+}
