@@ -179,11 +179,11 @@ func illShaped(r *rules.Rule, candidates [][]rules.Shape) string {
 // targetMismatch says how the target differs in shape from the source at
 // given input shapes: a shape error, or outputs laid out differently.
 func targetMismatch(r *rules.Rule, in []rules.Shape) string {
-	src, err := inferOutputShapes(&r.Src, in)
+	src, err := r.Src.OutputShapes(in)
 	if err != nil {
 		return "source: " + err.Error()
 	}
-	dst, err := inferOutputShapes(&r.Dst, in)
+	dst, err := r.Dst.OutputShapes(in)
 	if err != nil {
 		return "the target does not type-check where the source does: " + err.Error()
 	}
@@ -214,34 +214,6 @@ func FreeInputs(r *rules.Rule) []int {
 		}
 	}
 	return free
-}
-
-// inferOutputShapes infers a graph's output shapes from its inputs', or
-// says which operator fails.
-func inferOutputShapes(g *rules.Graph, in []rules.Shape) ([]rules.Shape, error) {
-	shapes := make([][]rules.Shape, len(g.Nodes))
-	of := func(v rules.Value) rules.Shape {
-		if v.IsInput() {
-			return in[v.Input()]
-		}
-		return shapes[v.Node][v.Out]
-	}
-	for j, n := range g.Nodes {
-		args := make([]rules.Shape, len(n.Args))
-		for k, a := range n.Args {
-			args[k] = of(a)
-		}
-		out, err := n.Op.InferShapes(n.Params, args)
-		if err != nil {
-			return nil, err
-		}
-		shapes[j] = out
-	}
-	out := make([]rules.Shape, len(g.Outputs))
-	for k, o := range g.Outputs {
-		out[k] = of(o)
-	}
-	return out, nil
 }
 
 // soundnessShapes are the input shapes free inputs are judged at: a

@@ -25,7 +25,7 @@ func TestJudgeDegrees(t *testing.T) {
 		{"(partition 1 2 ?a) => (partition 2 2 ?a)", Falsified, "output 0: source gives 4x4/2x4, target 4x4x4/2"},
 		{"(reduce 2 (partition 1 2 ?a)) => (partition 1 2 (relu ?a))", Falsified, "output 0: source gives 4x4/2x4, target 4x4/2x4+copy2; inputs ?a:4x4x4+copy2"},
 		{"(reduce 2 (partition 1 2 ?a)) => (relu (reduce 2 (partition 1 2 ?a)))", Falsified, "degree 2, draw 0"},
-		{"(reduce 2 ?a) => (concat 0 ?a (partition 1 2 ?a))", Falsified, "the target does not type-check where the source does: concat: operands must have equal layouts"},
+		{"(reduce 2 ?a) => (concat 0 ?a (partition 1 2 ?a))", Falsified, "the target does not type-check where the source does: node 1: concat: operands must have equal layouts"},
 		{"(let ((%0 (partition 2 2 ?a))) (concat 1 %0 (reduce 2 %0))) => ?a", Falsified, "the source type-checks under no input layouts at degree 2"},
 	}
 	for _, c := range cases {

@@ -72,6 +72,9 @@ func Read(name string, data []byte, reg *rules.Registry, format string) (*Foreig
 		}
 		f := &Foreign{Unknown: map[string]int{}}
 		for i, t := range texts {
+			if err := t.Rule().CheckParallelShapes(); err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", name, ownRuleName(i, given), err)
+			}
 			canon, _ := t.Rule().Oriented()
 			f.Rules = append(f.Rules, Named{Name: ownRuleName(i, given), Rule: canon})
 		}

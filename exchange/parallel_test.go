@@ -95,3 +95,18 @@ func TestFlexFlowDegreeRefused(t *testing.T) {
 		t.Errorf("a rule with its degree: %v", err)
 	}
 }
+
+// TestOwnFileDegreeDividesSize: a rule file whose recorded shapes a
+// parallel rule's degree does not divide is refused in one line.
+func TestOwnFileDegreeDividesSize(t *testing.T) {
+	data := []byte("(combine 0 2 (partition 0 2 ?a)) => (relu ?a)  ; ?a:5x4 |\n")
+	_, err := Read("bad.sexpr", data, rules.All(), "sexpr")
+	want := "bad.sexpr: rule 1: shapes: source: node 0: partition: degree 2 does not divide dimension 0 of 5x4 into equal pieces"
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+	good := []byte("(combine 0 2 (partition 0 2 ?a)) => (relu ?a)  ; ?a:4x4 |\n")
+	if _, err := Read("good.sexpr", good, rules.All(), "sexpr"); err != nil {
+		t.Errorf("good shapes: %v", err)
+	}
+}
