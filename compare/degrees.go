@@ -179,11 +179,11 @@ func illShaped(r *rules.Rule, candidates [][]rules.Shape) string {
 // targetMismatch says how the target differs in shape from the source at
 // given input shapes: a shape error, or outputs laid out differently.
 func targetMismatch(r *rules.Rule, in []rules.Shape) string {
-	src, err := r.Src.OutputShapes(in)
+	src, err := r.Src.InferShapes(in)
 	if err != nil {
 		return "source: " + err.Error()
 	}
-	dst, err := r.Dst.OutputShapes(in)
+	dst, err := r.Dst.InferShapes(in)
 	if err != nil {
 		return "the target does not type-check where the source does: " + err.Error()
 	}
