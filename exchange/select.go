@@ -24,6 +24,21 @@ type Selection struct {
 	Degree int
 }
 
+// CheckDegree refuses a Degree below 2 or above rules.MaxDegree, or one
+// given (given: the flag was set) for a format that writes d as d.
+func (s Selection) CheckDegree(format string, given bool) error {
+	if !given {
+		return nil
+	}
+	if format != "flexflow-json" {
+		return fmt.Errorf("--degree applies to --format flexflow-json only (the other formats write the degree variable d as d)")
+	}
+	if s.Degree < 2 || s.Degree > rules.MaxDegree {
+		return fmt.Errorf("--degree %d: expected an integer from 2 to %d (degree 1 is the identity)", s.Degree, rules.MaxDegree)
+	}
+	return nil
+}
+
 // All reports whether s picks the whole version.
 func (s Selection) All() bool { return len(s.IDs) == 0 && len(s.Ops) == 0 }
 

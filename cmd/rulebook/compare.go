@@ -35,9 +35,14 @@ It prints the rules that fall short (missed, or not proved) and a summary;
 --all prints every rule. "implied by 298,~3" lists, by id ('rulebook show
 298'), the version's rules whose rewrites turn the foreign rule's source
 into its target, in order; "~" marks a rule applied backwards, target to
-source. Nothing is written to the database.`,
+source. Nothing is written to the database.
+
+Parallel rules are float-tested with their degree 2 as d = 2, 3, 4: "refuted",
+"true at degree 2 only" (each with a counterexample); targets reading inputs
+the source never binds are listed, sound or not (docs/parallel.md).`,
 		Example: `  rulebook compare --version v1 ../shared/anchors/taso-generator-3ops.pb
-  rulebook compare --version v1 --all ../shared/anchors/taso-repo-graph_subst.pb`,
+  rulebook compare --version v1 --all ../shared/anchors/taso-repo-graph_subst.pb
+  rulebook compare --version v1 ../shared/anchors/flexflow-graph_subst_3_v2.json`,
 		Args: cobra.ExactArgs(1),
 		PreRunE: func(*cobra.Command, []string) error {
 			if o.tag == "" {

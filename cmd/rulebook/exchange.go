@@ -40,12 +40,8 @@ left out and reported on standard error, grouped by reason, with their ids.
 What TASO needs and rulebook's rules do not say is inferred from the rule's
 shapes and operators where it can be (conv2d kernel sizes, concat ranks),
 and defaults to 3x3 kernels and 4-D tensors otherwise.
-
---degree writes parallel rules for FlexFlow at that degree (flexflow-json
-only; default 2): a rule with the degree variable d holds at every degree and
-is written with d replaced; a rule written at a concrete degree holds there
-only, so it is left out unless that is --degree. Replicate and reduce are
-written with PM_PARALLEL_DIM 0: our tensors have one replica dimension.`,
+--degree N (flexflow-json) writes parallel rules at degree N: d becomes N; a
+rule at a concrete degree is left out unless that is N (it holds there only).`,
 		Example: `  rulebook export --version v1 --format json -o v1.json
   rulebook export --version v1 --format taso-pb -o v1.pb
   rulebook export --version v1 --format flexflow-json --degree 4 -o v1-ff4.json
@@ -59,7 +55,7 @@ written with PM_PARALLEL_DIM 0: our tensors have one replica dimension.`,
 			if err := sel.Check(rules.All()); err != nil {
 				return err
 			}
-			if err := checkExportDegree(cmd, format, sel.Degree); err != nil {
+			if err := sel.CheckDegree(format, cmd.Flags().Changed("degree")); err != nil {
 				return err
 			}
 			switch format {
@@ -97,21 +93,6 @@ written with PM_PARALLEL_DIM 0: our tensors have one replica dimension.`,
 	return cmd
 }
 
-// checkExportDegree refuses a --degree below 2 or above rules.MaxDegree, or
-// given for a format that writes d as d.
-func checkExportDegree(cmd *cobra.Command, format string, degree int) error {
-	if !cmd.Flags().Changed("degree") {
-		return nil
-	}
-	if format != "flexflow-json" {
-		return fmt.Errorf("--degree applies to --format flexflow-json only (the other formats write the degree variable d as d)")
-	}
-	if degree < 2 || degree > rules.MaxDegree {
-		return fmt.Errorf("--degree %d: expected an integer from 2 to %d (degree 1 is the identity)", degree, rules.MaxDegree)
-	}
-	return nil
-}
-
 // abbreviate joins the first n names.
 func abbreviate(names []string, n int) string {
 	if len(names) <= n {
@@ -144,13 +125,9 @@ name in the file as its origin: FlexFlow's rule name, or "rule N".
 TASO and FlexFlow rules that our operators cannot express (activations an
 operator lacks, different heights and widths of strides or kernels…) are
 skipped and reported: unknown operators with their occurrence counts, other
-reasons by rule. FlexFlow's parallel operators import as partition, combine,
-replicate, reduce and linear; a parallel operator without PM_PARALLEL_DEGREE,
-or with degree 0, makes the file unreadable. Replicate and reduce have one
-replica dimension here, so their PM_PARALLEL_DIM is read and dropped (a
-note says how many). FlexFlow gives no shapes: each parallel rule records
-the plainest input layouts, at its degree, under which both sides
-type-check.
+reasons by rule. FlexFlow's parallel operators without PM_PARALLEL_DEGREE, or
+with degree 0, make the file unreadable; replicate's and reduce's
+PM_PARALLEL_DIM is dropped (one replica dimension here; see docs/parallel.md).
 
 A malformed file is reported with its position (line and column, or the
 byte offset of a protobuf) and nothing is written.`,
