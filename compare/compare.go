@@ -130,17 +130,21 @@ func relate(ctx context.Context, f Foreign, contained map[string]bool, rws []rew
 		v.Free = free
 		v.FreeSound, v.FreeWhy = FreeInputSoundness(f.Rule, free)
 	}
+	if rewrite.Key(&f.Rule.Src) == rewrite.Key(&f.Rule.Dst) {
+		v.Relation = Trivial
+		return v, nil
+	}
 	if IsParallel(f.Rule) {
-		j := JudgeDegrees(oriented)
-		if j.Relation != "" {
+		switch j := JudgeDegrees(oriented); {
+		case j.Vacuous:
+			v.Why = Shortfall{Cause: NeverApplies}
+			return v, nil
+		case j.Relation != "":
 			v.Relation, v.Counterexample = j.Relation, j.Counterexample
 			return v, nil
 		}
 	}
 	switch {
-	case rewrite.Key(&f.Rule.Src) == rewrite.Key(&f.Rule.Dst):
-		v.Relation = Trivial
-		return v, nil
 	case contained[text.String()]:
 		v.Relation = Contained
 		return v, nil

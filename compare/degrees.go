@@ -37,19 +37,26 @@ const (
 
 // Judgement is what the degree test says of a parallel foreign rule:
 // Relation is Falsified, DegreeTwoOnly, or "" for a rule true at every degree
-// tested; Counterexample says where it fails.
+// tested; Counterexample says where it fails. Vacuous marks a rule whose
+// source type-checks under none of the layouts tried: it never applies, so
+// it is neither refuted nor true in any use (Relation is "", and
+// Counterexample says so).
 type Judgement struct {
 	Relation       Relation
 	Counterexample string
+	Vacuous        bool
 }
 
 // JudgeDegrees tests a parallel foreign rule at JudgedDegrees. A rule whose
 // degree parameters differ is tested at its own degrees only.
 func JudgeDegrees(r *rules.Rule) Judgement {
 	own := ruleDegree(r)
-	layouts, why := wellShapedLayouts(r, own)
+	layouts, why, vacuous := wellShapedLayouts(r, own)
+	if vacuous {
+		return Judgement{Counterexample: why, Vacuous: true}
+	}
 	if len(layouts) == 0 {
-		return Judgement{Falsified, why}
+		return Judgement{Relation: Falsified, Counterexample: why}
 	}
 	general, ok := generalize(r, own)
 	degrees := JudgedDegrees
@@ -71,10 +78,10 @@ func JudgeDegrees(r *rules.Rule) Judgement {
 			at, _ := g.InputShapesAtDegree(d, judgeMultiple(d))
 			cx := fmt.Sprintf("%s; inputs %s", err, inputList(at))
 			if k == 0 {
-				return Judgement{Falsified, cx}
+				return Judgement{Relation: Falsified, Counterexample: cx}
 			}
 			_, text := general.Oriented()
-			return Judgement{DegreeTwoOnly, fmt.Sprintf("%s (the rule with d: %s)", cx, text)}
+			return Judgement{Relation: DegreeTwoOnly, Counterexample: fmt.Sprintf("%s (the rule with d: %s)", cx, text)}
 		}
 	}
 	return Judgement{}
@@ -134,8 +141,9 @@ func generalize(r *rules.Rule, own int) (*rules.Rule, bool) {
 // wellShapedLayouts lists up to judgedLayouts assignments of input layouts
 // (exchange.ParallelInputShapes) under which both sides of r type-check
 // and agree on their outputs' layouts; where there are none, why says what
-// goes wrong, as a counterexample.
-func wellShapedLayouts(r *rules.Rule, degree int) (out [][]rules.Shape, why string) {
+// goes wrong, as a counterexample, and vacuous whether the source
+// type-checks nowhere (see illShaped).
+func wellShapedLayouts(r *rules.Rule, degree int) (out [][]rules.Shape, why string, vacuous bool) {
 	pool := exchange.ParallelInputShapes(max(degree, 2))
 	candidates := make([][]rules.Shape, r.NumInputs)
 	for i := range candidates {
@@ -147,52 +155,54 @@ func wellShapedLayouts(r *rules.Rule, degree int) (out [][]rules.Shape, why stri
 		return len(out) < judgedLayouts
 	})
 	if len(out) > 0 {
-		return out, ""
+		return out, "", false
 	}
-	return nil, illShaped(r, candidates)
+	why, vacuous = illShaped(r, candidates)
+	return nil, why, vacuous
 }
 
 // illShaped says why no layouts fit a rule: the source type-checks
-// nowhere (the rule never applies), or where it does the target does not
-// type-check or lays out its outputs differently.
-func illShaped(r *rules.Rule, candidates [][]rules.Shape) string {
+// nowhere (vacuous: the rule never applies), or where it does the target
+// does not type-check or lays out its outputs differently. A difference in
+// layouts is the better counterexample (the target is a valid graph with
+// other pieces), so the search goes on past shape errors to find one.
+func illShaped(r *rules.Rule, candidates [][]rules.Shape) (why string, vacuous bool) {
 	src := *r
 	src.Dst = r.Src
-	var first []rules.Shape
-	why := ""
+	applies, differs := false, false
 	src.EachShapes(candidates, nil, judgeSearchSteps, func() bool {
+		applies = true
 		in := append([]rules.Shape(nil), src.InputShapes...)
-		if first == nil {
-			first = in
+		msg, layouts := targetMismatch(r, in)
+		if msg != "" && (why == "" || layouts) {
+			why, differs = fmt.Sprintf("%s; inputs %s", msg, inputList(in)), layouts
 		}
-		if msg := targetMismatch(r, in); msg != "" && why == "" || msg != "" && strings.Contains(why, "does not type-check") && !strings.Contains(msg, "does not type-check") {
-			why = fmt.Sprintf("%s; inputs %s", msg, inputList(in))
-		}
-		return strings.Contains(why, "does not type-check") || why == ""
+		return !differs
 	})
-	if first == nil {
-		return fmt.Sprintf("the source type-checks under no input layouts at degree %d: the rule never applies", max(ruleDegree(r), 2))
+	if !applies {
+		return fmt.Sprintf("the source type-checks under none of the input layouts tried at degree %d", max(ruleDegree(r), 2)), true
 	}
-	return why
+	return why, false
 }
 
 // targetMismatch says how the target differs in shape from the source at
-// given input shapes: a shape error, or outputs laid out differently.
-func targetMismatch(r *rules.Rule, in []rules.Shape) string {
+// given input shapes: a shape error, or outputs laid out differently
+// (layouts reports which).
+func targetMismatch(r *rules.Rule, in []rules.Shape) (msg string, layouts bool) {
 	src, err := r.Src.InferShapes(in)
 	if err != nil {
-		return "source: " + err.Error()
+		return "source: " + err.Error(), false
 	}
 	dst, err := r.Dst.InferShapes(in)
 	if err != nil {
-		return "the target does not type-check where the source does: " + err.Error()
+		return "the target does not type-check where the source does: " + err.Error(), false
 	}
 	for k := range src {
 		if !src[k].SameDims(dst[k]) {
-			return fmt.Sprintf("output %d: source gives %s, target %s", k, src[k], dst[k])
+			return fmt.Sprintf("output %d: source gives %s, target %s", k, src[k], dst[k]), true
 		}
 	}
-	return ""
+	return "", false
 }
 
 func inputList(in []rules.Shape) string {
@@ -226,7 +236,7 @@ func soundnessShapes(r *rules.Rule) ([]rules.Shape, string) {
 		}
 		return r.InputShapes, ""
 	}
-	layouts, why := wellShapedLayouts(r, ruleDegree(r))
+	layouts, why, _ := wellShapedLayouts(r, ruleDegree(r))
 	if len(layouts) == 0 {
 		return nil, fmt.Sprintf("no input layouts make both sides type-check (%s)", why)
 	}

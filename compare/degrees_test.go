@@ -26,7 +26,7 @@ func TestJudgeDegrees(t *testing.T) {
 		{"(reduce 2 (partition 1 2 ?a)) => (partition 1 2 (relu ?a))", Falsified, "output 0: source gives 4x4/2x4, target 4x4/2x4+copy2; inputs ?a:4x4x4+copy2"},
 		{"(reduce 2 (partition 1 2 ?a)) => (relu (reduce 2 (partition 1 2 ?a)))", Falsified, "degree 2, draw 0"},
 		{"(reduce 2 ?a) => (concat 0 ?a (partition 1 2 ?a))", Falsified, "the target does not type-check where the source does: node 1: concat: operands must have equal layouts"},
-		{"(let ((%0 (partition 2 2 ?a))) (concat 1 %0 (reduce 2 %0))) => ?a", Falsified, "the source type-checks under no input layouts at degree 2"},
+		{"(let ((%0 (partition 2 2 ?a))) (concat 1 %0 (reduce 2 %0))) => ?a", "", "the source type-checks under none of the input layouts tried at degree 2"},
 	}
 	for _, c := range cases {
 		r, err := rules.ParseRule(rules.All(), c.rule)
@@ -34,7 +34,7 @@ func TestJudgeDegrees(t *testing.T) {
 			t.Fatal(err)
 		}
 		j := JudgeDegrees(r)
-		if j.Relation != c.want || !strings.Contains(j.Counterexample, c.cx) || (c.want != "") != (j.Counterexample != "") {
+		if j.Relation != c.want || !strings.Contains(j.Counterexample, c.cx) || (c.cx != "") != (j.Counterexample != "") || j.Vacuous != (c.want == "" && c.cx != "") {
 			t.Errorf("%s: %q, %q; want %q with %q", c.rule, j.Relation, j.Counterexample, c.want, c.cx)
 		}
 	}

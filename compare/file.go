@@ -177,26 +177,29 @@ func writeFreeInputs(w io.Writer, vs []Verdict) {
 }
 
 // writeEveryDegree says, for a file with parallel rules, how many of those
-// true at every degree tested (neither refuted nor true at degree 2 only,
-// nor refuted by our verifier; trivial ones aside) the version contains or
-// implies.
+// true at every degree tested the version contains or implies: rules
+// neither refuted nor true at degree 2 only, nor missed as false or as
+// outside our operand roles (those that never apply among them); trivial
+// ones aside.
 func writeEveryDegree(w io.Writer, vs []Verdict) {
-	parallel, reached, true_ := false, 0, 0
+	parallel, reached, holds, never := false, 0, 0, 0
 	for _, v := range vs {
 		parallel = parallel || IsParallel(v.Rule)
 		switch {
 		case v.Relation == Falsified, v.Relation == DegreeTwoOnly, v.Relation == Trivial:
-		case v.Relation == Missed && v.Why.Cause.Standing() == False:
+		case v.Relation == Missed && v.Why.Cause == NeverApplies:
+			never++
+		case v.Relation == Missed && v.Why.Cause.Standing() != Gap:
 		default:
-			true_++
+			holds++
 			if v.Relation == Contained || v.Relation == Implied {
 				reached++
 			}
 		}
 	}
 	if parallel {
-		fmt.Fprintf(w, "  contained or implied: %d of %d rules true at every degree tested, %v (%.2f%%)\n",
-			reached, true_, JudgedDegrees, 100*float64(reached)/float64(max(true_, 1)))
+		fmt.Fprintf(w, "  contained or implied: %d of %d rules true at degrees %v (%.2f%%); %d more never apply\n",
+			reached, holds, JudgedDegrees, 100*float64(reached)/float64(max(holds, 1)), never)
 	}
 }
 

@@ -34,6 +34,10 @@ const (
 	// TooLarge: a side has more operators than any side of the version's
 	// rules.
 	TooLarge
+	// NeverApplies: a parallel rule whose source type-checks under none of
+	// the input layouts tried (JudgeDegrees): vacuously true, and nothing a
+	// rule set of well-shaped rules could say.
+	NeverApplies
 	numCauses
 )
 
@@ -45,6 +49,7 @@ var causeText = [numCauses]string{
 	ConstantElsewhere:  "a constant feeds an operator other than its own",
 	ParamNotGenerated:  "a parameter value the generator does not enumerate",
 	TooLarge:           "more operators than the version's rules have",
+	NeverApplies:       "never applies (no input layouts tried make its source type-check)",
 }
 
 func (c Cause) String() string {
@@ -75,7 +80,7 @@ func (c Cause) Standing() Standing {
 	switch c {
 	case Refuted, ShapeCondition:
 		return False
-	case KernelAsActivation, ConstantElsewhere:
+	case KernelAsActivation, ConstantElsewhere, NeverApplies:
 		return OutsideRoles
 	}
 	return Gap
@@ -112,7 +117,7 @@ func Explain(vs []Verdict, refuted []bool, ours []*rules.Rule) {
 		largest = max(largest, len(r.Src.Nodes), len(r.Dst.Nodes))
 	}
 	for i := range vs {
-		if vs[i].Relation == Missed {
+		if vs[i].Relation == Missed && vs[i].Why.Cause != NeverApplies {
 			vs[i].Why = explain(vs[i].Rule, refuted[i], largest)
 		}
 	}
