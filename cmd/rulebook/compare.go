@@ -41,8 +41,7 @@ Parallel rules are float-tested with their degree 2 as d = 2, 3, 4: "refuted",
 "true at degree 2 only" (each with a counterexample); targets reading inputs
 the source never binds are listed, sound or not (docs/parallel.md).`,
 		Example: `  rulebook compare --version v1 ../shared/anchors/taso-generator-3ops.pb
-  rulebook compare --version v1 --all ../shared/anchors/taso-repo-graph_subst.pb
-  rulebook compare --version v1 ../shared/anchors/flexflow-graph_subst_3_v2.json`,
+  rulebook compare --version v1 --all ../shared/anchors/taso-repo-graph_subst.pb`,
 		Args: cobra.ExactArgs(1),
 		PreRunE: func(*cobra.Command, []string) error {
 			if o.tag == "" {
