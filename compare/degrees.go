@@ -26,7 +26,7 @@ var JudgedDegrees = []int{2, 3, 4}
 const (
 	// judgedLayouts bounds the input layouts a rule is tested at, at its
 	// own degree; otherDegreeLayouts the first of them tested at other
-	// degrees, where tensors are larger (36³ elements at degree 3).
+	// degrees, where tensors are larger.
 	judgedLayouts      = 8
 	otherDegreeLayouts = 2
 	// judgeSearchSteps bounds the search for those layouts.
@@ -61,8 +61,10 @@ func JudgeDegrees(r *rules.Rule) Judgement {
 	general, ok := generalize(r, own)
 	degrees := JudgedDegrees
 	if !ok {
-		// Degrees that differ, or none (a linear rule): its own layouts.
-		degrees = []int{max(own, rules.BaseDegree)}
+		// Degrees other than 2, differing degrees, or none (linear alone):
+		// the rule as written, its layouts as found. FloatCheckAtDegree at
+		// BaseDegree leaves both as they are.
+		degrees = []int{rules.BaseDegree}
 	}
 	for k, d := range degrees {
 		for l, in := range layouts {
@@ -77,6 +79,9 @@ func JudgeDegrees(r *rules.Rule) Judgement {
 			}
 			at, _ := g.InputShapesAtDegree(d, judgeMultiple(d))
 			cx := fmt.Sprintf("%s; inputs %s", err, inputList(at))
+			if !ok && own != rules.BaseDegree {
+				cx = fmt.Sprintf("at the rule's own degrees: %s", strings.TrimPrefix(cx, fmt.Sprintf("degree %d, ", rules.BaseDegree)))
+			}
 			if k == 0 {
 				return Judgement{Relation: Falsified, Counterexample: cx}
 			}
@@ -88,9 +93,10 @@ func JudgeDegrees(r *rules.Rule) Judgement {
 }
 
 // judgeMultiple is what input sizes grow to a multiple of at degree d
-// (rules.Rule.InputShapesAtDegree): d², as the layouts tried cut a
-// dimension of size 4 = 2² at degree 2, and a rule may cut it again.
-func judgeMultiple(d int) int { return d * d }
+// (rules.Rule.InputShapesAtDegree, which grows them further by powers of d
+// until both sides are well laid out, as a rule may cut a dimension
+// twice).
+func judgeMultiple(d int) int { return d }
 
 // ruleDegree is the degree a rule's parallel operators are written at (the
 // largest), or 0.

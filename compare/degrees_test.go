@@ -20,8 +20,12 @@ func TestJudgeDegrees(t *testing.T) {
 		{"(linear none (replicate 2 ?a) (partition 1 2 ?b)) => (partition 2 2 (linear none ?a ?b))", "", ""},
 		{"(linear none (partition 1 2 ?a) (replicate 2 ?b)) => (partition 1 2 (linear none ?a ?b))", "", ""},
 		// Issue 14's example: reduce(d, replicate(d, x)) = d·x.
-		{"(ewadd ?a ?a) => (reduce 2 (replicate 2 ?a))", DegreeTwoOnly, "degree 3, draw 0, output 0: element 0 of 36x36x36"},
+		{"(ewadd ?a ?a) => (reduce 2 (replicate 2 ?a))", DegreeTwoOnly, "degree 3, draw 0, output 0: element 0 of 12x12x12"},
 		{"(reduce 2 (replicate 2 ?a)) => ?a", Falsified, "degree 2, draw 0, output 0"},
+		// Written at degree 4: judged as written.
+		{"(reduce 4 (replicate 4 ?a)) => ?a", Falsified, "at the rule's own degrees: draw 0, output 0"},
+		{"(combine 1 4 (partition 1 4 ?a)) => (relu (relu ?a))", Falsified, "at the rule's own degrees: draw 0, output 0"},
+		{"(combine 1 4 (partition 1 4 ?a)) => ?a", "", ""},
 		{"(partition 1 2 ?a) => (partition 2 2 ?a)", Falsified, "output 0: source gives 4x4/2x4, target 4x4x4/2"},
 		{"(reduce 2 (partition 1 2 ?a)) => (partition 1 2 (relu ?a))", Falsified, "output 0: source gives 4x4/2x4, target 4x4/2x4+copy2; inputs ?a:4x4x4+copy2"},
 		{"(reduce 2 (partition 1 2 ?a)) => (relu (reduce 2 (partition 1 2 ?a)))", Falsified, "degree 2, draw 0"},
