@@ -124,6 +124,9 @@ func Compare(ctx context.Context, ours []*rules.Rule, theirs []Foreign, lim Limi
 }
 
 func relate(ctx context.Context, f Foreign, contained map[string]bool, rws []rewrite.Rewrite, lim Limits) (Verdict, error) {
+	if err := ctx.Err(); err != nil { // the degree tests below do not look
+		return Verdict{}, err
+	}
 	oriented, text := f.Rule.Oriented()
 	v := Verdict{Foreign: f, Text: text, Relation: Missed}
 	if free := FreeInputs(f.Rule); len(free) > 0 {

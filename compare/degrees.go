@@ -30,7 +30,7 @@ const (
 	judgedLayouts      = 8
 	otherDegreeLayouts = 2
 	// judgeSearchSteps bounds the search for those layouts.
-	judgeSearchSteps = 100000
+	judgeSearchSteps = 20000
 	// judgeTolerance is the float check's relative tolerance.
 	judgeTolerance = 1e-9
 )

@@ -9,7 +9,7 @@ import "rulebook/rules"
 
 // layoutSearchSteps bounds the layout search of one rule: a rule that
 // type-checks under no layouts would otherwise try every combination.
-const layoutSearchSteps = 200000
+const layoutSearchSteps = 4000
 
 // ParallelInputShapes are the shapes a parallel rule's inputs are tried
 // at, for a rule written at the given degree: FlexFlow's activations
