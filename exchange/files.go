@@ -12,6 +12,21 @@ import (
 	"rulebook/store"
 )
 
+// ReadFileContext is ReadFile for a command that Ctrl-C may stop: reading
+// FlexFlow's parallel rules takes a while (each rule's layouts are
+// searched), and a command stopped meanwhile must go no further and write
+// nothing, so a done ctx is the error.
+func ReadFileContext(ctx context.Context, path, format string, reg *rules.Registry) (*Foreign, string, error) {
+	f, format, err := ReadFile(path, format, reg)
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	return f, format, nil
+}
+
 // ReadFile reads a rule file in format, or in the one GuessFormat sees
 // when format is "", and says which format that was.
 func ReadFile(path, format string, reg *rules.Registry) (*Foreign, string, error) {

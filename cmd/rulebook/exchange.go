@@ -145,7 +145,7 @@ byte offset of a protobuf) and nothing is written.`,
 }
 
 func runImport(ctx context.Context, cmd *cobra.Command, format, path string) error {
-	foreign, format, err := exchange.ReadFile(path, format, rules.All())
+	foreign, format, err := exchange.ReadFileContext(ctx, path, format, rules.All())
 	if err != nil {
 		return err
 	}
