@@ -177,14 +177,27 @@ func writeFreeInputs(w io.Writer, vs []Verdict) {
 }
 
 // writeEveryDegree says, for a file with parallel rules, how many of those
-// true at every degree tested the version contains or implies: rules
-// neither refuted nor true at degree 2 only, nor missed as false or as
-// outside our operand roles (those that never apply among them); trivial
-// ones aside.
+// true at every degree tested the version contains or implies
+// (EveryDegree).
 func writeEveryDegree(w io.Writer, vs []Verdict) {
-	parallel, reached, holds, never := false, 0, 0, 0
+	parallel := false
 	for _, v := range vs {
 		parallel = parallel || IsParallel(v.Rule)
+	}
+	if parallel {
+		reached, holds, never := EveryDegree(vs)
+		fmt.Fprintf(w, "  contained or implied: %d of %d rules true at degrees %v (%.2f%%); %d more never apply\n",
+			reached, holds, JudgedDegrees, 100*float64(reached)/float64(max(holds, 1)), never)
+	}
+}
+
+// EveryDegree counts the rules true at every degree tested (holds):
+// neither refuted nor true at degree 2 only, nor missed as false or as
+// outside our operand roles, trivial ones aside; how many of them the
+// version contains or implies (reached); and how many rules never apply
+// (never), which holds leaves out.
+func EveryDegree(vs []Verdict) (reached, holds, never int) {
+	for _, v := range vs {
 		switch {
 		case v.Relation == Falsified, v.Relation == DegreeTwoOnly, v.Relation == Trivial:
 		case v.Relation == Missed && v.Why.Cause == NeverApplies:
@@ -197,10 +210,7 @@ func writeEveryDegree(w io.Writer, vs []Verdict) {
 			}
 		}
 	}
-	if parallel {
-		fmt.Fprintf(w, "  contained or implied: %d of %d rules true at degrees %v (%.2f%%); %d more never apply\n",
-			reached, holds, JudgedDegrees, 100*float64(reached)/float64(max(holds, 1)), never)
-	}
+	return reached, holds, never
 }
 
 // describeRelation names the version's rules an implying sequence uses, by
