@@ -146,7 +146,7 @@ func layoutNeighbours(ctx context.Context, r *rules.Rule, seed uint64) (string, 
 	in := fingerprint.Inputs{Seed: seed}
 	for _, g := range ruleDegrees(r) {
 		for change := addSums; change < cutDimension+rules.MaxRank; change++ {
-			for _, scale := range []int{1, g} {
+			for _, scale := range neighbourScales(saved.inputs, g) {
 				for target := -1; target < r.NumInputs; target++ {
 					if err := ctx.Err(); err != nil {
 						return "", false, err
@@ -173,6 +173,35 @@ func layoutNeighbours(ctx context.Context, r *rules.Rule, seed uint64) (string, 
 					}
 				}
 			}
+		}
+	}
+	return "", false, nil
+}
+
+// neighbourScales are the factors layoutNeighbours grows the recorded
+// extents by: 1, and g only where g does not divide some extent already
+// (growing divisible extents costs time, g³ per linear, and finds nothing
+// new about layouts).
+func neighbourScales(inputs []rules.Shape, g int) []int {
+	for _, s := range inputs {
+		for k := 0; k < s.Rank; k++ {
+			if s.Dims[k]%g != 0 {
+				return []int{1, g}
+			}
+		}
+	}
+	return []int{1}
+}
+
+// LayoutNeighbours is layoutNeighbours at each degree a rule with the
+// degree variable is tested at (atDegrees).
+func LayoutNeighbours(ctx context.Context, r *rules.Rule, seed uint64) (string, bool, error) {
+	if len(r.InputShapes) != r.NumInputs {
+		return "", false, nil
+	}
+	for _, at := range atDegrees(r) {
+		if why, found, err := layoutNeighbours(ctx, at.rule, seed); found || err != nil {
+			return at.prefix + why, found, err
 		}
 	}
 	return "", false, nil
