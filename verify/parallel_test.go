@@ -52,6 +52,9 @@ func TestParallelRules(t *testing.T) {
 		{"(ewadd ?a ?a) => (reduce 2 (replicate 2 ?a))", "?a:6x6", Refuted, "layout condition"},
 		// cutting the contraction leaves partial sums, not cut columns
 		{"(linear none (partition 2 d ?a) (partition 0 d ?b)) => (partition 2 d (linear none ?a ?b))", "?a:6x6x6 ?b:6x6", Refuted, "+sum2"},
+		// Proved by a chain of axioms through other layouts; false where
+		// both inputs hold partial sums (the totals agree, the pieces not).
+		{"(linear none (reduce d (replicate d ?a)) ?b) => (linear none ?a (reduce d (replicate d ?b)))", "?a:6x6x6 ?b:6x6", Refuted, "do not model layouts"},
 	}
 	var jobs []Job
 	for i, c := range cases {
