@@ -139,3 +139,48 @@ func TestRelevantAxioms(t *testing.T) {
 		}
 	}
 }
+
+// concatGeometryCols swaps nested concats on axis 2 and another axis: it
+// applies no parallel operator, so only the literal axis 2 of its patterns
+// keeps it from the default set's rules.
+const concatGeometryCols = `
+; concatenating on a row axis the rank-3 column concats equals concatenating on columns the row concats
+(assert (! (forall ((a Int) (x Tensor) (y Tensor) (z Tensor) (w Tensor)) (=> (not (= a 2)) (= (concat a (concat 2 x y) (concat 2 z w)) (concat 2 (concat a x z) (concat a y w))))) :named concat-geometry-cols))
+`
+
+// TestRelevantAxiomsByLiteralDimension: a parallel.smt2 axiom whose
+// patterns apply concat at axis 2 is given to a rule that applies concat at
+// axis 2, proves it, and is kept from a rule that does not.
+func TestRelevantAxiomsByLiteralDimension(t *testing.T) {
+	dir := t.TempDir()
+	files, _ := filepath.Glob("../axioms/*.smt2")
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if filepath.Base(f) == parallelFile {
+			src = append(src, concatGeometryCols...)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), src, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set, err := axioms.Load(dir, rules.All())
+	if err != nil {
+		t.Fatal(err)
+	}
+	given := func(r *rules.Rule) bool {
+		keys := ruleDimensionKeys(r, ruleParallelSymbols(r))
+		return slices.ContainsFunc(RelevantAxioms(set, keys), func(a *axioms.Axiom) bool { return a.Name == "concat-geometry-cols" })
+	}
+	cols := parse(t, "(concat 0 (concat 2 ?a ?b) (concat 2 ?c ?d)) => (concat 2 (concat 0 ?a ?c) (concat 0 ?b ?d))", "")
+	rows := parse(t, "(concat 0 (concat 1 ?a ?b) (concat 1 ?c ?d)) => (concat 1 (concat 0 ?a ?c) (concat 0 ?b ?d))", "")
+	if !given(cols) || given(rows) {
+		t.Fatalf("concat-geometry-cols given to the axis-2 rule: %v (want true), to the axis-1 rule: %v (want false)", given(cols), given(rows))
+	}
+	got := runJobs(t, Config{Registry: rules.All(), Axioms: set, Budget: Budget{WallClock: 20 * time.Second}}, []Job{{ID: 1, Rule: cols}})
+	if got[1].Status != Proved || !slices.Contains(got[1].Core, "concat-geometry-cols") {
+		t.Fatalf("axis-2 concat swap: %s with core %v, want proved through concat-geometry-cols", got[1].Status, got[1].Core)
+	}
+}

@@ -135,7 +135,11 @@ func newSetProver(set *axioms.Set) (*prover, error) {
 // (RelevantAxioms).
 func newRuleProver(set *axioms.Set, r *rules.Rule) (*prover, error) {
 	present := ruleParallelSymbols(r)
-	axs, par := RelevantAxioms(set, present), parallelOpSymbols()
+	keys := ruleDimensionKeys(r, map[string]bool{})
+	for s := range present {
+		keys[s] = true
+	}
+	axs, par := RelevantAxioms(set, keys), parallelOpSymbols()
 	for _, a := range axs {
 		parallelSymbols(a.LHS, par, present)
 		parallelSymbols(a.RHS, par, present)

@@ -1,7 +1,10 @@
 package verify
 
 import (
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 
 	"rulebook/axioms"
 	"rulebook/rules"
@@ -76,9 +79,13 @@ func RelevantAxioms(set *axioms.Set, present map[string]bool) []*axioms.Axiom {
 	for s := range present {
 		can[s] = true
 	}
+	dims := dimensionKeys{}
+	for k := range present {
+		dims.addKey(k)
+	}
 	within := func(syms map[string]bool) bool {
 		for s := range syms {
-			if !can[s] {
+			if !can[s] && !dims.can(s) {
 				return false
 			}
 		}
@@ -93,7 +100,11 @@ func RelevantAxioms(set *axioms.Set, present map[string]bool) []*axioms.Axiom {
 	for i, a := range set.Axioms {
 		syms[i].all = parallelSymbols(a.RHS, par, parallelSymbols(a.LHS, par, nil))
 		for _, t := range possiblePatterns(a) {
-			syms[i].patterns = append(syms[i].patterns, parallelSymbols(t, par, nil))
+			pattern := parallelSymbols(t, par, nil)
+			if filepath.Base(a.File) == parallelFile {
+				literalDimensions(t, par, pattern)
+			}
+			syms[i].patterns = append(syms[i].patterns, pattern)
 		}
 	}
 	fires := make([]bool, len(set.Axioms))
@@ -107,6 +118,8 @@ func RelevantAxioms(set *axioms.Set, present map[string]bool) []*axioms.Axiom {
 			for s := range syms[i].all {
 				can[s] = true
 			}
+			dims.bringIn(set.Axioms[i].LHS, par)
+			dims.bringIn(set.Axioms[i].RHS, par)
 		}
 	}
 	var out []*axioms.Axiom
@@ -152,6 +165,97 @@ func ConditionalAxioms(set *axioms.Set) map[string]bool {
 	for _, a := range set.Axioms {
 		if a.Conditional() {
 			out[a.Name] = true
+		}
+	}
+	return out
+}
+
+// parallelFile is the axiom file of the parallel operator set. Its axioms
+// are filtered by the literal dimensions their patterns apply too (see
+// dimensionKeys); the default set's files are given whole, as before.
+const parallelFile = "parallel.smt2"
+
+// literalDimensions adds to out a key "sym@N" for each application in t of
+// an operator outside par whose first operand is the literal N: such a
+// pattern can match only a term that applies sym at dimension N.
+func literalDimensions(t *axioms.Term, par, out map[string]bool) {
+	if !t.IsVar && !par[t.Sym] && len(t.Args) > 0 && t.Args[0].IsInt {
+		out[dimensionKey(t.Sym, t.Args[0].Int)] = true
+	}
+	for _, a := range t.Args {
+		literalDimensions(a, par, out)
+	}
+}
+
+func dimensionKey(sym string, n int) string { return sym + "@" + strconv.Itoa(n) }
+
+// dimensionKeys tracks which operators can be applied at which literal
+// first operand: those the rule applies, those a firing axiom writes, and,
+// for an axiom that writes an operator at a variable first operand, that
+// operator at every literal that can occur (E-matching binds the variable
+// to a value some term already holds).
+type dimensionKeys struct {
+	applied  map[string]bool // "sym@N"
+	literals map[int]bool
+	anyAt    map[string]bool // operators written at a variable operand
+}
+
+func (k *dimensionKeys) addKey(key string) {
+	sym, n, ok := strings.Cut(key, "@")
+	if !ok {
+		return
+	}
+	v, err := strconv.Atoi(n)
+	if err != nil {
+		return
+	}
+	k.add(sym, v)
+}
+
+func (k *dimensionKeys) add(sym string, n int) {
+	if k.applied == nil {
+		k.applied, k.literals, k.anyAt = map[string]bool{}, map[int]bool{}, map[string]bool{}
+	}
+	k.applied[dimensionKey(sym, n)] = true
+	k.literals[n] = true
+}
+
+// bringIn records the applications an axiom that fires writes.
+func (k *dimensionKeys) bringIn(t *axioms.Term, par map[string]bool) {
+	if t.IsVar {
+		return
+	}
+	if k.applied == nil {
+		k.applied, k.literals, k.anyAt = map[string]bool{}, map[int]bool{}, map[string]bool{}
+	}
+	if len(t.Args) > 0 && t.Args[0].IsInt {
+		k.add(t.Sym, t.Args[0].Int)
+	} else if len(t.Args) > 0 && t.Args[0].IsVar && !par[t.Sym] {
+		k.anyAt[t.Sym] = true
+	}
+	for _, a := range t.Args {
+		k.bringIn(a, par)
+	}
+}
+
+// can reports whether the key "sym@N" can occur.
+func (k *dimensionKeys) can(key string) bool {
+	sym, n, ok := strings.Cut(key, "@")
+	if !ok {
+		return false
+	}
+	v, err := strconv.Atoi(n)
+	return err == nil && (k.applied[key] || k.anyAt[sym] && k.literals[v])
+}
+
+// ruleDimensionKeys lists "sym@N" for each node of r whose first parameter
+// is N, for RelevantAxioms' present set.
+func ruleDimensionKeys(r *rules.Rule, out map[string]bool) map[string]bool {
+	for _, g := range []*rules.Graph{&r.Src, &r.Dst} {
+		for _, n := range g.Nodes {
+			if n.Op.Set != rules.SetParallel && len(n.Params) > 0 && len(n.Op.Z3) > 0 {
+				out[dimensionKey(n.Op.Z3[0], n.Params[0])] = true
+			}
 		}
 	}
 	return out
