@@ -102,40 +102,19 @@ func judgeMultiple(d int) int { return d }
 // largest), or 0.
 func ruleDegree(r *rules.Rule) int {
 	d := 0
-	eachDegree(r, func(v int) { d = max(d, v) })
+	r.EachDegree(func(v int) { d = max(d, v) })
 	return d
-}
-
-func eachDegree(r *rules.Rule, f func(int)) {
-	for _, g := range []*rules.Graph{&r.Src, &r.Dst} {
-		for _, n := range g.Nodes {
-			for i, spec := range n.Op.Params {
-				if spec.Degree {
-					f(n.Params[i])
-				}
-			}
-		}
-	}
 }
 
 // IsParallel reports whether a rule uses an operator of the parallel set
 // that the default set lacks: such a rule is judged by JudgeDegrees.
-func IsParallel(r *rules.Rule) bool {
-	for _, g := range []*rules.Graph{&r.Src, &r.Dst} {
-		for _, n := range g.Nodes {
-			if n.Op.Set == rules.SetParallel {
-				return true
-			}
-		}
-	}
-	return false
-}
+func IsParallel(r *rules.Rule) bool { return r.UsesParallelOps() }
 
 // generalize writes the degree variable d for every degree parameter, and
 // reports false when they are not all equal (their ratio would be lost).
 func generalize(r *rules.Rule, own int) (*rules.Rule, bool) {
 	same := true
-	eachDegree(r, func(v int) { same = same && v == own })
+	r.EachDegree(func(v int) { same = same && v == own })
 	if !same || own == 0 || own != rules.BaseDegree {
 		return r, false
 	}

@@ -82,15 +82,11 @@ func atDegree(r *rules.Rule, degree int) (*rules.Rule, string) {
 		return r.WithDegree(degree), ""
 	}
 	other := 0
-	for _, g := range []*rules.Graph{&r.Src, &r.Dst} {
-		for _, n := range g.Nodes {
-			for i, spec := range n.Op.Params {
-				if spec.Degree && n.Params[i] != degree {
-					other = n.Params[i]
-				}
-			}
+	r.EachDegree(func(d int) {
+		if d != degree {
+			other = d
 		}
-	}
+	})
 	if other != 0 {
 		return nil, fmt.Sprintf("holds at degree %d only (no degree variable d), not at the degree written", other)
 	}
@@ -174,7 +170,7 @@ func exportParams(r *rules.Rule, side int, g *rules.Graph, j int, ranks *rankInf
 		dim := ranks.rank(side, rules.Value{Node: j})
 		if dim < 0 {
 			dim = defaultNumDim
-			if isParallel(r) {
+			if r.UsesParallelOps() {
 				dim = parallelNumDim
 			}
 		}

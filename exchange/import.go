@@ -209,7 +209,7 @@ func (im importer) convert(x *xRule) (*rules.Rule, string, []string) {
 	r := &rules.Rule{NumInputs: len(in), Src: graphs[0], Dst: graphs[1]}
 	r.Src.NumInputs, r.Dst.NumInputs = r.NumInputs, r.NumInputs
 	switch {
-	case isParallel(r):
+	case r.UsesParallelOps():
 		findParallelShapes(r)
 	case !r.FindShapes(tasoInputShapes()):
 		guessGroups(r)

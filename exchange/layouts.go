@@ -37,19 +37,6 @@ func ruleDegree(r *rules.Rule) int {
 	return d
 }
 
-// isParallel reports whether a rule uses an operator of the parallel set
-// that the default set lacks (FlexFlow's linear included).
-func isParallel(r *rules.Rule) bool {
-	for _, g := range []*rules.Graph{&r.Src, &r.Dst} {
-		for _, n := range g.Nodes {
-			if n.Op.Set == rules.SetParallel {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // findParallelShapes records the first inputs' layouts under which both
 // sides of a parallel rule type-check, and reports whether it found any.
 func findParallelShapes(r *rules.Rule) bool {

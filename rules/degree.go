@@ -197,20 +197,7 @@ func lcm(a, b int) int { return a / gcd(a, b) * b }
 // WithDegreeVar returns a copy of the graph with the degree variable in
 // place of every degree parameter equal to d: the inverse of WithDegree
 // for a graph whose degree parameters all equal d.
-func (g *Graph) WithDegreeVar(d int) *Graph {
-	out := *g
-	out.Nodes = make([]Node, len(g.Nodes))
-	for k, n := range g.Nodes {
-		n.Params = append([]int(nil), n.Params...)
-		for i, spec := range n.Op.Params {
-			if spec.Degree && n.Params[i] == d {
-				n.Params[i] = DegreeVar
-			}
-		}
-		out.Nodes[k] = n
-	}
-	return &out
-}
+func (g *Graph) WithDegreeVar(d int) *Graph { return g.replaceDegree(d, DegreeVar) }
 
 // ParallelPool is the parallel set's input pool at degree d, every layout
 // factor d. FlexFlow's parallel rules are about rank-3 activations and

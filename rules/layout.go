@@ -179,14 +179,22 @@ func shapeList(in []Shape) string {
 
 // ---- the parallel operators' shape rules ----
 
-func partitionShape(p []int, in []Shape) ([]Shape, error) {
-	dim, d := p[0], p[1]
-	x := in[0]
+// checkDimDegree checks the dimension and degree parameters of partition
+// and combine against their operand.
+func checkDimDegree(x Shape, dim, d int) error {
 	if err := checkDegree(d); err != nil {
-		return nil, err
+		return err
 	}
 	if dim >= x.Rank {
-		return nil, shapeErrorf("dimension %d out of range for %s", dim, x)
+		return shapeErrorf("dimension %d out of range for %s", dim, x)
+	}
+	return nil
+}
+
+func partitionShape(p []int, in []Shape) ([]Shape, error) {
+	dim, d, x := p[0], p[1], in[0]
+	if err := checkDimDegree(x, dim, d); err != nil {
+		return nil, err
 	}
 	out := x
 	out.Degrees[dim] = x.Degree(dim) * d
@@ -198,13 +206,9 @@ func partitionShape(p []int, in []Shape) ([]Shape, error) {
 }
 
 func combineShape(p []int, in []Shape) ([]Shape, error) {
-	dim, d := p[0], p[1]
-	x := in[0]
-	if err := checkDegree(d); err != nil {
+	dim, d, x := p[0], p[1], in[0]
+	if err := checkDimDegree(x, dim, d); err != nil {
 		return nil, err
-	}
-	if dim >= x.Rank {
-		return nil, shapeErrorf("dimension %d out of range for %s", dim, x)
 	}
 	if x.Degree(dim)%d != 0 {
 		return nil, shapeErrorf("degree %d does not divide dimension %d's %d pieces in %s", d, dim, x.Degree(dim), x)
@@ -513,11 +517,30 @@ func SelectOps(spec string) (*Registry, error) {
 	return All().Select(names)
 }
 
-// HasDegreeVar reports whether the graph uses the degree variable d.
-func (g *Graph) HasDegreeVar() bool {
+// EachDegree calls f with the value of every degree parameter of the
+// graph (DegreeVar for the variable d).
+func (g *Graph) EachDegree(f func(d int)) {
 	for _, n := range g.Nodes {
 		for i, spec := range n.Op.Params {
-			if spec.Degree && n.Params[i] == DegreeVar {
+			if spec.Degree {
+				f(n.Params[i])
+			}
+		}
+	}
+}
+
+// EachDegree calls f with every degree parameter of both sides.
+func (r *Rule) EachDegree(f func(d int)) {
+	r.Src.EachDegree(f)
+	r.Dst.EachDegree(f)
+}
+
+// UsesParallelOps reports whether the rule applies an operator of the
+// parallel set that the default set lacks.
+func (r *Rule) UsesParallelOps() bool {
+	for _, g := range []*Graph{&r.Src, &r.Dst} {
+		for _, n := range g.Nodes {
+			if n.Op.Set == SetParallel {
 				return true
 			}
 		}
@@ -525,16 +548,27 @@ func (g *Graph) HasDegreeVar() bool {
 	return false
 }
 
+// HasDegreeVar reports whether the graph uses the degree variable d.
+func (g *Graph) HasDegreeVar() bool {
+	found := false
+	g.EachDegree(func(d int) { found = found || d == DegreeVar })
+	return found
+}
+
 // WithDegree returns a copy of the graph with d in place of the degree
 // variable.
-func (g *Graph) WithDegree(d int) *Graph {
+func (g *Graph) WithDegree(d int) *Graph { return g.replaceDegree(DegreeVar, d) }
+
+// replaceDegree returns a copy of the graph with every degree parameter
+// equal to from set to to.
+func (g *Graph) replaceDegree(from, to int) *Graph {
 	out := *g
 	out.Nodes = make([]Node, len(g.Nodes))
 	for k, n := range g.Nodes {
 		n.Params = append([]int(nil), n.Params...)
 		for i, spec := range n.Op.Params {
-			if spec.Degree && n.Params[i] == DegreeVar {
-				n.Params[i] = d
+			if spec.Degree && n.Params[i] == from {
+				n.Params[i] = to
 			}
 		}
 		out.Nodes[k] = n

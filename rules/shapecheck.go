@@ -28,14 +28,7 @@ func (r *Rule) CheckParallelShapes() error {
 }
 
 func (r *Rule) hasDegreeParams() bool {
-	for _, g := range []*Graph{&r.Src, &r.Dst} {
-		for _, n := range g.Nodes {
-			for _, spec := range n.Op.Params {
-				if spec.Degree {
-					return true
-				}
-			}
-		}
-	}
-	return false
+	found := false
+	r.EachDegree(func(int) { found = true })
+	return found
 }

@@ -59,14 +59,7 @@ func isParallel(r *rules.Rule) bool {
 			return true
 		}
 	}
-	for _, g := range []*rules.Graph{&r.Src, &r.Dst} {
-		for _, n := range g.Nodes {
-			if n.Op.Set == rules.SetParallel {
-				return true
-			}
-		}
-	}
-	return false
+	return r.UsesParallelOps()
 }
 
 // withLayout gives each shape of ss the layout of like, where it is valid,
@@ -86,15 +79,11 @@ func withLayout(ss []rules.Shape, like rules.Shape) []rules.Shape {
 // it has none.
 func ruleDegrees(r *rules.Rule) []int {
 	var out []int
-	for _, g := range []*rules.Graph{&r.Src, &r.Dst} {
-		for _, n := range g.Nodes {
-			for i, spec := range n.Op.Params {
-				if spec.Degree && n.Params[i] > 1 && !slices.Contains(out, n.Params[i]) {
-					out = append(out, n.Params[i])
-				}
-			}
+	r.EachDegree(func(d int) {
+		if d > 1 && !slices.Contains(out, d) {
+			out = append(out, d)
 		}
-	}
+	})
 	if len(out) == 0 {
 		out = []int{2}
 	}
