@@ -6,8 +6,8 @@
 (assert (! (forall ((a Int) (x Tensor) (y Tensor)) (= (split0 a (concat a x y)) x)) :named split0-concat))
 ; split1 undoes concat
 (assert (! (forall ((a Int) (x Tensor) (y Tensor)) (= (split1 a (concat a x y)) y)) :named split1-concat))
-; concatenating rows of columns equals concatenating columns of rows
-(assert (! (forall ((x Tensor) (y Tensor) (z Tensor) (w Tensor)) (= (concat 0 (concat 1 x y) (concat 1 z w)) (concat 1 (concat 0 x z) (concat 0 y w)))) :named concat-geometry))
+; concatenating on one axis of concats on another equals the other way round (TASO states axes 0 and 1; generalised: any two axes)
+(assert (! (forall ((a Int) (b Int) (x Tensor) (y Tensor) (z Tensor) (w Tensor)) (=> (not (= a b)) (= (concat a (concat b x y) (concat b z w)) (concat b (concat a x z) (concat a y w))))) :named concat-geometry))
 ; scalar multiplication commutes with concat
 (assert (! (forall ((a Int) (x Tensor) (y Tensor) (w Tensor)) (= (concat a (smul x w) (smul y w)) (smul (concat a x y) w))) :named concat-smul))
 ; ewadd commutes with concat

@@ -37,7 +37,10 @@ func TestFloatTestIsBounded(t *testing.T) {
 	if r := res[3]; r.Status != Unknown || !strings.Contains(r.Reason, "not tested in float64") {
 		t.Errorf("a rule at shapes whose size overflows: %+v", r)
 	}
-	if d := time.Since(start); d > 5*time.Second {
+	// A generous bound: it catches the unbounded evaluation this test is
+	// about (minutes, then the machine's memory), not slowness under load
+	// (5 s was missed by 0.09 s on a 2-core machine with other work).
+	if d := time.Since(start); d > time.Minute {
 		t.Errorf("took %s", d)
 	}
 	for _, c := range []struct {
