@@ -2,10 +2,12 @@ package rules
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 )
 
 // ParamSpec describes one integer parameter of an operator. Enumerated
@@ -315,4 +317,27 @@ func quoteAll(s []string) []string {
 		out[i] = strconv.Quote(x)
 	}
 	return out
+}
+
+// WriteTable prints one line per operator of the registry: name, sets,
+// operands, parameters with their domains ("|d" where the degree variable
+// may stand), Z3 symbols and description, as 'rulebook ops' shows them.
+func (r *Registry) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "OPERATOR\tSETS\tOPERANDS\tPARAMETERS\tZ3\tDESCRIPTION")
+	for _, op := range r.Ops() {
+		var params []string
+		for _, p := range op.Params {
+			dom := fmt.Sprintf("%d..%d", p.Min, p.Max)
+			if p.Symbols != nil {
+				dom = strings.Join(p.Symbols, "|")
+			}
+			if p.Degree {
+				dom += "|d"
+			}
+			params = append(params, p.Name+"="+dom)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", op.Name, strings.Join(SetsOf(op), ","), op.Arity, strings.Join(params, " "), strings.Join(op.Z3, ","), op.Doc)
+	}
+	return tw.Flush()
 }

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -330,6 +332,36 @@ func (s *Store) SetPruning(ctx context.Context, ps []Pruning) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("store: set pruning: %w", err)
+	}
+	return nil
+}
+
+// Write prints the counts as 'rulebook stats' shows them: a heading line
+// naming the database, then one sorted block per count.
+func (s Stats) Write(w io.Writer, path string) error {
+	plural := func(n int64, noun string) string {
+		if n == 1 {
+			return fmt.Sprintf("%d %s", n, noun)
+		}
+		return fmt.Sprintf("%d %ss", n, noun)
+	}
+	if _, err := fmt.Fprintf(w, "%s from %s in %s\n", plural(s.Rules, "rule"), plural(s.Runs, "run"), path); err != nil {
+		return err
+	}
+	sizes := map[string]int64{}
+	for k, v := range s.BySize {
+		sizes[fmt.Sprintf("%d ops", k)] = v
+	}
+	for _, c := range []struct {
+		title  string
+		counts map[string]int64
+	}{{"status", s.ByStatus}, {"size", sizes}, {"operator", s.ByOperator}, {"run status", s.RunsByStatus}} {
+		fmt.Fprintf(w, "by %s:\n", c.title)
+		for _, k := range slices.Sorted(maps.Keys(c.counts)) {
+			if _, err := fmt.Fprintf(w, "  %-12s %8d\n", k, c.counts[k]); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -160,30 +159,8 @@ func newStatsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "%s from %s in %s\n", verify.Nouns(int(s.Rules), "rule"), verify.Nouns(int(s.Runs), "run"), db.Path())
-			printCounts(w, "status", s.ByStatus)
-			sizes := map[string]int64{}
-			for k, v := range s.BySize {
-				sizes[fmt.Sprintf("%d ops", k)] = v
-			}
-			printCounts(w, "size", sizes)
-			printCounts(w, "operator", s.ByOperator)
-			printCounts(w, "run status", s.RunsByStatus)
-			return nil
+			return s.Write(cmd.OutOrStdout(), db.Path())
 		}),
-	}
-}
-
-func printCounts(w interface{ Write([]byte) (int, error) }, title string, m map[string]int64) {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	fmt.Fprintf(w, "by %s:\n", title)
-	for _, k := range keys {
-		fmt.Fprintf(w, "  %-12s %8d\n", k, m[k])
 	}
 }
 
@@ -192,25 +169,7 @@ func newOpsCmd() *cobra.Command {
 		Use:   "ops",
 		Short: "List the operators of the default and parallel sets with their parameters",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "OPERATOR\tSETS\tOPERANDS\tPARAMETERS\tZ3\tDESCRIPTION")
-			for _, op := range rules.All().Ops() {
-				var params []string
-				for _, p := range op.Params {
-					dom := fmt.Sprintf("%d..%d", p.Min, p.Max)
-					if p.Symbols != nil {
-						dom = strings.Join(p.Symbols, "|")
-					}
-					if p.Degree {
-						dom += "|d"
-					}
-					params = append(params, p.Name+"="+dom)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", op.Name, strings.Join(rules.SetsOf(op), ","), op.Arity, strings.Join(params, " "), strings.Join(op.Z3, ","), op.Doc)
-			}
-			return tw.Flush()
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return rules.All().WriteTable(cmd.OutOrStdout()) },
 	}
 }
 
