@@ -169,7 +169,7 @@ func newOpsCmd() *cobra.Command {
 		Use:   "ops",
 		Short: "List the operators of the default and parallel sets with their parameters",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return rules.All().WriteTable(cmd.OutOrStdout()) },
+		RunE:  func(cmd *cobra.Command, _ []string) error { return rules.All().WriteTable(cmd.OutOrStdout()) },
 	}
 }
 

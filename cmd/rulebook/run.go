@@ -240,4 +240,3 @@ func benchOps(cmd *cobra.Command, db *store.Store, m *runtime.Model, s runtime.E
 	fmt.Fprintf(cmd.OutOrStdout(), "stored %d operator configurations for %s (run %d)\n", len(costs), s.DeviceKey(), runID)
 	return nil
 }
-
