@@ -171,6 +171,53 @@ func appendModel(b []byte, m *Model) []byte {
 			return b
 		})
 	}
+	for _, c := range m.Configurations {
+		b = appendMessage(b, 26, func(b []byte) []byte {
+			b = appendStringField(b, 1, c.Name)
+			b = appendVarintField(b, 2, fromInt32(c.NumDevices))
+			for _, d := range c.Devices {
+				b = appendStringField(b, 3, d)
+			}
+			return b
+		})
+	}
+	return b
+}
+
+// appendNodeDeviceConfiguration writes a NodeDeviceConfigurationProto with
+// its ShardingSpecProtos (ShardedDimProto holding one
+// SimpleShardedDimProto per axis).
+func appendNodeDeviceConfiguration(b []byte, c NodeDeviceConfiguration) []byte {
+	b = appendStringField(b, 1, c.ConfigurationID)
+	for _, s := range c.Shardings {
+		b = appendMessage(b, 2, func(b []byte) []byte {
+			b = appendStringField(b, 1, s.TensorName)
+			b = appendPackedVarints(b, 2, s.Devices, fromInt64)
+			for _, g := range s.DeviceGroups {
+				b = appendMessage(b, 3, func(b []byte) []byte {
+					b = appendVarintField(b, 1, fromInt64(g.Key))
+					return appendPackedVarints(b, 2, g.Devices, fromInt64)
+				})
+			}
+			for _, d := range s.ShardedDims {
+				b = appendMessage(b, 4, func(b []byte) []byte {
+					b = appendVarintField(b, 1, fromInt64(d.Axis))
+					return appendMessage(b, 2, func(b []byte) []byte {
+						if d.DimParam != "" {
+							b = appendStringField(b, 2, d.DimParam)
+						} else {
+							b = appendVarintField(b, 1, fromInt64(d.DimValue))
+						}
+						return appendVarintField(b, 3, fromInt64(d.NumShards))
+					})
+				})
+			}
+			return b
+		})
+	}
+	if c.PipelineStage != 0 {
+		b = appendVarintField(b, 3, fromInt32(c.PipelineStage))
+	}
 	return b
 }
 
@@ -214,6 +261,9 @@ func appendNode(b []byte, n *Node) []byte {
 	}
 	if n.Domain != "" {
 		b = appendStringField(b, 7, n.Domain)
+	}
+	for _, c := range n.DeviceConfigurations {
+		b = appendMessage(b, 10, func(b []byte) []byte { return appendNodeDeviceConfiguration(b, c) })
 	}
 	return b
 }

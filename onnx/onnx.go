@@ -29,6 +29,53 @@ type Model struct {
 	DocString       string
 	// Graph is nil when the model has no graph field.
 	Graph *Graph
+	// Configurations are the device configurations a multi-device model
+	// is sharded over (IR version 11; written, not read).
+	Configurations []DeviceConfiguration
+}
+
+// DeviceConfiguration is a DeviceConfigurationProto: a named group of
+// devices.
+type DeviceConfiguration struct {
+	Name       string
+	NumDevices int32
+	Devices    []string
+}
+
+// NodeDeviceConfiguration is a NodeDeviceConfigurationProto: how one node
+// is laid out on a model's device configuration.
+type NodeDeviceConfiguration struct {
+	ConfigurationID string
+	Shardings       []ShardingSpec
+	PipelineStage   int32
+}
+
+// ShardingSpec is a ShardingSpecProto: how one of a node's tensors is cut
+// over devices (indices into the configuration's devices).
+type ShardingSpec struct {
+	TensorName string
+	// Devices holds one entry per shard, row-major over ShardedDims: a
+	// device index, or the key of a DeviceGroups entry when the shard is
+	// replicated on several devices.
+	Devices      []int64
+	DeviceGroups []DeviceGroup
+	ShardedDims  []ShardedDim
+}
+
+// DeviceGroup is an IntIntListEntryProto of index_to_device_group_map: the
+// devices a key in ShardingSpec.Devices stands for.
+type DeviceGroup struct {
+	Key     int64
+	Devices []int64
+}
+
+// ShardedDim is a ShardedDimProto: one axis cut into NumShards equal
+// pieces of a dimension of size DimValue (or named DimParam).
+type ShardedDim struct {
+	Axis      int64
+	DimValue  int64
+	DimParam  string
+	NumShards int64
 }
 
 // OperatorSetID is an OperatorSetIdProto: an empty domain is the default
@@ -84,6 +131,9 @@ type Node struct {
 	Inputs     []string
 	Outputs    []string
 	Attributes []*Attribute
+	// DeviceConfigurations lay the node out on the model's device
+	// configurations (IR version 11; written, not read).
+	DeviceConfigurations []NodeDeviceConfiguration
 }
 
 // Attr returns the attribute with the given name, or nil.

@@ -339,12 +339,6 @@ func (s *Store) SetPruning(ctx context.Context, ps []Pruning) error {
 // Write prints the counts as 'rulebook stats' shows them: a heading line
 // naming the database, then one sorted block per count.
 func (s Stats) Write(w io.Writer, path string) error {
-	plural := func(n int64, noun string) string {
-		if n == 1 {
-			return fmt.Sprintf("%d %s", n, noun)
-		}
-		return fmt.Sprintf("%d %ss", n, noun)
-	}
 	if _, err := fmt.Fprintf(w, "%s from %s in %s\n", plural(s.Rules, "rule"), plural(s.Runs, "run"), path); err != nil {
 		return err
 	}
@@ -364,4 +358,32 @@ func (s Stats) Write(w io.Writer, path string) error {
 		}
 	}
 	return nil
+}
+
+// plural counts n of a noun that takes an s.
+func plural[N int | int64](n N, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// WriteSummary prints the rule as 'rulebook show' does: status, both
+// sides, sizes, the shapes it was found with, operators and fingerprint.
+func (r Rule) WriteSummary(w io.Writer) error {
+	fmt.Fprintf(w, "rule %d (%s)\n", r.ID, r.Hash)
+	fmt.Fprintf(w, "  status:      %s\n", r.Status)
+	if r.PrunedBy != 0 {
+		fmt.Fprintf(w, "  pruned:      in favour of rule %d (%s); releases leave it out\n", r.PrunedBy, r.PruneReason)
+	}
+	fmt.Fprintf(w, "  source:      %s\n", r.Src)
+	fmt.Fprintf(w, "  target:      %s\n", r.Dst)
+	fmt.Fprintf(w, "  size:        %d => %s, %s, %s\n", r.SrcOps, plural(r.DstOps, "operator"), plural(r.NumInputs, "input"), plural(r.NumOutputs, "output"))
+	fmt.Fprintf(w, "  found with:  %s", r.Inputs)
+	if r.Constants != "" {
+		fmt.Fprintf(w, "; constants %s", r.Constants)
+	}
+	fmt.Fprintf(w, "\n  operators:   %s\n", strings.Join(r.Operators, ", "))
+	_, err := fmt.Fprintf(w, "  fingerprint: %016x (run %d)\n", r.Fingerprint, r.RunID)
+	return err
 }

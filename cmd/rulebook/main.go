@@ -57,7 +57,7 @@ RULEBOOK_DB environment variable names another.`,
 		Version:       version,
 	}
 	root.PersistentFlags().String("db", "", "SQLite database file (default $RULEBOOK_DB or rulebook.db)")
-	root.AddCommand(newGenerateCmd(), newVerifyCmd(), newWhyCmd(), newAxiomsCmd(), newPruneCmd(), newCompareCmd(), newReleaseCmd(), newVersionsCmd(), newDiffCmd(), newExportCmd(), newImportCmd(), newRunCmd(), newBenchOpsCmd(), newOptimizeCmd(), newListCmd(), newShowCmd(), newStatsCmd(), newOpsCmd())
+	root.AddCommand(newGenerateCmd(), newVerifyCmd(), newWhyCmd(), newAxiomsCmd(), newPruneCmd(), newCompareCmd(), newReleaseCmd(), newVersionsCmd(), newDiffCmd(), newExportCmd(), newImportCmd(), newRunCmd(), newBenchOpsCmd(), newOptimizeCmd(), newListCmd(), newShowCmd(), newStatsCmd(), newOpsCmd(), newPlanCmd())
 	root.AddCommand(newUsageCmd(), newBuildCmd())
 	return root
 }

@@ -11,7 +11,6 @@ import (
 	"rulebook/exchange"
 	"rulebook/rules"
 	"rulebook/store"
-	"rulebook/verify"
 )
 
 func newListCmd() *cobra.Command {
@@ -94,22 +93,7 @@ tensor's shape; the file's extension picks the format: .svg, .png or .pdf
 				}
 				return nil
 			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "rule %d (%s)\n", r.ID, r.Hash)
-			fmt.Fprintf(w, "  status:      %s\n", r.Status)
-			if r.PrunedBy != 0 {
-				fmt.Fprintf(w, "  pruned:      in favour of rule %d (%s); releases leave it out\n", r.PrunedBy, r.PruneReason)
-			}
-			fmt.Fprintf(w, "  source:      %s\n", r.Src)
-			fmt.Fprintf(w, "  target:      %s\n", r.Dst)
-			fmt.Fprintf(w, "  size:        %d => %s, %s, %s\n", r.SrcOps, verify.Nouns(r.DstOps, "operator"), verify.Nouns(r.NumInputs, "input"), verify.Nouns(r.NumOutputs, "output"))
-			fmt.Fprintf(w, "  found with:  %s", r.Inputs)
-			if r.Constants != "" {
-				fmt.Fprintf(w, "; constants %s", r.Constants)
-			}
-			fmt.Fprintf(w, "\n  operators:   %s\n", strings.Join(r.Operators, ", "))
-			fmt.Fprintf(w, "  fingerprint: %016x (run %d)\n", r.Fingerprint, r.RunID)
-			return nil
+			return r.WriteSummary(cmd.OutOrStdout())
 		}),
 	}
 	cmd.Flags().StringVar(&picture, "svg", "", "draw the rule into this file: .svg, .png, .pdf (with Graphviz's dot) or .dot")

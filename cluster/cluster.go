@@ -1,0 +1,180 @@
+// Package cluster describes a machine for the planner (nodes of identical
+// devices, the links inside a node and the network between nodes) and
+// prices collectives over device groups with α–β costs.
+//
+// A machine file is JSON:
+//
+//	{"name": "my-cluster", "nodes": 4, "devices_per_node": 8,
+//	 "device": {"name": "A100", "peak_flops": 19.5e12,
+//	            "memory_bandwidth": 2.0e12, "memory_bytes": 85899345920},
+//	 "intra_node": {"bandwidth": 300e9, "latency": 2e-6},
+//	 "inter_node": {"bandwidth": 200e9, "latency": 5e-6}}
+//
+// Bandwidths are bytes per second in each direction; latencies seconds.
+// inter_node is one node's network interfaces together, shared by that
+// node's devices.
+package cluster
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Device is one accelerator.
+type Device struct {
+	Name            string  `json:"name"`
+	PeakFLOPS       float64 `json:"peak_flops"`
+	MemoryBandwidth float64 `json:"memory_bandwidth"`
+	MemoryBytes     float64 `json:"memory_bytes"`
+}
+
+// Link is a connection's bandwidth (bytes/s per direction) and latency (s).
+type Link struct {
+	Bandwidth float64 `json:"bandwidth"`
+	Latency   float64 `json:"latency"`
+}
+
+// Machine is Nodes nodes of DevicesPerNode identical devices. Devices are
+// numbered node by node: device d is on node d / DevicesPerNode.
+type Machine struct {
+	Name           string `json:"name"`
+	Nodes          int    `json:"nodes"`
+	DevicesPerNode int    `json:"devices_per_node"`
+	Device         Device `json:"device"`
+	IntraNode      Link   `json:"intra_node"`
+	InterNode      Link   `json:"inter_node"`
+}
+
+// NumDevices is the number of devices in the machine.
+func (m Machine) NumDevices() int { return m.Nodes * m.DevicesPerNode }
+
+// Validate checks that every count, bandwidth and capacity is positive and
+// every latency non-negative.
+func (m Machine) Validate() error {
+	checks := []struct {
+		field string
+		value float64
+		zero  bool // zero allowed
+	}{
+		{"nodes", float64(m.Nodes), false}, {"devices_per_node", float64(m.DevicesPerNode), false},
+		{"device.peak_flops", m.Device.PeakFLOPS, false}, {"device.memory_bandwidth", m.Device.MemoryBandwidth, false},
+		{"device.memory_bytes", m.Device.MemoryBytes, false},
+		{"intra_node.bandwidth", m.IntraNode.Bandwidth, false}, {"intra_node.latency", m.IntraNode.Latency, true},
+		{"inter_node.bandwidth", m.InterNode.Bandwidth, false}, {"inter_node.latency", m.InterNode.Latency, true},
+	}
+	for _, c := range checks {
+		if c.value < 0 || (!c.zero && c.value == 0) || c.value != c.value {
+			want := "a positive number"
+			if c.zero {
+				want = "a number ≥ 0"
+			}
+			return fmt.Errorf("%s is %v; want %s", c.field, c.value, want)
+		}
+	}
+	return nil
+}
+
+// Presets are the built-in machines, one node each; Parse multiplies.
+// Figures are vendors' published peak numbers (fp32, non-tensor-core
+// FLOP/s, since the planner's graphs are fp32).
+var presets = map[string]Machine{
+	// Unity's testbed (Unity §6): Summit nodes, 6 V100 16 GB (15.7 TFLOP/s
+	// fp32, 900 GB/s HBM2), NVLink 2.0 within a node (50 GB/s per
+	// direction between GPU pairs), dual-rail EDR InfiniBand between
+	// nodes (2 × 12.5 GB/s).
+	"summit": {Name: "summit", Nodes: 1, DevicesPerNode: 6,
+		Device:    Device{Name: "V100-SXM2-16GB", PeakFLOPS: 15.7e12, MemoryBandwidth: 900e9, MemoryBytes: 16 << 30},
+		IntraNode: Link{Bandwidth: 50e9, Latency: 5e-6}, InterNode: Link{Bandwidth: 25e9, Latency: 10e-6}},
+	// DGX A100: 8 A100 80 GB (19.5 TFLOP/s fp32, 2.0 TB/s) on NVSwitch
+	// (300 GB/s per direction per GPU), 8 × 200 Gb/s HDR InfiniBand.
+	"dgx-a100": {Name: "dgx-a100", Nodes: 1, DevicesPerNode: 8,
+		Device:    Device{Name: "A100-SXM4-80GB", PeakFLOPS: 19.5e12, MemoryBandwidth: 2.0e12, MemoryBytes: 80 << 30},
+		IntraNode: Link{Bandwidth: 300e9, Latency: 3e-6}, InterNode: Link{Bandwidth: 200e9, Latency: 5e-6}},
+	// DGX H100: 8 H100 SXM 80 GB (67 TFLOP/s fp32, 3.35 TB/s) on NVSwitch
+	// (450 GB/s per direction per GPU), 8 × 400 Gb/s NDR InfiniBand.
+	"h100": {Name: "h100", Nodes: 1, DevicesPerNode: 8,
+		Device:    Device{Name: "H100-SXM5-80GB", PeakFLOPS: 67e12, MemoryBandwidth: 3.35e12, MemoryBytes: 80 << 30},
+		IntraNode: Link{Bandwidth: 450e9, Latency: 3e-6}, InterNode: Link{Bandwidth: 400e9, Latency: 5e-6}},
+	// One core pair of the development machine, roughly: 2 cores × 32
+	// fp32 FLOP/cycle × 2.5 GHz, about 10 GB/s of memory bandwidth.
+	"cpu": {Name: "cpu", Nodes: 1, DevicesPerNode: 1,
+		Device:    Device{Name: "2-core CPU", PeakFLOPS: 160e9, MemoryBandwidth: 10e9, MemoryBytes: 16 << 30},
+		IntraNode: Link{Bandwidth: 10e9, Latency: 1e-6}, InterNode: Link{Bandwidth: 1.25e9, Latency: 50e-6}},
+}
+
+// PresetNames lists the presets, sorted.
+func PresetNames() []string {
+	names := make([]string, 0, len(presets))
+	for n := range presets {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Preset is a preset machine with the given number of nodes.
+func Preset(name string, nodes int) (Machine, error) {
+	m, ok := presets[name]
+	if !ok {
+		return Machine{}, fmt.Errorf("unknown machine preset %q (known: %s; or a machine .json file)", name, strings.Join(PresetNames(), ", "))
+	}
+	if nodes < 1 {
+		return Machine{}, fmt.Errorf("machine %s:%d: want at least 1 node", name, nodes)
+	}
+	m.Nodes = nodes
+	m.Name = fmt.Sprintf("%s:%d", name, nodes)
+	return m, nil
+}
+
+// Parse reads --machine: "PRESET" or "PRESET:NODES", or a path to a
+// machine JSON file (one that ends in .json or contains a slash).
+func Parse(spec string) (Machine, error) {
+	if strings.HasSuffix(spec, ".json") || strings.ContainsRune(spec, os.PathSeparator) {
+		return Load(spec)
+	}
+	name, count, found := strings.Cut(spec, ":")
+	nodes := 1
+	if found {
+		n, err := strconv.Atoi(count)
+		if err != nil {
+			return Machine{}, fmt.Errorf("machine %q: node count %q is not a number", spec, count)
+		}
+		nodes = n
+	}
+	return Preset(name, nodes)
+}
+
+// Load reads and validates a machine file; unknown fields are errors.
+func Load(path string) (Machine, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Machine{}, fmt.Errorf("machine: %w", err)
+	}
+	m, err := Decode(data)
+	if err != nil {
+		return Machine{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if m.Name == "" {
+		m.Name = path
+	}
+	return m, nil
+}
+
+// Decode parses and validates a machine's JSON.
+func Decode(data []byte) (Machine, error) {
+	var m Machine
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&m); err != nil {
+		return Machine{}, fmt.Errorf("not a machine description: %w", err)
+	}
+	if d.More() {
+		return Machine{}, fmt.Errorf("not a machine description: data after the JSON object")
+	}
+	return m, m.Validate()
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"rulebook/plan"
+)
+
+func newPlanCmd() *cobra.Command {
+	var req plan.Request
+	var memGiB float64
+	var emit string
+	cmd := &cobra.Command{
+		Use:   "plan MODEL.onnx|mlp|bert-large|dlrm",
+		Short: "Price data, tensor, grid and pipeline parallel training plans in a simulator",
+		Long: `plan derives one training step (forward, backward, Adam) from a model,
+prices data parallel (dp), Megatron-style tensor parallel (tp), the best
+data × tensor grid (grid) and 1F1B pipelines (pp) on a machine, prints the
+comparison and chooses the fastest plan that fits in device memory.
+
+Every time is SIMULATED (roofline operators, α–β collectives, a
+FlexFlow-style task graph; docs/planner.md). Nothing runs.
+
+--machine takes a preset, summit, dgx-a100, h100 or cpu, with ":N" nodes,
+or a machine JSON file (docs/planner.md). MODEL is an ONNX file or a
+built-in workload: mlp (16 × 8192), bert-large (24 layers, hidden 1024,
+sequence 512) or dlrm.
+
+-o plan.json writes the chosen plan (layouts, devices, memory by category,
+simulated time), plan.trace.json (a Chrome trace of the simulated step, for
+Perfetto) and plan.sharded.onnx (the model with ONNX IR 11 sharding
+annotations); --emit torch adds plan.torch.json, a PyTorch DTensor plan
+(docs/torch-plan.md).`,
+		Example: `  rulebook plan bert-large --machine summit:1 --batch 48
+  rulebook plan mlp --machine summit:4 --batch 1024 --strategy grid -o mlp-plan.json
+  rulebook plan ../shared/models/resnet50.onnx --machine dgx-a100:2 --batch 8 --per-device
+  rulebook plan bert-large --machine summit:1 --batch 48 --memory-limit 10 -o bert.json --emit torch`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if req.Batch < 0 || req.Microbatches < 0 || memGiB < 0 {
+				return fmt.Errorf("--batch, --microbatches and --memory-limit must not be negative")
+			}
+			if emit != "" && emit != "torch" {
+				return fmt.Errorf("--emit: unknown engine %q (known: torch)", emit)
+			}
+			req.Model, req.MemoryLimit, req.EmitTorch = args[0], memGiB*(1<<30), emit == "torch"
+			out, err := plan.Run(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if err := out.Comparison.WriteTable(cmd.OutOrStdout()); err != nil {
+				return err
+			}
+			for _, p := range out.Written {
+				fmt.Fprintln(cmd.OutOrStdout(), "wrote", p)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.Machine, "machine", "summit:1", "machine preset with node count (summit:16, dgx-a100:2, h100:1, cpu) or a machine JSON file")
+	f.Int64Var(&req.Batch, "batch", 0, "global batch (0: the model's own fixed batch)")
+	f.BoolVar(&req.PerDevice, "per-device", false, "--batch is per device: the global batch is it times the machine's devices")
+	f.StringVar(&req.Strategy, "strategy", "", "price only dp, tp, grid or pp (default: all, and choose)")
+	f.Float64Var(&memGiB, "memory-limit", 0, "usable memory per device in GiB (default: the device's capacity)")
+	f.IntVar(&req.Microbatches, "microbatches", 0, "micro-batches per pipeline step (default: twice the stages)")
+	f.StringVarP(&req.Out, "output", "o", "", "write the chosen plan here (with .trace.json and .sharded.onnx beside it)")
+	f.StringVar(&emit, "emit", "", "also write the plan for an engine: torch (a DTensor plan)")
+	return cmd
+}

@@ -1,0 +1,115 @@
+package plan
+
+import (
+	"encoding/json"
+	"io"
+
+	"rulebook/cluster"
+	"rulebook/training"
+)
+
+// File is the plan as written to plan.json.
+type File struct {
+	Format      string          `json:"format"`
+	Simulated   string          `json:"simulated"`
+	CostModel   string          `json:"cost_model"`
+	Model       string          `json:"model"`
+	Machine     cluster.Machine `json:"machine"`
+	Batch       int64           `json:"global_batch"`
+	Strategy    Strategy        `json:"strategy"`
+	Time        Time            `json:"time"`
+	Memory      Memory          `json:"memory_per_device"`
+	MemoryLimit float64         `json:"memory_limit"`
+	Fits        bool            `json:"fits"`
+	Stages      []StageFile     `json:"stages"`
+	Operators   []OperatorFile  `json:"operators"`
+	Compared    []Compared      `json:"compared"`
+}
+
+// StageFile is one pipeline stage: its devices, node-major.
+type StageFile struct {
+	Stage   int   `json:"stage"`
+	Devices []int `json:"devices"`
+}
+
+// OperatorFile is one operator's placement: its stage's device group and
+// the parallel degrees of its output (batch cut DP ways, features TP ways
+// where its style cuts them), with its tensor-parallel style.
+type OperatorFile struct {
+	Name    string `json:"name"`
+	Module  string `json:"module,omitempty"`
+	Type    string `json:"type"`
+	Style   Style  `json:"style"`
+	Stage   int    `json:"stage"`
+	Degrees []int  `json:"degrees"`
+}
+
+// Compared is one line of the comparison table.
+type Compared struct {
+	Strategy Strategy `json:"strategy"`
+	Time     *Time    `json:"time,omitempty"`
+	Memory   *Memory  `json:"memory_per_device,omitempty"`
+	Fits     bool     `json:"fits"`
+	Error    string   `json:"error,omitempty"`
+}
+
+// FileFormat names plan.json's schema.
+const FileFormat = "rulebook.plan/1"
+
+// NewFile is the chosen plan of a comparison, ready to write.
+func (c *Comparison) NewFile(g *training.Graph) *File {
+	r := c.Chosen
+	f := &File{Format: FileFormat, Simulated: Simulated, CostModel: CostModel, Model: c.Model, Machine: c.Machine,
+		Batch: c.Batch, Strategy: r.Strategy, Time: r.Time, Memory: r.Memory, MemoryLimit: c.Options.memoryLimit(), Fits: r.Fits}
+	s := r.Strategy
+	for st := 0; st < s.PP; st++ {
+		sf := StageFile{Stage: st}
+		for d := 0; d < s.DP*s.TP; d++ {
+			sf.Devices = append(sf.Devices, st*s.DP*s.TP+d)
+		}
+		f.Stages = append(f.Stages, sf)
+	}
+	for i, op := range g.Ops {
+		f.Operators = append(f.Operators, OperatorFile{Name: op.Name, Module: op.Module, Type: op.Type,
+			Style: r.Layouts[i].Style, Stage: r.Stage[i], Degrees: outputDegrees(g, op, s, r.Layouts[i])})
+	}
+	for _, x := range c.Results {
+		cf := Compared{Strategy: x.Strategy, Fits: x.Fits}
+		if x.Err != nil {
+			cf.Error = x.Err.Error()
+		} else {
+			t, m := x.Time, x.Memory
+			cf.Time, cf.Memory = &t, &m
+		}
+		f.Compared = append(f.Compared, cf)
+	}
+	return f
+}
+
+// outputDegrees is the number of pieces each dimension of op's first
+// output is cut into: the batch (dimension 0) by DP, the last by TP when
+// the operator works on feature slices.
+func outputDegrees(g *training.Graph, op training.Op, s Strategy, l OpLayout) []int {
+	rank := len(g.ValueShape(op.Outputs[0]))
+	if rank == 0 {
+		return nil
+	}
+	d := make([]int, rank)
+	for i := range d {
+		d[i] = 1
+	}
+	if g.HasBatch(op.Outputs[0]) {
+		d[0] = s.DP
+	}
+	if l.Style == Colwise || l.Style == Sharded {
+		d[rank-1] *= s.TP
+	}
+	return d
+}
+
+// Write writes the file as indented JSON.
+func (f *File) Write(w io.Writer) error {
+	e := json.NewEncoder(w)
+	e.SetIndent("", "  ")
+	return e.Encode(f)
+}

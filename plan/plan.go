@@ -1,0 +1,116 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"rulebook/cluster"
+	"rulebook/training"
+)
+
+// Simulated is the warning every printed or written plan carries.
+const Simulated = "simulated: no step was run; times come from rulebook's task-graph simulator"
+
+// Comparison is every strategy priced for one model on one machine, and
+// the one chosen: the fastest that fits in memory.
+type Comparison struct {
+	Model   string
+	Machine cluster.Machine
+	Batch   int64
+	Options Options
+	Results []*Result // in Kinds order; a family's best candidate only
+	Chosen  *Result
+	// Fits is false when no strategy fits in memory; Chosen then needs the
+	// least.
+	Fits bool
+}
+
+// Compare prices each family of kinds on the machine (for the grid and
+// pipeline families every candidate, keeping the fastest that fits) and
+// chooses among them.
+func Compare(ctx context.Context, g *training.Graph, kinds []Kind, o Options) (*Comparison, error) {
+	c := &Comparison{Model: g.Model, Machine: o.Machine, Batch: g.Batch, Options: o}
+	for _, k := range kinds {
+		var rs []*Result
+		var skipped *Result
+		for _, s := range candidates(k, o.Machine.NumDevices(), o.Machine.DevicesPerNode, o.Microbatches) {
+			r, err := Price(ctx, g, s, o)
+			if err != nil {
+				return nil, err
+			}
+			if r.Err != nil {
+				skipped = r
+				continue
+			}
+			rs = append(rs, r)
+		}
+		if len(rs) == 0 {
+			if skipped != nil {
+				c.Results = append(c.Results, skipped)
+			}
+			continue
+		}
+		r, _ := best(rs)
+		c.Results = append(c.Results, r)
+	}
+	var priced []*Result
+	for _, r := range c.Results {
+		if r.Err == nil {
+			priced = append(priced, r)
+		}
+	}
+	if len(priced) == 0 {
+		return nil, c.Results[0].Err
+	}
+	c.Chosen, c.Fits = best(priced)
+	return c, nil
+}
+
+// WriteTable prints the comparison, one strategy per line, and says which
+// was chosen and that the times are simulated.
+func (c *Comparison) WriteTable(w io.Writer) error {
+	fmt.Fprintf(w, "%s on %s (%d devices), batch %d: %s\ncost model: %s\n", c.Model, c.Machine.Name, c.Machine.NumDevices(), c.Batch, Simulated, CostModel)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "strategy\tlayout\tstep (simulated)\tcompute\texposed comm\tidle\tmemory/device\tfits\t")
+	for _, r := range c.Results {
+		if r.Err != nil {
+			fmt.Fprintf(tw, "%s\t\t%s\t\t\t\t\t\t\n", r.Strategy.Kind, r.Err)
+			continue
+		}
+		mark := ""
+		if r == c.Chosen {
+			mark = " *"
+		}
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Strategy.Kind, mark, layoutText(r.Strategy),
+			ms(r.Time.Step), ms(r.Time.Compute), ms(r.Time.ExposedCommunication), ms(r.Time.Idle), gib(r.Memory.Total()), yesNo(r.Fits))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	limit := c.Options.memoryLimit()
+	if !c.Fits {
+		_, err := fmt.Fprintf(w, "no strategy fits in %s per device; the one needing least memory is shown\n", gib(limit))
+		return err
+	}
+	_, err := fmt.Fprintf(w, "* chosen: %s, %s per step (simulated), %s of %s per device\n", c.Chosen.Strategy, ms(c.Chosen.Time.Step), gib(c.Chosen.Memory.Total()), gib(limit))
+	return err
+}
+
+func layoutText(s Strategy) string {
+	t := fmt.Sprintf("dp%d×tp%d", s.DP, s.TP)
+	if s.PP > 1 {
+		t += fmt.Sprintf("×pp%d/m%d", s.PP, s.Microbatches)
+	}
+	return t
+}
+
+func ms(seconds float64) string { return fmt.Sprintf("%.2f ms", seconds*1e3) }
+func gib(bytes float64) string  { return fmt.Sprintf("%.2f GiB", bytes/(1<<30)) }
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

@@ -1,0 +1,137 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+
+	"rulebook/cluster"
+	"rulebook/simulate"
+	"rulebook/training"
+)
+
+// Memory is one device's memory by category, in bytes.
+type Memory struct {
+	Weights     float64 `json:"weights"`
+	Gradients   float64 `json:"gradients"`
+	Optimizer   float64 `json:"optimizer_state"`
+	Activations float64 `json:"saved_activations"`
+}
+
+// Total is the sum of the categories.
+func (m Memory) Total() float64 { return m.Weights + m.Gradients + m.Optimizer + m.Activations }
+
+// Time is one device's simulated step, in seconds: Compute plus
+// ExposedCommunication plus Idle is Step.
+type Time struct {
+	Step                 float64 `json:"step_s"`
+	Compute              float64 `json:"compute_s"`
+	ExposedCommunication float64 `json:"exposed_communication_s"`
+	Idle                 float64 `json:"idle_s"`
+}
+
+// Result is one strategy priced: its simulated step on the representative
+// device of the slowest stage, the memory of the fullest device, and the
+// layout of each operator.
+type Result struct {
+	Strategy Strategy
+	Time     Time
+	Memory   Memory
+	Fits     bool
+	Layouts  []OpLayout
+	Stage    []int // pipeline stage of each operator
+	Schedule *simulate.Schedule
+	Err      error // why the strategy cannot run (e.g. the batch does not divide)
+}
+
+// Options are what every strategy is priced under.
+type Options struct {
+	Machine cluster.Machine
+	// MemoryLimit is the usable memory per device in bytes; 0 means the
+	// device's capacity.
+	MemoryLimit float64
+	// Microbatches per pipeline step; 0 means twice the stages.
+	Microbatches int
+}
+
+func (o Options) memoryLimit() float64 {
+	if o.MemoryLimit > 0 {
+		return o.MemoryLimit
+	}
+	return o.Machine.Device.MemoryBytes
+}
+
+// roofline is an operator's time on the device: the larger of its FLOPs
+// at peak and its bytes at memory bandwidth.
+func roofline(d cluster.Device, w training.Work, share float64) float64 {
+	return max(w.FLOPs/d.PeakFLOPS, w.Bytes/d.MemoryBandwidth) * share
+}
+
+// CostModel names how Price times operators, for every printed figure.
+const CostModel = "roofline (max of FLOPs at peak and bytes at memory bandwidth) with α–β collectives"
+
+// Price simulates one training step of g under s.
+func Price(ctx context.Context, g *training.Graph, s Strategy, o Options) (*Result, error) {
+	if err := s.divides(g.Batch); err != nil {
+		return &Result{Strategy: s, Err: err}, nil
+	}
+	if s.Devices() > o.Machine.NumDevices() {
+		return nil, fmt.Errorf("%s needs %d devices; the machine has %d", s, s.Devices(), o.Machine.NumDevices())
+	}
+	r := &Result{Strategy: s, Layouts: assignTensorParallel(g, s.TP), Stage: stages(g, s.PP, o.Machine.Device)}
+	b := newBuilder(g, s, o, r)
+	sched, err := b.run(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("simulate %s: %w", s, err)
+	}
+	r.Schedule = sched
+	r.Time = b.slowest(sched)
+	r.Memory = memory(g, s, r)
+	r.Fits = r.Memory.Total() <= o.memoryLimit()
+	return r, nil
+}
+
+// stages cuts the operators into pp contiguous stages of about equal
+// forward time.
+func stages(g *training.Graph, pp int, d cluster.Device) []int {
+	out := make([]int, len(g.Ops))
+	if pp <= 1 {
+		return out
+	}
+	var total float64
+	for _, op := range g.Ops {
+		total += roofline(d, op.Forward, 1) + roofline(d, op.Backward, 1)
+	}
+	var acc float64
+	for i, op := range g.Ops {
+		acc += roofline(d, op.Forward, 1) + roofline(d, op.Backward, 1)
+		out[i] = min(pp-1, int(acc/total*float64(pp)-1e-9))
+		if i > 0 && out[i] < out[i-1] {
+			out[i] = out[i-1]
+		}
+	}
+	return out
+}
+
+// memory is the fullest device's memory: weights, gradients and Adam's two
+// moments for its stage's share of the parameters, and the activations
+// its stage saves for backward, for as many micro-batches as 1F1B keeps in
+// flight (pp − stage, the first stage holding most).
+func memory(g *training.Graph, s Strategy, r *Result) Memory {
+	per := make([]Memory, s.PP)
+	micro := float64(g.Batch) / float64(s.DP*s.Microbatches) / float64(g.Batch)
+	for i, op := range g.Ops {
+		st, cut := r.Stage[i], r.Layouts[i].cut(s.TP)
+		per[st].Weights += op.ParamBytes * cut
+		inFlight := float64(min(s.PP-st, s.Microbatches))
+		per[st].Activations += op.ActivationBytes * cut * micro * inFlight
+	}
+	var worst Memory
+	for _, m := range per {
+		m.Gradients = m.Weights
+		m.Optimizer = 2 * m.Weights
+		if m.Total() > worst.Total() {
+			worst = m
+		}
+	}
+	return worst
+}

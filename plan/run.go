@@ -1,0 +1,141 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"rulebook/cluster"
+	"rulebook/internal/outfile"
+	"rulebook/onnx"
+	"rulebook/simulate"
+	"rulebook/training"
+)
+
+// Request is one 'rulebook plan' invocation.
+type Request struct {
+	// Model is an ONNX file or a built-in workload's name
+	// (training.BuiltinNames).
+	Model string
+	// Machine is a preset ("summit:16") or a machine JSON file.
+	Machine string
+	// Batch is the global batch, or the batch per data-parallel replica
+	// when PerDevice is set; 0 takes the model's own fixed batch.
+	Batch     int64
+	PerDevice bool
+	// Strategy is one family, or "" for all of them.
+	Strategy     string
+	MemoryLimit  float64
+	Microbatches int
+	// Out is plan.json's path; beside it go NAME.trace.json (Chrome
+	// trace) and NAME.sharded.onnx (IR 11 sharding). "" writes nothing.
+	Out string
+	// EmitTorch also writes NAME.torch.json, a DTensor plan.
+	EmitTorch bool
+}
+
+// Outcome is what Run priced and wrote.
+type Outcome struct {
+	Comparison *Comparison
+	Graph      *training.Graph
+	Written    []string
+}
+
+// Run loads the model and machine, prices the strategies and writes the
+// chosen plan's files. Every path is checked before the work starts, and
+// each file appears whole or not at all.
+func Run(ctx context.Context, req Request) (*Outcome, error) {
+	m, err := cluster.Parse(req.Machine)
+	if err != nil {
+		return nil, err
+	}
+	kinds := Kinds
+	if req.Strategy != "" {
+		k, err := ParseKind(req.Strategy)
+		if err != nil {
+			return nil, err
+		}
+		kinds = []Kind{k}
+	}
+	paths := outputPaths(req)
+	for _, p := range paths {
+		if err := outfile.Check(p); err != nil {
+			return nil, err
+		}
+	}
+	model, name, err := loadModel(req.Model)
+	if err != nil {
+		return nil, err
+	}
+	batch := req.Batch
+	if req.PerDevice && batch > 0 {
+		batch *= int64(m.NumDevices())
+	}
+	g, err := training.FromONNX(model, name, batch)
+	if err != nil {
+		return nil, err
+	}
+	c, err := Compare(ctx, g, kinds, Options{Machine: m, MemoryLimit: req.MemoryLimit, Microbatches: req.Microbatches})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	out := &Outcome{Comparison: c, Graph: g}
+	if req.Out == "" {
+		return out, nil
+	}
+	return out, c.write(model, g, req, paths, out)
+}
+
+func loadModel(spec string) (*onnx.Model, string, error) {
+	if !strings.HasSuffix(spec, ".onnx") {
+		m, err := training.Builtin(spec)
+		return m, spec, err
+	}
+	m, err := onnx.ReadModel(spec)
+	return m, strings.TrimSuffix(filepath.Base(spec), ".onnx"), err
+}
+
+// outputPaths are the files a request writes, plan.json first.
+func outputPaths(req Request) []string {
+	if req.Out == "" {
+		return nil
+	}
+	stem := strings.TrimSuffix(req.Out, ".json")
+	ps := []string{req.Out, stem + ".trace.json", stem + ".sharded.onnx"}
+	if req.EmitTorch {
+		ps = append(ps, stem+".torch.json")
+	}
+	return ps
+}
+
+func (c *Comparison) write(model *onnx.Model, g *training.Graph, req Request, paths []string, out *Outcome) error {
+	sharded, err := c.Sharded(model, g)
+	if err != nil {
+		return err
+	}
+	var torch *TorchPlan
+	if req.EmitTorch {
+		if torch, err = c.Torch(g); err != nil {
+			return err
+		}
+	}
+	writers := []func(io.Writer) error{
+		c.NewFile(g).Write,
+		func(w io.Writer) error {
+			return simulate.WriteChromeTrace(w, c.Chosen.Schedule, fmt.Sprintf("%s on %s: %s", c.Model, c.Machine.Name, c.Chosen.Strategy))
+		},
+		func(w io.Writer) error { _, err := w.Write(onnx.EncodeModel(sharded)); return err },
+	}
+	if torch != nil {
+		writers = append(writers, torch.Write)
+	}
+	for i, write := range writers {
+		if err := outfile.Write(paths[i], write); err != nil {
+			return err
+		}
+		out.Written = append(out.Written, paths[i])
+	}
+	return nil
+}

@@ -1,0 +1,145 @@
+package plan
+
+import (
+	"fmt"
+	"strconv"
+
+	"rulebook/onnx"
+	"rulebook/training"
+)
+
+// ShardingIRVersion is the ONNX IR version that added multi-device
+// annotations (ModelProto.configuration, NodeProto.device_configurations).
+const ShardingIRVersion = 11
+
+// Sharded annotates a copy of model with the chosen plan: one device
+// configuration of all the plan's devices, and on every node the sharding
+// of its tensors (batch cut over the data-parallel devices, features or
+// weights over the tensor-parallel ones) and its pipeline stage.
+// A shard held by one device names it; a shard replicated on several
+// names a group key (numbered from the device count up) that
+// index_to_device_group_map expands.
+func (c *Comparison) Sharded(model *onnx.Model, g *training.Graph) (*onnx.Model, error) {
+	s := c.Chosen.Strategy
+	out := *model
+	out.IRVersion = max(model.IRVersion, ShardingIRVersion)
+	graph := *model.Graph
+	out.Graph = &graph
+	conf := onnx.DeviceConfiguration{Name: "rulebook-plan", NumDevices: int32(s.Devices())}
+	for d := 0; d < s.Devices(); d++ {
+		conf.Devices = append(conf.Devices, "device"+strconv.Itoa(d))
+	}
+	out.Configurations = []onnx.DeviceConfiguration{conf}
+	byName := map[string]int{}
+	for i, op := range g.Ops {
+		byName[op.Name] = i
+	}
+	graph.Nodes = make([]*onnx.Node, len(model.Graph.Nodes))
+	for k, n := range model.Graph.Nodes {
+		node := *n
+		graph.Nodes[k] = &node
+		i, ok := byName[n.Name]
+		if !ok {
+			return nil, fmt.Errorf("sharding: node %q (%s) is not in the training graph", n.Name, n.OpType)
+		}
+		nc := onnx.NodeDeviceConfiguration{ConfigurationID: conf.Name, PipelineStage: int32(c.Chosen.Stage[i])}
+		for _, v := range append(append([]string{}, n.Inputs...), n.Outputs...) {
+			if spec, ok := shardTensor(g, g.Ops[i], v, s, c.Chosen.Layouts[i], c.Chosen.Stage[i]); ok {
+				nc.Shardings = append(nc.Shardings, spec)
+			}
+		}
+		node.DeviceConfigurations = []onnx.NodeDeviceConfiguration{nc}
+	}
+	return &out, nil
+}
+
+// shardTensor is how tensor v of op is cut; ok is false for a tensor the
+// plan replicates everywhere (or that has no shape).
+func shardTensor(g *training.Graph, op training.Op, v string, s Strategy, l OpLayout, stage int) (onnx.ShardingSpec, bool) {
+	shape := g.ValueShape(v)
+	if v == "" || len(shape) == 0 {
+		return onnx.ShardingSpec{}, false
+	}
+	batch, feature := -1, -1
+	if g.HasBatch(v) && s.DP > 1 {
+		batch = 0
+	}
+	if s.TP > 1 {
+		feature = featureAxis(g, op, v, l, len(shape))
+	}
+	spec := onnx.ShardingSpec{TensorName: v}
+	dims := []struct{ axis, shards int }{{batch, s.DP}, {feature, s.TP}}
+	for _, d := range dims {
+		if d.axis >= 0 && shape[d.axis] > 0 && shape[d.axis]%int64(d.shards) == 0 {
+			spec.ShardedDims = append(spec.ShardedDims, onnx.ShardedDim{Axis: int64(d.axis), DimValue: shape[d.axis], NumShards: int64(d.shards)})
+		}
+	}
+	if len(spec.ShardedDims) == 0 {
+		return onnx.ShardingSpec{}, false
+	}
+	base := stage * s.DP * s.TP
+	cutBatch := batch >= 0 && spec.ShardedDims[0].Axis == int64(batch)
+	cutFeature := spec.ShardedDims[len(spec.ShardedDims)-1].Axis != int64(batch) || !cutBatch
+	// shard (i, j) of the dp × tp grid of the stage's devices, with the
+	// axes the tensor is not cut on replicated
+	key := int64(s.Devices())
+	for i := 0; i < s.DP; i++ {
+		for j := 0; j < s.TP; j++ {
+			if (!cutBatch && i > 0) || (!cutFeature && j > 0) {
+				continue
+			}
+			var group []int64
+			for a := 0; a < s.DP; a++ {
+				for b := 0; b < s.TP; b++ {
+					if (a == i || !cutBatch) && (b == j || !cutFeature) {
+						group = append(group, int64(base+a*s.TP+b))
+					}
+				}
+			}
+			if len(group) == 1 {
+				spec.Devices = append(spec.Devices, group[0])
+				continue
+			}
+			spec.Devices = append(spec.Devices, key)
+			spec.DeviceGroups = append(spec.DeviceGroups, onnx.DeviceGroup{Key: key, Devices: group})
+			key++
+		}
+	}
+	return spec, true
+}
+
+// featureAxis is the axis of v that tensor parallelism cuts, or -1: the
+// weight's output (colwise) or input (rowwise) axis, and the last axis of
+// sliced activations.
+func featureAxis(g *training.Graph, op training.Op, v string, l OpLayout, rank int) int {
+	if p := op.Product; p != nil && v == p.Weight {
+		switch l.Style {
+		case Colwise:
+			return p.WeightOutAxis
+		case Rowwise:
+			return p.WeightInAxis
+		}
+		return -1
+	}
+	if _, produced := g.Producer(v); !produced && !g.IsInput(v) {
+		// a bias or constant: cut with a colwise product's output
+		if l.Style == Colwise && rank == 1 {
+			return 0
+		}
+		return -1
+	}
+	sliced := l.Style == Sharded || (l.Style == Colwise && contains(op.Outputs, v)) || (l.Style == Rowwise && contains(op.Inputs, v))
+	if sliced {
+		return rank - 1
+	}
+	return -1
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}

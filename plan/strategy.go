@@ -1,0 +1,138 @@
+package plan
+
+import (
+	"fmt"
+)
+
+// Strategy is a parallelization of one training step: DP data-parallel
+// replicas of TP tensor-parallel devices, in PP pipeline stages fed
+// Microbatches micro-batches each (1F1B). DP·TP·PP devices take part.
+type Strategy struct {
+	Kind         Kind `json:"kind"`
+	DP           int  `json:"dp"`
+	TP           int  `json:"tp"`
+	PP           int  `json:"pp"`
+	Microbatches int  `json:"microbatches"`
+}
+
+// Kind names a family of strategies, as --strategy spells it.
+type Kind string
+
+// The strategy families.
+const (
+	DataParallel   Kind = "dp"
+	TensorParallel Kind = "tp"
+	Grid           Kind = "grid"
+	Pipeline       Kind = "pp"
+)
+
+// Kinds lists every family, in the order the comparison table prints them.
+var Kinds = []Kind{DataParallel, TensorParallel, Grid, Pipeline}
+
+// ParseKind reads a --strategy value.
+func ParseKind(s string) (Kind, error) {
+	for _, k := range Kinds {
+		if string(k) == s {
+			return k, nil
+		}
+	}
+	return "", fmt.Errorf("unknown strategy %q (known: dp, tp, grid, pp)", s)
+}
+
+// Devices is the number of devices the strategy uses.
+func (s Strategy) Devices() int { return s.DP * s.TP * s.PP }
+
+func (s Strategy) String() string {
+	t := fmt.Sprintf("%s dp%d×tp%d", s.Kind, s.DP, s.TP)
+	if s.PP > 1 {
+		t += fmt.Sprintf("×pp%d (%d micro-batches)", s.PP, s.Microbatches)
+	}
+	return t
+}
+
+// candidates lists the strategies of one family on n devices with
+// perNode devices per node. Tensor parallelism stays within a node where
+// it can (Megatron's practice); the grid tries every factorisation.
+func candidates(k Kind, n, perNode, microbatches int) []Strategy {
+	one := func(dp, tp, pp int) Strategy {
+		m := 1
+		if pp > 1 {
+			m = microbatches
+			if m == 0 {
+				m = 2 * pp
+			}
+		}
+		return Strategy{Kind: k, DP: dp, TP: tp, PP: pp, Microbatches: m}
+	}
+	switch k {
+	case DataParallel:
+		return []Strategy{one(n, 1, 1)}
+	case TensorParallel:
+		// every tensor-parallel degree within a node; Compare keeps
+		// the fastest (degrees that cut no product replicate instead)
+		var out []Strategy
+		for tp := 2; tp <= gcd(n, perNode); tp++ {
+			if n%tp == 0 && perNode%tp == 0 {
+				out = append(out, one(n/tp, tp, 1))
+			}
+		}
+		if len(out) == 0 {
+			out = append(out, one(n, 1, 1))
+		}
+		return out
+	case Grid:
+		var out []Strategy
+		for tp := 1; tp <= n; tp++ {
+			if n%tp == 0 {
+				out = append(out, one(n/tp, tp, 1))
+			}
+		}
+		return out
+	}
+	var out []Strategy
+	for pp := 2; pp <= n; pp++ {
+		if n%pp == 0 {
+			out = append(out, one(n/pp, 1, pp))
+		}
+	}
+	return out
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// best picks the fastest result that fits in memory, or else the one
+// needing the least memory; ok is false when none fits.
+func best(rs []*Result) (r *Result, ok bool) {
+	var fit, small *Result
+	for _, x := range rs {
+		if x.Fits && (fit == nil || x.Time.Step < fit.Time.Step) {
+			fit = x
+		}
+		if small == nil || x.Memory.Total() < small.Memory.Total() {
+			small = x
+		}
+	}
+	if fit != nil {
+		return fit, true
+	}
+	return small, false
+}
+
+// divides reports whether the global batch splits evenly over the
+// strategy's data-parallel replicas and micro-batches.
+func (s Strategy) divides(batch int64) error {
+	per := int64(s.DP * s.Microbatches)
+	if batch%per != 0 {
+		what := fmt.Sprintf("the data-parallel degree %d", s.DP)
+		if s.Microbatches > 1 {
+			what += fmt.Sprintf(" times %d micro-batches", s.Microbatches)
+		}
+		return fmt.Errorf("batch %d does not divide by %s", batch, what)
+	}
+	return nil
+}

@@ -1,0 +1,180 @@
+// Package training derives the work of one training step from an ONNX
+// inference graph: per operator its forward and backward FLOPs and memory
+// traffic, the weights it owns, what it saves for the backward pass, and
+// for weight products the matrix sizes a planner cuts.
+//
+// Shapes are inferred here, without weights or kernels, for the operators
+// of the shared models and the built-in workloads, with the batch (the
+// first input's dimension 0) set by the caller.
+//
+// Work per operator family, with 4-byte floats and 1 multiply-add = 2 FLOPs:
+//
+//	family                       forward FLOPs        backward FLOPs   saved for backward
+//	MatMul, Gemm, Conv           2·outputs·K          2 × forward      activation inputs
+//	element-wise, pools, norms   outputs (× window)   1 × forward      activation inputs¹
+//	Reshape, Identity, Constant  0                    0                nothing
+//
+// ¹ Add, Sub, Concat, Transpose, Flatten and Pad save nothing: their
+// gradients do not read their inputs. Bytes are each operator's inputs and
+// outputs read or written once (a roofline's memory side); backward moves
+// twice the forward bytes.
+package training
+
+import (
+	"fmt"
+	"strings"
+
+	"rulebook/onnx"
+)
+
+// Work is an amount of computation and memory traffic.
+type Work struct {
+	FLOPs float64
+	Bytes float64
+}
+
+// Product describes a weight product: M rows times a K × N weight. Weight
+// is the weight's tensor name, with its input-feature and output-feature
+// axes.
+type Product struct {
+	M, K, N       int64
+	Weight        string
+	WeightInAxis  int
+	WeightOutAxis int
+}
+
+// Op is one operator of the training step.
+type Op struct {
+	Name, Type string
+	// Module is the PyTorch module path of the node's name:
+	// "/layers.0/q/MatMul" is layers.0.q.
+	Module            string
+	Inputs, Outputs   []string
+	Forward, Backward Work
+	// ParamBytes are the weights the operator owns (each weight belongs to
+	// its first reader).
+	ParamBytes      float64
+	ActivationBytes float64 // saved for the backward pass
+	OutputBytes     float64
+	Product         *Product // nil unless a weight product
+}
+
+// Graph is a model's training step at one batch size.
+type Graph struct {
+	Model string
+	Batch int64
+	Ops   []Op
+
+	shapes    map[string][]int64
+	batched   map[string]bool
+	inputs    map[string]bool
+	producer  map[string]int
+	consumers map[string][]int
+}
+
+// Producer is the operator writing value v, if any.
+func (g *Graph) Producer(v string) (int, bool) { i, ok := g.producer[v]; return i, ok }
+
+// Consumers are the operators reading value v.
+func (g *Graph) Consumers(v string) []int { return g.consumers[v] }
+
+// ValueShape is v's shape at the graph's batch; nil if unknown.
+func (g *Graph) ValueShape(v string) []int64 { return g.shapes[v] }
+
+// HasBatch reports whether v's dimension 0 is the batch.
+func (g *Graph) HasBatch(v string) bool { return g.batched[v] }
+
+// IsInput reports whether v is a graph input.
+func (g *Graph) IsInput(v string) bool { return g.inputs[v] }
+
+// ValueBytes is v's size in bytes (4 per element).
+func (g *Graph) ValueBytes(v string) float64 { return 4 * float64(elements(g.shapes[v])) }
+
+// Params is the number of weights (4-byte elements).
+func (g *Graph) Params() float64 {
+	var b float64
+	for _, op := range g.Ops {
+		b += op.ParamBytes
+	}
+	return b / 4
+}
+
+// Total sums the forward and backward work.
+func (g *Graph) Total() (fwd, bwd Work) {
+	for _, op := range g.Ops {
+		fwd.FLOPs += op.Forward.FLOPs
+		fwd.Bytes += op.Forward.Bytes
+		bwd.FLOPs += op.Backward.FLOPs
+		bwd.Bytes += op.Backward.Bytes
+	}
+	return fwd, bwd
+}
+
+func elements(shape []int64) int64 {
+	n := int64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+// ModulePath reads a PyTorch module path from an exported node name. Each
+// scope either extends the path relatively ("q" under "layers.0") or
+// repeats it whole ("layer1.0" under "layer1"), as torch.onnx writes them.
+func ModulePath(node string) string {
+	parts := strings.Split(strings.Trim(node, "/"), "/")
+	if len(parts) < 2 {
+		return ""
+	}
+	path := ""
+	for _, p := range parts[:len(parts)-1] {
+		switch {
+		case path == "":
+			path = p
+		case strings.HasPrefix(p, path+"."):
+			path = p
+		default:
+			path += "." + p
+		}
+	}
+	return path
+}
+
+// FromONNX infers shapes with dimension 0 of every graph input set to
+// batch and derives each operator's work. The batch must be given (work
+// depends on it); without it the error says whether the model's batch is
+// symbolic or fixed.
+func FromONNX(m *onnx.Model, name string, batch int64) (*Graph, error) {
+	if m.Graph == nil || len(m.Graph.Inputs) == 0 {
+		return nil, fmt.Errorf("%s: the model has no graph inputs", name)
+	}
+	first := firstDataInput(m.Graph)
+	if first == nil || !first.HasShape || len(first.Shape) == 0 {
+		return nil, fmt.Errorf("%s: the first input has no shape, so no batch dimension", name)
+	}
+	if batch <= 0 {
+		if d := first.Shape[0]; !d.HasValue {
+			return nil, fmt.Errorf("%s: the batch dimension %q of input %s has no size; pass --batch N", name, d.Param, first.Name)
+		}
+		return nil, fmt.Errorf("%s: no batch dimension (input %s has fixed shape %v); pass --batch N to treat dimension 0 as the batch", name, first.Name, first.Shape)
+	}
+	g := &Graph{Model: name, Batch: batch, shapes: map[string][]int64{}, batched: map[string]bool{},
+		inputs: map[string]bool{}, producer: map[string]int{}, consumers: map[string][]int{}}
+	inf := newInference(m.Graph, g, batch)
+	for _, n := range m.Graph.Nodes {
+		if err := inf.node(n); err != nil {
+			return nil, fmt.Errorf("%s: node %s (%s): %w", name, n.Name, n.OpType, err)
+		}
+	}
+	return g, nil
+}
+
+// firstDataInput is the first graph input that is not an initializer.
+func firstDataInput(g *onnx.Graph) *onnx.ValueInfo {
+	for _, in := range g.Inputs {
+		if g.Initializer(in.Name) == nil {
+			return in
+		}
+	}
+	return nil
+}

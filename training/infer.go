@@ -1,0 +1,235 @@
+package training
+
+import (
+	"fmt"
+	"slices"
+
+	"rulebook/onnx"
+)
+
+// inference carries shapes, constant values (for Reshape targets) and
+// which values are weights while the nodes are visited in order.
+type inference struct {
+	g       *Graph
+	onnx    *onnx.Graph
+	consts  map[string][]int64 // integer constants' values
+	weights map[string]string  // weight value -> the initializer it is
+	owned   map[string]bool    // initializers already given to an operator
+}
+
+func newInference(og *onnx.Graph, g *Graph, batch int64) *inference {
+	inf := &inference{g: g, onnx: og, consts: map[string][]int64{}, weights: map[string]string{}, owned: map[string]bool{}}
+	for _, t := range og.Initializers {
+		g.shapes[t.Name] = slices.Clone(t.Dims)
+		if t.DataType == onnx.Float || t.DataType == onnx.Float16 || t.DataType == onnx.Double {
+			inf.weights[t.Name] = t.Name
+		} else if v, err := t.Float64s(); err == nil {
+			inf.consts[t.Name] = toInts(v)
+		}
+	}
+	for _, in := range og.Inputs {
+		if og.Initializer(in.Name) != nil {
+			continue
+		}
+		shape := make([]int64, len(in.Shape))
+		for i, d := range in.Shape {
+			shape[i] = d.Value
+			if !d.HasValue {
+				shape[i] = 1
+			}
+		}
+		if len(shape) > 0 {
+			shape[0] = batch
+			g.batched[in.Name] = true
+		}
+		g.shapes[in.Name] = shape
+		g.inputs[in.Name] = true
+	}
+	return inf
+}
+
+func toInts(v []float64) []int64 {
+	out := make([]int64, len(v))
+	for i, x := range v {
+		out[i] = int64(x)
+	}
+	return out
+}
+
+func (inf *inference) shape(v string) ([]int64, error) {
+	s, ok := inf.g.shapes[v]
+	if !ok {
+		return nil, fmt.Errorf("input %q has no known shape", v)
+	}
+	return s, nil
+}
+
+// node infers n's output shapes and appends its Op.
+func (inf *inference) node(n *onnx.Node) error {
+	var in [][]int64
+	for _, v := range n.Inputs {
+		if v == "" {
+			in = append(in, nil)
+			continue
+		}
+		s, err := inf.shape(v)
+		if err != nil {
+			return err
+		}
+		in = append(in, s)
+	}
+	out, err := inf.outputShapes(n, in)
+	if err != nil {
+		return err
+	}
+	if len(out) < len(n.Outputs) {
+		return fmt.Errorf("inferred %d output shapes for %d outputs", len(out), len(n.Outputs))
+	}
+	op := Op{Name: n.Name, Type: n.OpType, Module: ModulePath(n.Name), Inputs: n.Inputs, Outputs: n.Outputs}
+	batched := false
+	for _, v := range n.Inputs {
+		batched = batched || inf.g.batched[v]
+	}
+	allWeights := true
+	for _, v := range n.Inputs {
+		if _, w := inf.weights[v]; !w && v != "" {
+			allWeights = false
+		}
+	}
+	for i, v := range n.Outputs {
+		inf.g.shapes[v] = out[i]
+		inf.g.batched[v] = batched && len(out[i]) > 0 && (n.OpType != "Shape")
+		op.OutputBytes += 4 * float64(elements(out[i]))
+		if n.OpType == "Identity" && allWeights && len(n.Inputs) == 1 {
+			inf.weights[v] = inf.weights[n.Inputs[0]]
+		}
+	}
+	if n.OpType == "Identity" && allWeights {
+		op.OutputBytes = 0
+	}
+	inf.work(n, &op, in, out)
+	idx := len(inf.g.Ops)
+	for _, v := range n.Inputs {
+		if v != "" {
+			inf.g.consumers[v] = append(inf.g.consumers[v], idx)
+		}
+	}
+	for _, v := range n.Outputs {
+		inf.g.producer[v] = idx
+	}
+	inf.g.Ops = append(inf.g.Ops, op)
+	return nil
+}
+
+// activation reports whether v is data flowing from the graph input (not
+// a weight or constant).
+func (inf *inference) activation(v string) bool {
+	_, w := inf.weights[v]
+	_, c := inf.consts[v]
+	return v != "" && !w && !c && inf.onnx.Initializer(v) == nil
+}
+
+// savesNothing lists operators whose gradients do not read their inputs.
+var savesNothing = map[string]bool{"Add": true, "Sub": true, "Concat": true, "Transpose": true, "Flatten": true,
+	"Pad": true, "Reshape": true, "Identity": true, "Constant": true, "Shape": true, "Squeeze": true, "Unsqueeze": true}
+
+// free lists operators that move no data (views) or only compute shapes.
+var free = map[string]bool{"Reshape": true, "Identity": true, "Constant": true, "Shape": true, "Flatten": true,
+	"Squeeze": true, "Unsqueeze": true, "Dropout": true}
+
+func (inf *inference) work(n *onnx.Node, op *Op, in, out [][]int64) {
+	var inBytes, actBytes float64
+	for i, v := range n.Inputs {
+		if v == "" {
+			continue
+		}
+		b := 4 * float64(elements(in[i]))
+		inBytes += b
+		if inf.activation(v) {
+			actBytes += b
+		}
+		if w, ok := inf.weights[v]; ok && !inf.owned[w] && n.OpType != "Identity" {
+			inf.owned[w] = true
+			op.ParamBytes += 4 * float64(elements(inf.g.shapes[w]))
+		}
+	}
+	if free[n.OpType] {
+		return
+	}
+	outEl := float64(elements(out[0]))
+	op.Forward = Work{FLOPs: outEl, Bytes: inBytes + op.OutputBytes}
+	switch n.OpType {
+	case "MatMul", "Gemm", "Conv":
+		k := inf.contraction(n, in)
+		op.Forward.FLOPs = 2 * outEl * float64(k)
+		op.Product = inf.product(n, in, out, k)
+	case "MaxPool", "AveragePool":
+		op.Forward.FLOPs = outEl * float64(window(n))
+	case "GlobalAveragePool", "ReduceMean", "ReduceSum", "Softmax", "LayerNormalization", "BatchNormalization":
+		op.Forward.FLOPs = 5 * float64(elements(in[0]))
+	}
+	op.Backward = Work{FLOPs: op.Forward.FLOPs, Bytes: 2 * op.Forward.Bytes}
+	if op.Product != nil || n.OpType == "MatMul" {
+		op.Backward.FLOPs = 2 * op.Forward.FLOPs
+	}
+	if !savesNothing[n.OpType] {
+		op.ActivationBytes = actBytes
+	}
+}
+
+// contraction is a product's inner dimension K.
+func (inf *inference) contraction(n *onnx.Node, in [][]int64) int64 {
+	a, b := in[0], in[1]
+	switch n.OpType {
+	case "Conv":
+		k := b[1]
+		for _, d := range b[2:] {
+			k *= d
+		}
+		return k
+	case "Gemm":
+		if attrInt(n, "transA", 0) == 1 {
+			return a[0]
+		}
+	}
+	return a[len(a)-1]
+}
+
+// product describes n as a weight product when its second input is a
+// weight (an ungrouped convolution's kernel, a MatMul's or Gemm's matrix).
+func (inf *inference) product(n *onnx.Node, in, out [][]int64, k int64) *Product {
+	if _, ok := inf.weights[n.Inputs[1]]; !ok || (n.OpType == "Conv" && attrInt(n, "group", 1) != 1) || len(in[1]) < 2 {
+		return nil
+	}
+	o := out[0]
+	p := &Product{K: k, Weight: n.Inputs[1]}
+	switch {
+	case n.OpType == "Conv":
+		p.N, p.WeightOutAxis, p.WeightInAxis = in[1][0], 0, 1
+		p.M = elements(o) / p.N
+	case n.OpType == "Gemm" && attrInt(n, "transB", 0) == 1:
+		p.N, p.WeightOutAxis, p.WeightInAxis = in[1][0], 0, 1
+		p.M = elements(o) / p.N
+	default:
+		p.N, p.WeightOutAxis, p.WeightInAxis = in[1][len(in[1])-1], len(in[1])-1, len(in[1])-2
+		p.M = elements(o) / p.N
+	}
+	return p
+}
+
+func window(n *onnx.Node) int64 {
+	k := int64(1)
+	if a := n.Attr("kernel_shape"); a != nil {
+		for _, d := range a.Ints {
+			k *= d
+		}
+	}
+	return k
+}
+
+func attrInt(n *onnx.Node, name string, def int64) int64 {
+	if a := n.Attr(name); a != nil {
+		return a.I
+	}
+	return def
+}
