@@ -74,9 +74,11 @@ func (c *Comparison) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "%s on %s (%d devices), batch %d: %s\ncost model: %s\n", c.Model, c.Machine.Name, c.Machine.NumDevices(), c.Batch, Simulated, CostModel)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "strategy\tlayout\tstep (simulated)\tcompute\texposed comm\tidle\tmemory/device\tfits\t")
+	var notes []string
 	for _, r := range c.Results {
 		if r.Err != nil {
-			fmt.Fprintf(tw, "%s\t\t%s\t\t\t\t\t\t\n", r.Strategy.Kind, r.Err)
+			fmt.Fprintf(tw, "%s\t%s\tnot priced¹\t\t\t\t\t\t\n", r.Strategy.Kind, layoutText(r.Strategy))
+			notes = append(notes, fmt.Sprintf("¹ %s: %s", r.Strategy.Kind, r.Err))
 			continue
 		}
 		mark := ""
@@ -88,6 +90,9 @@ func (c *Comparison) WriteTable(w io.Writer) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, n := range notes {
+		fmt.Fprintln(w, n)
 	}
 	limit := c.Options.memoryLimit()
 	if !c.Fits {

@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 )
 
@@ -55,4 +56,59 @@ func WriteChromeTrace(w io.Writer, s *Schedule, title string) error {
 	}
 	e := json.NewEncoder(w)
 	return e.Encode(f)
+}
+
+// CheckTrace validates a Chrome trace against the Trace Event Format's
+// rules for the events WriteChromeTrace uses: a JSON object with
+// traceEvents, each event with name, ph, pid, tid and ts; "X" events with
+// a non-negative ts and dur; "M" events naming a process or thread; and a
+// name for every thread that has slices.
+func CheckTrace(data []byte) error {
+	var f struct {
+		TraceEvents []map[string]any `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(data, &f); err != nil {
+		return fmt.Errorf("not a trace-event object: %w", err)
+	}
+	if len(f.TraceEvents) == 0 {
+		return fmt.Errorf("no traceEvents")
+	}
+	named, used := map[[2]float64]bool{}, map[[2]float64]bool{}
+	for i, e := range f.TraceEvents {
+		for _, k := range []string{"name", "ph", "pid", "tid", "ts"} {
+			if _, ok := e[k]; !ok {
+				return fmt.Errorf("event %d lacks %q", i, k)
+			}
+		}
+		pid, ok1 := e["pid"].(float64)
+		tid, ok2 := e["tid"].(float64)
+		ts, ok3 := e["ts"].(float64)
+		if !ok1 || !ok2 || !ok3 {
+			return fmt.Errorf("event %d: pid, tid and ts must be numbers", i)
+		}
+		key := [2]float64{pid, tid}
+		switch e["ph"] {
+		case "X":
+			if d, ok := e["dur"].(float64); !ok || d < 0 || ts < 0 {
+				return fmt.Errorf("event %d: complete event with ts %v and dur %v", i, e["ts"], e["dur"])
+			}
+			used[key] = true
+		case "M":
+			switch e["name"] {
+			case "thread_name":
+				named[key] = true
+			case "process_name":
+			default:
+				return fmt.Errorf("event %d: metadata %v", i, e["name"])
+			}
+		default:
+			return fmt.Errorf("event %d: phase %v", i, e["ph"])
+		}
+	}
+	for k := range used {
+		if !named[k] {
+			return fmt.Errorf("thread %v of process %v has slices but no name", k[1], k[0])
+		}
+	}
+	return nil
 }

@@ -136,8 +136,11 @@ func (b *builder) input(name string, elem onnx.DataType, dims ...any) string {
 	return name
 }
 
-func (b *builder) output(v string) {
-	b.g.Outputs = append(b.g.Outputs, &onnx.ValueInfo{Name: v, IsTensor: true, ElemType: onnx.Float})
+func (b *builder) output(v string, dims ...any) {
+	b.input(v, onnx.Float, dims...)
+	n := len(b.g.Inputs) - 1
+	b.g.Outputs = append(b.g.Outputs, b.g.Inputs[n])
+	b.g.Inputs = b.g.Inputs[:n]
 }
 
 func intAttr(name string, v int64) *onnx.Attribute {
@@ -175,7 +178,7 @@ func MLP(cfg MLPConfig) *onnx.Model {
 			x = b.node("", "Relu", []string{x})
 		}
 	}
-	b.output(x)
+	b.output(x, "batch", cfg.Width)
 	return b.model()
 }
 
@@ -189,7 +192,7 @@ func Transformer(cfg TransformerConfig) *onnx.Model {
 	for i := int64(0); i < cfg.Layers; i++ {
 		x = b.encoderLayer(fmt.Sprintf("layers.%d", i), x, cfg, split, merge)
 	}
-	b.output(x)
+	b.output(x, "batch", cfg.Seq, cfg.Hidden)
 	return b.model()
 }
 
@@ -250,6 +253,6 @@ func DLRM(cfg DLRMConfig) *onnx.Model {
 		width = w
 	}
 	x = b.node("", "Sigmoid", []string{x})
-	b.output(x)
+	b.output(x, "batch", int64(1))
 	return b.model()
 }

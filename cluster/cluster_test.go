@@ -1,0 +1,106 @@
+package cluster
+
+import (
+	"math"
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestParse: presets, files, and one clear line for each bad input.
+func TestParse(t *testing.T) {
+	for _, c := range []struct {
+		spec    string
+		devices int
+		err     string
+	}{
+		{"summit:16", 96, ""},
+		{"summit", 6, ""},
+		{"dgx-a100:2", 16, ""},
+		{"h100:4", 32, ""},
+		{"cpu", 1, ""},
+		{"testdata/good.json", 16, ""},
+		{"tpu:4", 0, `unknown machine preset "tpu" (known: cpu, dgx-a100, h100, summit; or a machine .json file)`},
+		{"summit:x", 0, `node count "x" is not a number`},
+		{"summit:0", 0, "want at least 1 node"},
+		{"testdata/zero-devices.json", 0, "testdata/zero-devices.json: devices_per_node is 0; want a positive number"},
+		{"testdata/negative-bandwidth.json", 0, "testdata/negative-bandwidth.json: intra_node.bandwidth is -1e+10; want a positive number"},
+		{"testdata/unknown-field.json", 0, `unknown field "devices_per_nodes"`},
+		{"testdata/missing.json", 0, "no such file"},
+	} {
+		m, err := Parse(c.spec)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("%s: error %v, want one line containing %q", c.spec, err, c.err)
+			}
+			continue
+		}
+		if err != nil || m.NumDevices() != c.devices {
+			t.Errorf("%s: %d devices, %v; want %d", c.spec, m.NumDevices(), err, c.devices)
+		}
+	}
+}
+
+// TestAllReduceBusBandwidth: the α–β ring all-reduce reproduces the shape
+// of NCCL's all_reduce_perf curve: bus bandwidth is latency-bound for small
+// messages, grows with the message and approaches the link bandwidth for
+// large ones, with half of it where the bandwidth term equals the latency
+// term, S = n·α·B.
+func TestAllReduceBusBandwidth(t *testing.T) {
+	m, _ := Preset("dgx-a100", 1)
+	g := Group{0, 1, 2, 3, 4, 5, 6, 7}
+	n := len(g)
+	bw := func(s float64) float64 { return BusBandwidth(n, s, m.AllReduce(g, s)) }
+	prev := 0.0
+	for s := 1024.0; s <= 1<<30; s *= 2 {
+		b := bw(s)
+		if b < prev {
+			t.Errorf("bus bandwidth falls from %.3g to %.3g B/s at %g bytes", prev, b, s)
+		}
+		prev = b
+	}
+	B := m.IntraNode.Bandwidth
+	if got := bw(1 << 30); got < 0.99*B || got > B {
+		t.Errorf("bus bandwidth at 1 GiB: %.4g B/s, want within 1%% below the link's %.4g", got, B)
+	}
+	if got := bw(8 << 10); got > 0.05*B {
+		t.Errorf("bus bandwidth at 8 KiB: %.4g B/s, want latency-bound (under 5%% of %.4g)", got, B)
+	}
+	half := float64(n) * m.IntraNode.Latency * B
+	if got := bw(half); math.Abs(got-B/2) > 1e-6*B {
+		t.Errorf("bus bandwidth at S = n·α·B = %.4g bytes: %.6g, want B/2 = %.6g", half, got, B/2)
+	}
+}
+
+// TestNetworkIsShared: an all-reduce spanning nodes runs at the network's
+// bandwidth shared by each node's members, slower than one inside a node.
+func TestNetworkIsShared(t *testing.T) {
+	m, _ := Preset("summit", 2)
+	const s = 256 << 20
+	inside := m.AllReduce(Group{0, 1, 2, 3, 4, 5}, s)
+	across := m.AllReduce(Group{0, 1, 2, 6, 7, 8}, s)
+	wide := m.AllReduce(Group{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, s)
+	if !(inside < across && across < wide) {
+		t.Errorf("all-reduce of 256 MiB: one node %.4g s, 3+3 across nodes %.4g s, 6+6 %.4g s; want increasing", inside, across, wide)
+	}
+	if m.AllReduce(Group{3}, s) != 0 || m.PointToPoint(2, 2, s) != 0 {
+		t.Error("a collective of one device costs time")
+	}
+}
+
+// FuzzDecode: any bytes give a valid machine or an error, never a panic.
+func FuzzDecode(f *testing.F) {
+	for _, p := range []string{"testdata/good.json", "testdata/zero-devices.json", "testdata/negative-bandwidth.json"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := Decode(data)
+		if err == nil && m.Validate() != nil {
+			t.Errorf("Decode accepted an invalid machine: %+v", m)
+		}
+	})
+}

@@ -1,0 +1,115 @@
+package plan
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"rulebook/cluster"
+	"rulebook/internal/outfile"
+	"rulebook/onnx"
+	"rulebook/training"
+)
+
+// needPython skips unless python3 imports the bridge's packages
+// (scripts/requirements-bridge.txt; .ci/run installs them).
+func needPython(t *testing.T, modules string) {
+	t.Helper()
+	if err := exec.Command("python3", "-c", "import "+modules).Run(); err != nil {
+		t.Skipf("python3 cannot import %s (pip install -r scripts/requirements-bridge.txt): %v", modules, err)
+	}
+}
+
+// machine is n devices in one node, V100s as on summit.
+func machine(n int) cluster.Machine {
+	m, _ := cluster.Preset("summit", 1)
+	m.DevicesPerNode, m.Name = n, "test"
+	return m
+}
+
+// TestTorchPlansRun: tensor-parallel plans the planner writes for the
+// small MLP and encoder run under DTensor on 2 and 4 gloo processes,
+// and a data × tensor grid on 4, with outputs and gradients matching the
+// unsharded modules within 1e-4 (scripts/torch_plan_run.py).
+func TestTorchPlansRun(t *testing.T) {
+	needPython(t, "torch")
+	models := map[string]*onnx.Model{
+		"mlp":   training.MLP(training.MLPConfig{Layers: 4, Width: 64}),
+		"block": training.Transformer(training.TransformerConfig{Layers: 2, Hidden: 64, Heads: 4, FFN: 256, Seq: 8}),
+	}
+	for _, c := range []struct {
+		model   string
+		dp, tp  int
+		modules int
+	}{{"mlp", 1, 2, 4}, {"mlp", 1, 4, 4}, {"block", 1, 2, 12}, {"block", 1, 4, 12}, {"block", 2, 2, 12}} {
+		g, err := training.FromONNX(models[c.model], c.model, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := Strategy{Kind: Grid, DP: c.dp, TP: c.tp, PP: 1, Microbatches: 1}
+		r, err := Price(context.Background(), g, s, Options{Machine: machine(c.dp * c.tp)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tp, err := (&Comparison{Model: c.model, Chosen: r}).Torch(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tp.Modules) != c.modules {
+			t.Errorf("%s %s: %d modules cut, want %d: %v", c.model, s, len(tp.Modules), c.modules, tp.Modules)
+		}
+		path := filepath.Join(t.TempDir(), "plan.torch.json")
+		if err := outfile.Write(path, tp.Write); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		out, err := exec.Command("python3", "../scripts/torch_plan_run.py", path, "--model", c.model).CombinedOutput()
+		if err != nil {
+			t.Errorf("%s %s: %v\n%s", c.model, s, err, out)
+			continue
+		}
+		t.Logf("%s %s: %s (%.1f s)", c.model, s, strings.TrimSpace(string(out)), time.Since(start).Seconds())
+	}
+}
+
+// TestTorchPlanRefused: a plan naming a module the model lacks, or an
+// unknown style, fails with one line.
+func TestTorchPlanRefused(t *testing.T) {
+	needPython(t, "torch")
+	for text, want := range map[string]string{
+		`{"format":"rulebook.torch-plan/1","world_size":2,"mesh":{"shape":[1,2],"dim_names":["dp","tp"]},"modules":{"layers.9":"colwise"}}`:  "module layers.9 is not in the mlp model",
+		`{"format":"rulebook.torch-plan/1","world_size":2,"mesh":{"shape":[1,2],"dim_names":["dp","tp"]},"modules":{"layers.0":"diagonal"}}`: "unknown style 'diagonal'",
+	} {
+		path := filepath.Join(t.TempDir(), "bad.json")
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command("python3", "../scripts/torch_plan_run.py", path, "--model", "mlp").CombinedOutput()
+		if err == nil || !strings.Contains(string(out), want) || strings.Count(strings.TrimSpace(string(out)), "\n") > 0 {
+			t.Errorf("%s: %v, %q; want one line with %q", text, err, out, want)
+		}
+	}
+}
+
+// TestShardedONNXChecks: the IR-11 sharded export of a real model passes
+// onnx.checker and loads in ONNX Runtime (scripts/check_sharding.py).
+func TestShardedONNXChecks(t *testing.T) {
+	needPython(t, "onnx, onnxruntime")
+	path := filepath.Join(t.TempDir(), "squeeze.json")
+	out, err := Run(context.Background(), Request{Model: "../../shared/models/squeezenet1_1-full.onnx", Machine: "summit:1", Batch: 6, Strategy: "grid", Out: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Written) != 3 {
+		t.Fatalf("wrote %v", out.Written)
+	}
+	check, err := exec.Command("python3", "../scripts/check_sharding.py", strings.TrimSuffix(path, ".json")+".sharded.onnx").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, check)
+	}
+	t.Log(strings.TrimSpace(string(check)))
+}

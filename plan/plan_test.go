@@ -1,0 +1,201 @@
+package plan
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"rulebook/onnx"
+	"rulebook/simulate"
+	"rulebook/training"
+)
+
+func smallEncoder(t *testing.T) *training.Graph {
+	t.Helper()
+	g, err := training.FromONNX(training.Transformer(training.TransformerConfig{Layers: 2, Hidden: 64, Heads: 4, FFN: 256, Seq: 8}), "block", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// TestMegatronLayout: tensor parallelism cuts q, k, v and f1 by columns
+// and o and f2 by rows, with one all-reduce after each row cut forward and
+// each column cut backward; layer norms and residual adds stay whole.
+func TestMegatronLayout(t *testing.T) {
+	g := smallEncoder(t)
+	want := map[string]Style{"q": Colwise, "k": Colwise, "v": Colwise, "o": Rowwise, "f1": Colwise, "f2": Rowwise}
+	for i, l := range assignTensorParallel(g, 2) {
+		op := g.Ops[i]
+		last := op.Module[strings.LastIndex(op.Module, ".")+1:]
+		switch {
+		case op.Product != nil:
+			if l.Style != want[last] || l.ForwardAllReduce != (l.Style == Rowwise) || l.BackwardAllReduce != (l.Style == Colwise) {
+				t.Errorf("%s: %+v, want %s", op.Name, l, want[last])
+			}
+		case op.Type == "LayerNormalization" || op.Name == "/layers.0/Add":
+			if l.Style != Replicated || l.GatherInputs {
+				t.Errorf("%s: %+v, want replicated without a gather", op.Name, l)
+			}
+		case op.Type == "Softmax" || op.Type == "Erf":
+			if l.Style != Sharded {
+				t.Errorf("%s: %+v, want sharded", op.Name, l)
+			}
+		}
+	}
+}
+
+// TestStrategies: every family is priced on summit:1 and the chosen plan
+// fits; compute, exposed communication and idle add up to the step; the
+// trace is valid and says it is simulated.
+func TestStrategies(t *testing.T) {
+	g, err := training.FromONNX(training.MLP(training.MLPConfig{Layers: 8, Width: 1536}), "mlp", 48)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Compare(context.Background(), g, Kinds, Options{Machine: machine(6)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Results) != 4 || !c.Fits {
+		t.Fatalf("%d families priced, fits %v", len(c.Results), c.Fits)
+	}
+	for _, r := range c.Results {
+		tm := r.Time
+		if r.Err != nil || tm.Step <= 0 || math.Abs(tm.Compute+tm.ExposedCommunication+tm.Idle-tm.Step) > 1e-9*tm.Step {
+			t.Errorf("%s: %+v, %v", r.Strategy, tm, r.Err)
+		}
+		if r.Strategy.Devices() != 6 {
+			t.Errorf("%s uses %d devices of 6", r.Strategy, r.Strategy.Devices())
+		}
+	}
+	if dp := c.Results[0]; dp.Time.ExposedCommunication <= 0 {
+		t.Errorf("data parallel exposes no gradient all-reduce: %+v", dp.Time)
+	}
+	var table, trace bytes.Buffer
+	if err := c.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "simulated") || !strings.Contains(table.String(), CostModel) {
+		t.Errorf("the table does not say its times are simulated by which model:\n%s", table.String())
+	}
+	if err := simulate.WriteChromeTrace(&trace, c.Chosen.Schedule, "mlp"); err != nil {
+		t.Fatal(err)
+	}
+	if err := simulate.CheckTrace(trace.Bytes()); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestMemoryLimit: BERT-Large on summit:1 with less memory per device than
+// data parallelism needs: data parallel does not fit, a data × tensor grid
+// does and is chosen.
+func TestMemoryLimit(t *testing.T) {
+	m, _ := training.Builtin("bert-large")
+	g, err := training.FromONNX(m, "bert-large", 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Compare(context.Background(), g, []Kind{DataParallel, Grid}, Options{Machine: machine(6), MemoryLimit: 6 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp, grid := c.Results[0], c.Results[1]
+	if dp.Fits || !grid.Fits || c.Chosen != grid || grid.Strategy.TP < 2 {
+		t.Errorf("dp %s fits %v (%.2f GiB); grid %s fits %v (%.2f GiB); chosen %s", dp.Strategy, dp.Fits, dp.Memory.Total()/(1<<30),
+			grid.Strategy, grid.Fits, grid.Memory.Total()/(1<<30), c.Chosen.Strategy)
+	}
+	var table bytes.Buffer
+	c.WriteTable(&table)
+	if !strings.Contains(table.String(), "chosen: grid dp3×tp2") {
+		t.Errorf("table:\n%s", table.String())
+	}
+	c, _ = Compare(context.Background(), g, []Kind{DataParallel, Grid}, Options{Machine: machine(6), MemoryLimit: 1 << 30})
+	table.Reset()
+	c.WriteTable(&table)
+	if c.Fits || !strings.Contains(table.String(), "no strategy fits in 1.00 GiB per device") {
+		t.Errorf("with 1 GiB: fits %v\n%s", c.Fits, table.String())
+	}
+}
+
+// TestBadInput: one clear line for each mistake, and nothing written.
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	zero := filepath.Join(dir, "zero.json")
+	os.WriteFile(zero, []byte(`{"nodes":1,"devices_per_node":0,"device":{"peak_flops":1,"memory_bandwidth":1,"memory_bytes":1},"intra_node":{"bandwidth":1},"inter_node":{"bandwidth":1}}`), 0o644)
+	out := filepath.Join(dir, "plan.json")
+	for _, c := range []struct {
+		req  Request
+		want string
+	}{
+		{Request{Model: "mlp", Machine: zero, Batch: 8}, "zero.json: devices_per_node is 0; want a positive number"},
+		{Request{Model: "../../shared/models/resnet50.onnx", Machine: "summit:1"}, "resnet50: no batch dimension (input input has fixed shape [1 3 224 224]); pass --batch N"},
+		{Request{Model: "mlp", Machine: "tpu:4", Batch: 8}, `unknown machine preset "tpu"`},
+		{Request{Model: "mlp", Machine: "summit:1", Batch: 10, Strategy: "dp"}, "batch 10 does not divide by the data-parallel degree 6"},
+		{Request{Model: "gpt", Machine: "summit:1", Batch: 8}, `unknown model "gpt"`},
+		{Request{Model: "mlp", Machine: "summit:1", Batch: 12, Strategy: "zigzag"}, `unknown strategy "zigzag"`},
+	} {
+		c.req.Out = out
+		_, err := Run(context.Background(), c.req)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%+v: %v, want one line with %q", c.req, err, c.want)
+		}
+		if entries, _ := filepath.Glob(filepath.Join(dir, "plan*")); len(entries) > 0 {
+			t.Errorf("%+v wrote %v", c.req, entries)
+		}
+	}
+}
+
+// TestShardedAnnotations: the sharded export cuts a column-parallel
+// weight on its output axis over the tensor-parallel devices, each piece
+// replicated over the data-parallel ones through a device group.
+func TestShardedAnnotations(t *testing.T) {
+	g := smallEncoder(t)
+	s := Strategy{Kind: Grid, DP: 2, TP: 2, PP: 1, Microbatches: 1}
+	r, err := Price(context.Background(), g, s, Options{Machine: machine(4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := training.Transformer(training.TransformerConfig{Layers: 2, Hidden: 64, Heads: 4, FFN: 256, Seq: 8})
+	sharded, err := (&Comparison{Chosen: r}).Sharded(model, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sharded.IRVersion != ShardingIRVersion || sharded.Configurations[0].NumDevices != 4 || model.Configurations != nil {
+		t.Fatalf("IR %d, configurations %+v (the input model must stay unannotated)", sharded.IRVersion, sharded.Configurations)
+	}
+	var q *onnx.Node
+	for _, n := range sharded.Graph.Nodes {
+		if n.Name == "/layers.0/q/MatMul" {
+			q = n
+		}
+	}
+	for _, spec := range q.DeviceConfigurations[0].Shardings {
+		if spec.TensorName != "layers.0.q.weight.T" {
+			continue
+		}
+		d := spec.ShardedDims
+		if len(d) != 1 || d[0].Axis != 1 || d[0].NumShards != 2 || len(spec.DeviceGroups) != 2 ||
+			!equal(spec.DeviceGroups[0].Devices, []int64{0, 2}) || !equal(spec.DeviceGroups[1].Devices, []int64{1, 3}) {
+			t.Errorf("q's weight: %+v", spec)
+		}
+		return
+	}
+	t.Error("q's weight has no sharding spec")
+}
+
+func equal(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

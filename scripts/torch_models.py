@@ -1,0 +1,75 @@
+"""PyTorch modules matching rulebook's built-in workloads (training/builtin.go).
+
+Module paths are the ones the Go builders write into ONNX node names, so a
+plan keyed by module path (docs/torch-plan.md) applies to these modules:
+MLP layers.{i}; encoder layers.{i}.q, k, v, o, f1, f2, ln1, ln2.
+"""
+
+import math
+
+import torch
+from torch import nn
+
+
+class MLP(nn.Module):
+    """Layers × Linear(width, width) with ReLU between (training.MLP)."""
+
+    def __init__(self, layers: int, width: int):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(width, width) for _ in range(layers)])
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i + 1 < len(self.layers):
+                x = torch.relu(x)
+        return x
+
+
+class Block(nn.Module):
+    """A post-LN encoder layer like the shared bert_base export.
+
+    The head count is read from q's local width, so column-sharded q, k and v
+    (DTensor's ColwiseParallel with local outputs) hold whole heads.
+    """
+
+    def __init__(self, hidden: int, heads: int, ffn: int):
+        super().__init__()
+        self.head_dim = hidden // heads
+        self.q, self.k, self.v, self.o = (nn.Linear(hidden, hidden) for _ in range(4))
+        self.f1, self.f2 = nn.Linear(hidden, ffn), nn.Linear(ffn, hidden)
+        self.ln1, self.ln2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+
+        def heads(t):
+            return t.view(b, s, t.shape[-1] // self.head_dim, self.head_dim).transpose(1, 2)
+
+        q, k, v = heads(self.q(x)), heads(self.k(x)), heads(self.v(x))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        ctx = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, s, -1)
+        x = self.ln1(x + self.o(ctx))
+        f = self.f1(x)
+        f = f * (1 + torch.erf(f / math.sqrt(2))) / 2
+        return self.ln2(x + self.f2(f))
+
+
+class Encoder(nn.Module):
+    """Layers encoder blocks (training.Transformer)."""
+
+    def __init__(self, layers: int, hidden: int, heads: int, ffn: int):
+        super().__init__()
+        self.layers = nn.ModuleList([Block(hidden, heads, ffn) for _ in range(layers)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+# Small sizes for tests; the Go test builds the same configurations.
+SMALL = {
+    "mlp": (lambda: MLP(layers=4, width=64), lambda batch: torch.randn(batch, 64)),
+    "block": (lambda: Encoder(layers=2, hidden=64, heads=4, ffn=256), lambda batch: torch.randn(batch, 8, 64)),
+}

@@ -1,0 +1,119 @@
+package training
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"rulebook/onnx"
+)
+
+// TestSharedModels: shapes infer at batch 8 on the four shared exports,
+// with every float initializer counted once as a parameter (the exports
+// fold batch normalization into the convolutions and drop inception's
+// auxiliary classifier, so torchvision's 25,557,032 and 27,161,264 are
+// smaller here) and forward FLOPs as published (1 multiply-add = 2 FLOPs).
+func TestSharedModels(t *testing.T) {
+	for _, c := range []struct {
+		file   string
+		params float64
+		gflops float64 // forward, per sample
+		tol    float64
+	}{
+		{"resnet50", 25_507_944, 8.18, 0.03},     // 4.09 GMAC (torchvision)
+		{"squeezenet1_1", 1_233_288, 0.70, 0.05}, // 0.35 GMAC (torchvision)
+		{"inception_v3", 23_802_088, 11.4, 0.05}, // 5.71 GMAC (torchvision, at 299×299)
+		{"bert_base", 85_019_136, 0, 0},
+	} {
+		m, err := onnx.ReadModel("../../shared/models/" + c.file + ".onnx")
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := FromONNX(m, c.file, 8)
+		if err != nil {
+			t.Fatalf("%s: %v", c.file, err)
+		}
+		fwd, bwd := g.Total()
+		perSample := fwd.FLOPs / 8 / 1e9
+		t.Logf("%s: %d ops, %.0f params, %.2f GFLOP forward per sample, backward %.2f×", c.file, len(g.Ops), g.Params(), perSample, bwd.FLOPs/fwd.FLOPs)
+		if c.params > 0 && g.Params() != c.params {
+			t.Errorf("%s: %.0f parameters, want %.0f", c.file, g.Params(), c.params)
+		}
+		if c.gflops > 0 && math.Abs(perSample-c.gflops) > c.tol*c.gflops {
+			t.Errorf("%s: %.3f GFLOP per sample, want %.2f ± %.0f%%", c.file, perSample, c.gflops, 100*c.tol)
+		}
+		if bwd.FLOPs < 1.5*fwd.FLOPs {
+			t.Errorf("%s: backward %.3g FLOPs against forward %.3g", c.file, bwd.FLOPs, fwd.FLOPs)
+		}
+	}
+}
+
+// TestBuiltins: parameter counts and products of the built-in workloads.
+func TestBuiltins(t *testing.T) {
+	h, ffn := int64(1024), int64(4096)
+	layer := 4*(h*h+h) + (h*ffn + ffn) + (ffn*h + h) + 2*2*h + 3 + 1 // + GELU's and the scale's constants
+	for _, c := range []struct {
+		name     string
+		params   float64
+		products int
+	}{
+		{"mlp", 16 * (8192*8192 + 8192), 16},
+		{"bert-large", float64(24 * layer), 24 * 6},
+		{"dlrm", (13*512 + 512) + (512*256 + 256) + (256*64 + 64) + 8*1_000_000*64 + (576*512 + 512) + (512*256 + 256) + (256 + 1), 6},
+	} {
+		m, err := Builtin(c.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := onnx.DecodeModel(onnx.EncodeModel(m))
+		if err != nil {
+			t.Fatalf("%s: the encoded model does not decode: %v", c.name, err)
+		}
+		g, err := FromONNX(again, c.name, 8)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		products := 0
+		for _, op := range g.Ops {
+			if op.Product != nil {
+				products++
+				if op.Module == "" {
+					t.Errorf("%s: product %s has no module path", c.name, op.Name)
+				}
+			}
+		}
+		if g.Params() != c.params || products != c.products {
+			t.Errorf("%s: %.0f parameters, %d weight products; want %.0f, %d", c.name, g.Params(), products, c.params, c.products)
+		}
+	}
+}
+
+// TestModulePath reads module paths as torch.onnx writes scopes.
+func TestModulePath(t *testing.T) {
+	for name, want := range map[string]string{
+		"/layers.0/q/MatMul":                "layers.0.q",
+		"/layer1/layer1.0/conv1/Conv":       "layer1.0.conv1",
+		"/Relu_3":                           "",
+		"/features/features.3/squeeze/Conv": "features.3.squeeze",
+	} {
+		if got := ModulePath(name); got != want {
+			t.Errorf("ModulePath(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+// TestNoBatch: a model whose batch is not given gets one line saying so.
+func TestNoBatch(t *testing.T) {
+	m, err := onnx.ReadModel("../../shared/models/resnet50.onnx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = FromONNX(m, "resnet50", 0)
+	if err == nil || !strings.Contains(err.Error(), "no batch dimension (input input has fixed shape [1 3 224 224]); pass --batch N") {
+		t.Errorf("resnet50 without a batch: %v", err)
+	}
+	_, err = FromONNX(MLP(MLPConfig{Layers: 2, Width: 8}), "mlp", 0)
+	if err == nil || !strings.Contains(err.Error(), `the batch dimension "batch" of input input has no size; pass --batch N`) {
+		t.Errorf("mlp without a batch: %v", err)
+	}
+}
