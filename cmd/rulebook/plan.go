@@ -36,7 +36,7 @@ annotations); --emit torch adds plan.torch.json, a PyTorch DTensor plan
 		Example: `  rulebook plan bert-large --machine summit:1 --batch 48
   rulebook plan mlp --machine summit:4 --batch 1024 --strategy grid -o mlp-plan.json
   rulebook plan ../shared/models/resnet50.onnx --machine dgx-a100:2 --batch 8 --per-device
-  rulebook plan bert-large --machine summit:1 --batch 48 --memory-limit 10 -o bert.json --emit torch`,
+  rulebook plan bert-large --machine summit:1 --batch 6 --memory-limit 6 --strategy grid -o bert.json --emit torch`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if req.Batch < 0 || req.Microbatches < 0 || memGiB < 0 {
