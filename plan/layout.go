@@ -29,13 +29,6 @@ func (s Style) String() string { return styleNames[s] }
 // MarshalText writes the style's name, as plan files and torch plans use.
 func (s Style) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
-// gathersFeatures lists the operators that need every feature of their
-// input: a sliced input is all-gathered first.
-var gathersFeatures = map[string]bool{
-	"LayerNormalization": true, "ReduceMean": true, "ReduceSum": true, "ReduceMax": true,
-	"Flatten": true, "Gemm": true, "Concat": true, "Split": true, "Gather": true,
-}
-
 // OpLayout is the tensor-parallel treatment of one operator.
 type OpLayout struct {
 	Style Style
@@ -53,7 +46,7 @@ type OpLayout struct {
 // Megatron-style layout for a tensor-parallel degree tp: a weight product
 // on replicated input is cut column-wise, one on sliced input row-wise (its
 // output all-reduced); operators on slices keep them, unless they need
-// every feature (gathersFeatures) or mix slices with replicated values.
+// every feature (Op.NeedsAllFeatures) or mix slices with replicated values.
 func assignTensorParallel(g *training.Graph, tp int) []OpLayout {
 	out := make([]OpLayout, len(g.Ops))
 	if tp <= 1 {
@@ -66,7 +59,7 @@ func assignTensorParallel(g *training.Graph, tp int) []OpLayout {
 		switch {
 		case op.Product != nil && op.ParamBytes > 0:
 			l = productLayout(op, in, tp)
-		case in.any && (gathersFeatures[op.Type] || in.mixed):
+		case in.any && (op.NeedsAllFeatures || in.mixed):
 			l = OpLayout{Style: Replicated, GatherInputs: true}
 		case in.any:
 			l = OpLayout{Style: Sharded}

@@ -47,7 +47,7 @@ func (c *Comparison) Torch(g *training.Graph) (*TorchPlan, error) {
 		if st != Colwise && st != Rowwise {
 			continue
 		}
-		if op.Type != "MatMul" && op.Type != "Gemm" {
+		if !op.Product.Linear {
 			return nil, fmt.Errorf("--emit torch: %s (%s) is cut %s, but DTensor's %s applies to Linear modules only; choose --strategy dp", op.Name, op.Type, st, map[Style]string{Colwise: "ColwiseParallel", Rowwise: "RowwiseParallel"}[st])
 		}
 		if op.Module == "" {

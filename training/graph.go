@@ -41,6 +41,8 @@ type Product struct {
 	Weight        string
 	WeightInAxis  int
 	WeightOutAxis int
+	// Linear is a matrix product (MatMul, Gemm), as against a convolution.
+	Linear bool
 }
 
 // Op is one operator of the training step.
@@ -57,6 +59,10 @@ type Op struct {
 	ActivationBytes float64 // saved for the backward pass
 	OutputBytes     float64
 	Product         *Product // nil unless a weight product
+	// NeedsAllFeatures: the operator reads every feature of its input
+	// (a normalization, reduction, flatten, concat or gather), so a
+	// tensor-parallel planner must gather feature slices first.
+	NeedsAllFeatures bool
 }
 
 // Graph is a model's training step at one batch size.

@@ -85,7 +85,8 @@ func (inf *inference) node(n *onnx.Node) error {
 	if len(out) < len(n.Outputs) {
 		return fmt.Errorf("inferred %d output shapes for %d outputs", len(out), len(n.Outputs))
 	}
-	op := Op{Name: n.Name, Type: n.OpType, Module: ModulePath(n.Name), Inputs: n.Inputs, Outputs: n.Outputs}
+	op := Op{Name: n.Name, Type: n.OpType, Module: ModulePath(n.Name), Inputs: n.Inputs, Outputs: n.Outputs,
+		NeedsAllFeatures: needsAllFeatures[n.OpType]}
 	batched := false
 	for _, v := range n.Inputs {
 		batched = batched || inf.g.batched[v]
@@ -128,6 +129,11 @@ func (inf *inference) activation(v string) bool {
 	_, c := inf.consts[v]
 	return v != "" && !w && !c && inf.onnx.Initializer(v) == nil
 }
+
+// needsAllFeatures lists the operators that read every feature of their
+// input.
+var needsAllFeatures = map[string]bool{"LayerNormalization": true, "ReduceMean": true, "ReduceSum": true,
+	"ReduceMax": true, "Flatten": true, "Gemm": true, "Concat": true, "Split": true, "Gather": true}
 
 // savesNothing lists operators whose gradients do not read their inputs.
 var savesNothing = map[string]bool{"Add": true, "Sub": true, "Concat": true, "Transpose": true, "Flatten": true,
@@ -202,7 +208,7 @@ func (inf *inference) product(n *onnx.Node, in, out [][]int64, k int64) *Product
 		return nil
 	}
 	o := out[0]
-	p := &Product{K: k, Weight: n.Inputs[1]}
+	p := &Product{K: k, Weight: n.Inputs[1], Linear: n.OpType != "Conv"}
 	switch {
 	case n.OpType == "Conv":
 		p.N, p.WeightOutAxis, p.WeightInAxis = in[1][0], 0, 1
