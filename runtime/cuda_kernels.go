@@ -13,6 +13,12 @@ import (
 // executor uses) and returns a plan whose bind queues the CUDA kernels of
 // package cuda's sources and cuBLAS products.
 
+// cpuOnlyOps run on the CPU inside a CUDASession (a download of their
+// inputs and an upload of their outputs, listed by Fallbacks): Gather and
+// Slice on activations, which exported models use for channel selections
+// and splits; over constants they fold at load. Shape always folds.
+var cpuOnlyOps = map[string]bool{"Shape": true, "Gather": true, "Slice": true}
+
 // cudaOps are the op types a CUDASession runs on the GPU.
 var cudaOps = map[string]bool{
 	// Views: no work at all.

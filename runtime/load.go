@@ -476,6 +476,29 @@ func (b *builder) fold(nd *node) {
 		e.scratch = make([]float32, s.scratchSize())
 	}
 	nd.kernel.bind(in, out, e)()
+	b.keepIntegers(nd)
+}
+
+// keepIntegers marks the outputs of a node folded from integer constants
+// as integers too, as ONNX types them: shape arithmetic (Add, Mul, Div,
+// Concat, Unsqueeze of Shape's output) stays exact, and Div truncates as
+// integer division does.
+func (b *builder) keepIntegers(nd *node) {
+	for _, id := range nd.in {
+		if id >= 0 && b.values[id].ints == nil {
+			return
+		}
+	}
+	for _, id := range nd.out {
+		if id < 0 {
+			continue
+		}
+		v := b.values[id]
+		v.ints = make([]int64, len(v.konst.Data))
+		for i, f := range v.konst.Data {
+			v.ints[i] = int64(f)
+		}
+	}
 }
 
 // addOutputs resolves the graph outputs and checks their declared shapes
@@ -486,7 +509,7 @@ func (b *builder) addOutputs(m *Model, g *onnx.Graph) error {
 		if !ok {
 			return fmt.Errorf("graph output %q is not a graph input, an initializer or any node's output", vi.Name)
 		}
-		if err := checkDeclaredOutput(vi, b.values[id].shape); err != nil {
+		if err := checkDeclaredOutput(vi, b.values[id]); err != nil {
 			return err
 		}
 		m.outputs = append(m.outputs, id)
@@ -495,11 +518,16 @@ func (b *builder) addOutputs(m *Model, g *onnx.Graph) error {
 	return nil
 }
 
-func checkDeclaredOutput(vi *onnx.ValueInfo, inferred []int) error {
+// checkDeclaredOutput compares an output's declared type and shape with
+// what the runtime inferred. Outputs are float32, except that an integer
+// output known at load (Shape's, say) is given as float32 values.
+func checkDeclaredOutput(vi *onnx.ValueInfo, v *value) error {
+	inferred := v.shape
 	if !vi.IsTensor {
 		return fmt.Errorf("output %q is not a tensor", vi.Name)
 	}
-	if vi.ElemType != onnx.Float && vi.ElemType != onnx.Undefined {
+	integer := vi.ElemType == onnx.Int64 || vi.ElemType == onnx.Int32
+	if vi.ElemType != onnx.Float && vi.ElemType != onnx.Undefined && !(integer && v.ints != nil) {
 		return fmt.Errorf("output %q has element type %s; the runtime produces float32 only", vi.Name, vi.ElemType)
 	}
 	if !vi.HasShape {

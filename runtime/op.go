@@ -104,6 +104,9 @@ func buildOpTable() map[string]opDef {
 		"Squeeze":            {1, 2, 1, 1, prepareSqueeze},
 		"Unsqueeze":          {1, 2, 1, 1, prepareUnsqueeze},
 		"Expand":             {2, 2, 1, 1, prepareExpand},
+		"Shape":              {1, 1, 1, 1, prepareShape},
+		"Gather":             {2, 2, 1, 1, prepareGather},
+		"Slice":              {1, 5, 1, 1, prepareSlice},
 	}
 	unary := map[string]unaryOp{
 		"Relu": unaryRelu, "Sqrt": unarySqrt, "Erf": unaryErf, "Abs": unaryAbs, "Neg": unaryNeg,

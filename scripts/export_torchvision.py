@@ -1,0 +1,71 @@
+"""Export torchvision's classification models to ONNX with PyTorch's output.
+
+    python3 scripts/export_torchvision.py OUT_DIR [NAME ...] [--opset 17]
+
+For each architecture (all of torchvision.models' classifiers by default),
+with random weights (torch.manual_seed(0)) in eval mode, writes
+OUT_DIR/NAME/model.onnx and OUT_DIR/NAME/test_data_set_0/{input_0,output_0}.pb,
+ONNX's test-data layout, so that
+
+    rulebook run OUT_DIR/NAME/model.onnx --input .../input_0.pb --expect .../output_0.pb
+
+checks our runtime against PyTorch. The input is one image (299 × 299 for
+inception_v3, 224 × 224 otherwise), seeded. The files are large and stay
+out of git; this script makes them. Prints one line per model: exported,
+or why not.
+"""
+
+import argparse
+import os
+import sys
+import time
+import warnings
+
+import torch
+import torchvision
+from onnx import numpy_helper
+
+
+def side(name):
+    return 299 if name == "inception_v3" else 224
+
+
+def export(name, out, opset):
+    torch.manual_seed(0)
+    kwargs = {"aux_logits": False, "init_weights": True} if name in ("inception_v3", "googlenet") else {}
+    model = torchvision.models.get_model(name, weights=None, **kwargs).eval()
+    x = torch.randn(1, 3, side(name), side(name), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        y = model(x)
+    folder = os.path.join(out, name)
+    data = os.path.join(folder, "test_data_set_0")
+    os.makedirs(data, exist_ok=True)
+    torch.onnx.export(model, (x,), os.path.join(folder, "model.onnx"), opset_version=opset,
+                      input_names=["input"], output_names=["output"], dynamo=False)
+    for kind, t in (("input", x), ("output", y)):
+        with open(os.path.join(data, f"{kind}_0.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(t.numpy(), kind).SerializeToString())
+
+
+def main():
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out")
+    ap.add_argument("names", nargs="*")
+    ap.add_argument("--opset", type=int, default=17)
+    args = ap.parse_args()
+    names = args.names or torchvision.models.list_models(module=torchvision.models)
+    failed = 0
+    for name in names:
+        start = time.monotonic()
+        try:
+            export(name, args.out, args.opset)
+            print(f"{name}: exported in {time.monotonic() - start:.1f} s")
+        except Exception as e:  # one line per model, whatever went wrong
+            failed += 1
+            print(f"{name}: not exported: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
