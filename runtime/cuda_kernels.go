@@ -16,8 +16,9 @@ import (
 // cpuOnlyOps run on the CPU inside a CUDASession (a download of their
 // inputs and an upload of their outputs, listed by Fallbacks): Gather and
 // Slice on activations, which exported models use for channel selections
-// and splits; over constants they fold at load. Shape always folds.
-var cpuOnlyOps = map[string]bool{"Shape": true, "Gather": true, "Slice": true}
+// and splits (over constants they fold at load), and LayerNormalization,
+// which has no GPU kernel yet. Shape always folds.
+var cpuOnlyOps = map[string]bool{"Shape": true, "Gather": true, "Slice": true, "LayerNormalization": true}
 
 // cudaOps are the op types a CUDASession runs on the GPU.
 var cudaOps = map[string]bool{

@@ -30,8 +30,11 @@
 // BERT exports (Conv, pools, Gemm, MatMul, elementwise arithmetic,
 // Softmax, ReduceMean, shape operators), plus the unary activations and
 // math functions, the reductions, variadic Sum/Max/Min/Mean,
-// BatchNormalization and Dropout (inference), Squeeze, Unsqueeze and
-// Expand. Integer tensors appear only as constants that steer shapes.
+// BatchNormalization, LayerNormalization and Dropout (inference),
+// Squeeze, Unsqueeze, Expand, and Shape, Gather and Slice (shape
+// arithmetic on integer constants folds exactly at load; Gather and Slice
+// on activations run). Integer tensors appear only as constants that
+// steer shapes.
 // testdata/conformance.txt is the per-operator tally of ONNX's own node
 // tests.
 package runtime

@@ -107,6 +107,7 @@ func buildOpTable() map[string]opDef {
 		"Shape":              {1, 1, 1, 1, prepareShape},
 		"Gather":             {2, 2, 1, 1, prepareGather},
 		"Slice":              {1, 5, 1, 1, prepareSlice},
+		"LayerNormalization": {2, 3, 1, 3, prepareLayerNormalization},
 	}
 	unary := map[string]unaryOp{
 		"Relu": unaryRelu, "Sqrt": unarySqrt, "Erf": unaryErf, "Abs": unaryAbs, "Neg": unaryNeg,
