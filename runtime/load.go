@@ -526,8 +526,7 @@ func checkDeclaredOutput(vi *onnx.ValueInfo, v *value) error {
 	if !vi.IsTensor {
 		return fmt.Errorf("output %q is not a tensor", vi.Name)
 	}
-	integer := vi.ElemType == onnx.Int64 || vi.ElemType == onnx.Int32
-	if vi.ElemType != onnx.Float && vi.ElemType != onnx.Undefined && !(integer && v.ints != nil) {
+	if vi.ElemType != onnx.Float && vi.ElemType != onnx.Undefined && !(isIntegerType(vi.ElemType) && v.ints != nil) {
 		return fmt.Errorf("output %q has element type %s; the runtime produces float32 only", vi.Name, vi.ElemType)
 	}
 	if !vi.HasShape {

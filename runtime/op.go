@@ -108,6 +108,11 @@ func buildOpTable() map[string]opDef {
 		"Gather":             {2, 2, 1, 1, prepareGather},
 		"Slice":              {1, 5, 1, 1, prepareSlice},
 		"LayerNormalization": {2, 3, 1, 3, prepareLayerNormalization},
+		"ConstantOfShape":    {1, 1, 1, 1, prepareConstantOfShape},
+		"Equal":              {2, 2, 1, 1, prepareEqual},
+		"Where":              {3, 3, 1, 1, prepareWhere},
+		"Mod":                {2, 2, 1, 1, prepareMod},
+		"Cast":               {1, 1, 1, 1, prepareCast},
 	}
 	unary := map[string]unaryOp{
 		"Relu": unaryRelu, "Sqrt": unarySqrt, "Erf": unaryErf, "Abs": unaryAbs, "Neg": unaryNeg,

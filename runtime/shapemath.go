@@ -1,0 +1,201 @@
+package runtime
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"rulebook/onnx"
+)
+
+// ConstantOfShape, Equal, Where, Mod and Cast as exporters write them:
+// shape checks and arithmetic over constants (vision transformers assert
+// that the image divides into patches this way). They fold at load; on
+// activations only a Cast to float runs (as a copy), and the others are
+// refused with the reason.
+
+// constInputs returns every input's elements, or an error naming the
+// first input that is not a constant.
+func constInputs(c *nodeContext) ([][]float64, error) {
+	out := make([][]float64, len(c.inputs))
+	for i, v := range c.inputs {
+		if v == nil {
+			continue
+		}
+		if !v.isConst() {
+			return nil, fmt.Errorf("input %d (%q) is computed at run time; the runtime folds %s only over constants (shape arithmetic)", i, v.name, c.node.OpType)
+		}
+		out[i] = make([]float64, len(v.konst.Data))
+		for j := range out[i] {
+			if v.ints != nil {
+				out[i][j] = float64(v.ints[j])
+			} else {
+				out[i][j] = float64(v.konst.Data[j])
+			}
+		}
+	}
+	return out, nil
+}
+
+// foldBroadcast computes f over the broadcast of the inputs' shapes.
+func foldBroadcast(c *nodeContext, f func(x []float64) float64) ([]int, []float64, error) {
+	in, err := constInputs(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	shape := c.shape(0)
+	for i := 1; i < len(in); i++ {
+		if shape, err = broadcastShapes(shape, c.shape(i)); err != nil {
+			return nil, nil, err
+		}
+	}
+	out := make([]float64, numElements(shape))
+	strides := make([][]int, len(in))
+	for i := range in {
+		strides[i] = broadcastStrides(c.shape(i), shape)
+	}
+	idx := make([]int, len(shape))
+	args := make([]float64, len(in))
+	for o := range out {
+		for i := range in {
+			off := 0
+			for d, x := range idx {
+				off += x * strides[i][d]
+			}
+			args[i] = in[i][off]
+		}
+		out[o] = f(args)
+		for d := len(idx) - 1; d >= 0; d-- {
+			if idx[d]++; idx[d] < shape[d] {
+				break
+			}
+			idx[d] = 0
+		}
+	}
+	return shape, out, nil
+}
+
+// broadcastStrides are the element strides of shape in within the
+// broadcast shape out (0 along broadcast dimensions).
+func broadcastStrides(in, out []int) []int {
+	s := make([]int, len(out))
+	st := stridesOf(in)
+	for d := range out {
+		k := d - (len(out) - len(in))
+		if k >= 0 && in[k] != 1 {
+			s[d] = st[k]
+		}
+	}
+	return s
+}
+
+func constantOf(shape []int, vals []float64, integer bool) *value {
+	if integer {
+		ints := make([]int64, len(vals))
+		for i, v := range vals {
+			ints[i] = int64(v)
+		}
+		return intConstant(ints, shape)
+	}
+	data := make([]float32, len(vals))
+	for i, v := range vals {
+		data[i] = float32(v)
+	}
+	return &value{shape: shape, konst: &Tensor{Shape: shape, Data: data}}
+}
+
+func foldDef(integer func(c *nodeContext) bool, f func(c *nodeContext) func(x []float64) float64) func(c *nodeContext) (prepared, error) {
+	return func(c *nodeContext) (prepared, error) {
+		shape, vals, err := foldBroadcast(c, f(c))
+		if err != nil {
+			return prepared{}, err
+		}
+		return prepared{consts: []*value{constantOf(shape, vals, integer(c))}}, c.attrs.err
+	}
+}
+
+func alwaysInt(*nodeContext) bool { return true }
+
+// sameType: the output is an integer exactly when the first input is.
+func sameType(c *nodeContext) bool { return c.inputs[0].ints != nil }
+
+var (
+	prepareEqual = foldDef(alwaysInt, func(*nodeContext) func(x []float64) float64 {
+		return func(x []float64) float64 { return b2f(x[0] == x[1]) }
+	})
+	prepareWhere = foldDef(func(c *nodeContext) bool { return c.inputs[1].ints != nil }, func(*nodeContext) func(x []float64) float64 {
+		return func(x []float64) float64 {
+			if x[0] != 0 {
+				return x[1]
+			}
+			return x[2]
+		}
+	})
+	prepareMod = foldDef(sameType, func(c *nodeContext) func(x []float64) float64 {
+		fmod := c.attrs.int("fmod", 0) == 1
+		return func(x []float64) float64 {
+			r := math.Mod(x[0], x[1])
+			if !fmod && r != 0 && (r < 0) != (x[1] < 0) {
+				r += x[1] // the sign of the divisor, as Python's %
+			}
+			return r
+		}
+	})
+)
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// prepareConstantOfShape is a tensor of the given (constant) shape filled
+// with the value attribute's one element (float 0 by default).
+func prepareConstantOfShape(c *nodeContext) (prepared, error) {
+	dims, err := c.constInts(0, "shape")
+	if err != nil {
+		return prepared{}, err
+	}
+	shape := make([]int, len(dims))
+	for i, d := range dims {
+		if d < 0 || d > maxTensorElements {
+			return prepared{}, fmt.Errorf("shape %v has the invalid dimension %d", dims, d)
+		}
+		shape[i] = int(d)
+	}
+	fill, integer := 0.0, false
+	if t := c.attrs.tensor("value"); t != nil {
+		v, err := t.Float64s()
+		if err != nil || len(v) != 1 {
+			return prepared{}, fmt.Errorf("value must hold one element")
+		}
+		fill, integer = v[0], t.DataType != onnx.Float && t.DataType != onnx.Double && t.DataType != onnx.Float16
+	}
+	vals := slices.Repeat([]float64{fill}, numElements(shape))
+	return prepared{consts: []*value{constantOf(shape, vals, integer)}}, c.attrs.err
+}
+
+// prepareCast folds over constants (exactly for integers); on activations
+// only a cast to float32, the runtime's own type, runs, as a copy.
+func prepareCast(c *nodeContext) (prepared, error) {
+	to := onnx.DataType(c.attrs.int("to", 0))
+	integer := isIntegerType(to)
+	if !c.inputs[0].isConst() {
+		if to != onnx.Float {
+			return prepared{}, fmt.Errorf("a Cast to %s of a value computed at run time: the runtime computes in float32 only", to)
+		}
+		return prepared{kernel: copyKernel{}, outputs: [][]int{slices.Clone(c.shape(0))}}, c.attrs.err
+	}
+	in, _ := constInputs(c)
+	vals := in[0]
+	if integer {
+		for i, v := range vals {
+			vals[i] = math.Trunc(v)
+			if to == onnx.Bool {
+				vals[i] = b2f(v != 0)
+			}
+		}
+	}
+	return prepared{consts: []*value{constantOf(slices.Clone(c.shape(0)), vals, integer)}}, c.attrs.err
+}
