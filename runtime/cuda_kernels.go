@@ -17,10 +17,10 @@ import (
 // inputs and an upload of their outputs, listed by Fallbacks): Gather and
 // Slice on activations, which exported models use for channel selections
 // and splits (over constants they fold at load), and LayerNormalization,
-// which has no GPU kernel yet. Shape, ConstantOfShape, Equal, Where and
-// Mod always fold; Cast folds or is a copy.
+// which has no GPU kernel yet. Shape, ConstantOfShape, Equal, Where, Mod,
+// Range, Not and ScatterND always fold; Cast folds or is a copy.
 var cpuOnlyOps = map[string]bool{"Shape": true, "Gather": true, "Slice": true, "LayerNormalization": true,
-	"ConstantOfShape": true, "Equal": true, "Where": true, "Mod": true, "Cast": true}
+	"ConstantOfShape": true, "Equal": true, "Where": true, "Mod": true, "Cast": true, "Range": true, "Not": true, "ScatterND": true}
 
 // cudaOps are the op types a CUDASession runs on the GPU.
 var cudaOps = map[string]bool{

@@ -113,6 +113,9 @@ func buildOpTable() map[string]opDef {
 		"Where":              {3, 3, 1, 1, prepareWhere},
 		"Mod":                {2, 2, 1, 1, prepareMod},
 		"Cast":               {1, 1, 1, 1, prepareCast},
+		"Range":              {3, 3, 1, 1, prepareRange},
+		"Not":                {1, 1, 1, 1, prepareNot},
+		"ScatterND":          {3, 3, 1, 1, prepareScatterND},
 	}
 	unary := map[string]unaryOp{
 		"Relu": unaryRelu, "Sqrt": unarySqrt, "Erf": unaryErf, "Abs": unaryAbs, "Neg": unaryNeg,

@@ -199,3 +199,70 @@ func prepareCast(c *nodeContext) (prepared, error) {
 	}
 	return prepared{consts: []*value{constantOf(slices.Clone(c.shape(0)), vals, integer)}}, c.attrs.err
 }
+
+// prepareRange is start, start+delta, … below limit (above it for a
+// negative delta), over constant scalars.
+func prepareRange(c *nodeContext) (prepared, error) {
+	in, err := constInputs(c)
+	if err != nil {
+		return prepared{}, err
+	}
+	for i, x := range in {
+		if len(x) != 1 {
+			return prepared{}, fmt.Errorf("input %d holds %d elements; want a scalar", i, len(x))
+		}
+	}
+	start, limit, delta := in[0][0], in[1][0], in[2][0]
+	if delta == 0 {
+		return prepared{}, fmt.Errorf("delta is 0")
+	}
+	n := int(max(math.Ceil((limit-start)/delta), 0))
+	if n > maxTensorElements {
+		return prepared{}, fmt.Errorf("range of %d elements is too large", n)
+	}
+	vals := make([]float64, n)
+	for i := range vals {
+		vals[i] = start + float64(i)*delta
+	}
+	return prepared{consts: []*value{constantOf([]int{n}, vals, sameType(c))}}, c.attrs.err
+}
+
+var prepareNot = foldDef(alwaysInt, func(*nodeContext) func(x []float64) float64 {
+	return func(x []float64) float64 { return b2f(x[0] == 0) }
+})
+
+// prepareScatterND writes updates into a copy of data at the index
+// tuples (the last axis of indices), over constants; reduction is not
+// supported.
+func prepareScatterND(c *nodeContext) (prepared, error) {
+	if r := c.attrs.str("reduction", "none"); r != "none" {
+		return prepared{}, fmt.Errorf("reduction %q is not supported", r)
+	}
+	in, err := constInputs(c)
+	if err != nil {
+		return prepared{}, err
+	}
+	data, idxShape := c.shape(0), c.shape(1)
+	k := idxShape[len(idxShape)-1]
+	if k > len(data) {
+		return prepared{}, fmt.Errorf("index tuples of %d elements for data of rank %d", k, len(data))
+	}
+	out := slices.Clone(in[0])
+	strides := stridesOf(data)
+	slice := numElements(data[k:])
+	for t := 0; t < len(in[1])/max(k, 1); t++ {
+		off := 0
+		for d := 0; d < k; d++ {
+			i := int(in[1][t*k+d])
+			if i < 0 {
+				i += data[d]
+			}
+			if i < 0 || i >= data[d] {
+				return prepared{}, fmt.Errorf("index %d is out of range for dimension %d of size %d", int(in[1][t*k+d]), d, data[d])
+			}
+			off += i * strides[d]
+		}
+		copy(out[off:off+slice], in[2][t*slice:(t+1)*slice])
+	}
+	return prepared{consts: []*value{constantOf(slices.Clone(data), out, sameType(c))}}, c.attrs.err
+}
