@@ -113,3 +113,44 @@ func TestShardedONNXChecks(t *testing.T) {
 	}
 	t.Log(strings.TrimSpace(string(check)))
 }
+
+// TestExportedModulePaths: PyTorch's own export of the reference modules
+// (scripts/torch_models.py) names its nodes so that the module paths the
+// planner reads from them are the ones it writes into torch plans for the
+// Go-built workloads.
+func TestExportedModulePaths(t *testing.T) {
+	needPython(t, "torch, onnx")
+	dir := t.TempDir()
+	script := `import sys, torch
+sys.path.insert(0, "../scripts")
+from torch_models import SMALL
+for name, (make, inputs) in SMALL.items():
+    torch.onnx.export(make().eval(), (inputs(2),), sys.argv[1] + "/" + name + ".onnx", opset_version=17, dynamo=False)
+`
+	if out, err := exec.Command("python3", "-W", "ignore", "-c", script, dir).CombinedOutput(); err != nil {
+		t.Fatalf("export: %v\n%s", err, out)
+	}
+	built := map[string]*onnx.Model{
+		"mlp":   training.MLP(training.MLPConfig{Layers: 4, Width: 64}),
+		"block": training.Transformer(training.TransformerConfig{Layers: 2, Hidden: 64, Heads: 4, FFN: 256, Seq: 8}),
+	}
+	for name, m := range built {
+		exported, err := onnx.ReadModel(filepath.Join(dir, name+".onnx"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		modules := map[string]bool{}
+		for _, n := range exported.Graph.Nodes {
+			modules[training.ModulePath(n.Name)] = true
+		}
+		g, err := training.FromONNX(m, name, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range g.Ops {
+			if op.Product != nil && !modules[op.Module] {
+				t.Errorf("%s: the Go builder's module %s (node %s) is not a module of PyTorch's export", name, op.Module, op.Name)
+			}
+		}
+	}
+}
