@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 
 	"rulebook/internal/outfile"
 	"rulebook/store"
@@ -48,6 +49,8 @@ type Report struct {
 	// ExternalData are the weights files the rewritten model refers to
 	// for the weights it keeps as the input stored them.
 	ExternalData []ExternalData `json:"external_data"`
+	// OpaqueShare counts the opaque nodes against the model's.
+	OpaqueShare OpaqueShare `json:"opaque_share"`
 }
 
 // ExternalData is a weights file (ONNX external data) that the rewritten
@@ -132,7 +135,7 @@ type ConfirmedGain struct {
 // measured is the side-by-side run of both models, if there was one.
 func NewReport(model, costModel string, rs *RuleSet, start *Graph, res *Result, measured *SideBySide) *Report {
 	r := &Report{Model: model, CostModel: costModel, CostUnit: CostUnit(costModel), Before: res.Before, After: res.After, Speedup: ratio(res.Before, res.After),
-		Applied: appliedRules(rs, res), Opaque: start.Opaque(), OpaqueReasons: start.OpaqueReasons(),
+		Applied: appliedRules(rs, res), Opaque: start.Opaque(), OpaqueReasons: start.OpaqueReasons(), OpaqueShare: start.OpaqueShare(),
 		MemoryBefore: start.Memory(), MemoryAfter: res.Graph.Memory(), Measured: measured, ExternalData: []ExternalData{}}
 	r.Rules = ReportRules{Version: rs.Version, Hash: rs.Hash, Count: len(rs.Rules)}
 	r.Search = SearchStats{Explored: res.Explored, Seen: res.Seen, Seconds: res.Elapsed.Seconds(), Stopped: res.Stopped, OverMemory: res.OverMemory}
@@ -238,6 +241,7 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	writeChanges(w, r.ByOperator, unit)
 	if len(r.OpaqueReasons) > 0 {
+		writeOpaqueShare(w, r.OpaqueShare)
 		fmt.Fprintln(w, "opaque nodes (rules do not cross them), and why:")
 	}
 	for _, o := range r.OpaqueReasons {
@@ -310,4 +314,14 @@ func (r *Report) Optimization(runID int64) store.Optimization {
 		o.Uses = append(o.Uses, store.RuleUse{Rule: a.Rule, Count: a.Count})
 	}
 	return o
+}
+
+// writeOpaqueShare says how many of the model's nodes rules cannot see,
+// and how many of those no rule family could.
+func writeOpaqueShare(w io.Writer, s OpaqueShare) {
+	fmt.Fprintf(w, "opaque: %d of %d nodes; %d (%.1f%%) are forms of registry operators the mapping refuses", s.Opaque, s.Nodes, s.Refused, 100*s.RefusedShare)
+	if s.Uncovered > 0 {
+		fmt.Fprintf(w, ", %d are operators no rule family covers (%s)", s.Uncovered, strings.Join(s.UncoveredOperators, ", "))
+	}
+	fmt.Fprintln(w)
 }

@@ -58,7 +58,6 @@ var conformanceSkips = map[string]string{
 	"test_mod_mixed_sign_float64":                            "float64 tensors: the runtime computes in float32 only",
 	"test_mod_mixed_sign_float32":                            "Mod over values computed at run time: the runtime folds it over constants (shape arithmetic) only",
 	"test_where_example":                                     "Where over values computed at run time: the runtime folds it over constants (shape arithmetic) only",
-	"test_div_uint8":                                         "uint8 tensors: the runtime computes in float32 only",
 	"test_pow_types_float":                                   "int64 data tensor: the runtime computes in float32 only",
 	"test_pow_types_int32_float32":                           "int32 data tensor: the runtime computes in float32 only",
 	"test_pow_types_int64_float32":                           "int64 data tensor: the runtime computes in float32 only",

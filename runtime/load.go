@@ -497,6 +497,9 @@ func (b *builder) keepIntegers(nd *node) {
 		v.ints = make([]int64, len(v.konst.Data))
 		for i, f := range v.konst.Data {
 			v.ints[i] = int64(f)
+			// The float view agrees, so that readers of Constant (the
+			// optimizer) see 24 where integer division made 49/2 24.
+			v.konst.Data[i] = float32(v.ints[i])
 		}
 	}
 }
