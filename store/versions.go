@@ -90,7 +90,9 @@ func ContentHash(texts []string) string {
 
 // ruleText is the text a version's content hash covers, "SRC => DST",
 // with " if CONDITIONS" for a rule that has them (rules.Text.String).
-func ruleText(src, dst, cond string) string { return rules.Text{Src: src, Dst: dst, Cond: cond}.String() }
+func ruleText(src, dst, cond string) string {
+	return rules.Text{Src: src, Dst: dst, Cond: cond}.String()
+}
 
 // Release freezes every proved, unpruned rule as version tag, with the
 // previous version as parent, and records the release as a run; both are
