@@ -21,8 +21,30 @@ const (
 	CondKernel CondKind = iota + 1
 )
 
-// condKeywords spell the kinds in rule text.
+// condKeywords spell the kinds in rule text, in the axioms and in Z3,
+// where each is a predicate over a tensor and Arity integers.
 var condKeywords = map[CondKind]string{CondKernel: "kernel"}
+
+// CondKinds lists the kinds of condition, in order.
+func CondKinds() []CondKind { return []CondKind{CondKernel} }
+
+// Keyword spells the kind in rule text and names its predicate in the
+// axioms and in Z3.
+func (k CondKind) Keyword() string { return condKeywords[k] }
+
+// Arity is the number of integers the kind's predicate takes after its
+// tensor.
+func (k CondKind) Arity() int { return 2 }
+
+// CondKindOf is the kind a keyword spells.
+func CondKindOf(keyword string) (CondKind, bool) {
+	for _, k := range CondKinds() {
+		if k.Keyword() == keyword {
+			return k, true
+		}
+	}
+	return 0, false
+}
 
 // Condition is a precondition of a rule on the shape of one input: the
 // rule's two sides agree wherever every one of its conditions holds, and
@@ -74,6 +96,17 @@ func formatConditions(conds []Condition, rename func(int) int) string {
 // Conditional reports whether the rule holds only under conditions.
 func (r *Rule) Conditional() bool { return len(r.Conds) > 0 }
 
+// InputHolds reports whether input i of shape s meets the rule's
+// conditions on it.
+func (r *Rule) InputHolds(i int, s Shape) bool {
+	for _, c := range r.Conds {
+		if c.Input == i && !c.Holds(s) {
+			return false
+		}
+	}
+	return true
+}
+
 // Holds reports whether inputs of these shapes meet every condition of the
 // rule; a rule without conditions holds at any shapes.
 func (r *Rule) Holds(shapes []Shape) bool {
@@ -88,15 +121,11 @@ func (r *Rule) Holds(shapes []Shape) bool {
 // condition reads "kernel ?x H W)", what follows a condition's "(".
 func (p *parser) condition() (Condition, error) {
 	head := p.next()
-	var c Condition
-	for kind, word := range condKeywords {
-		if head.text == word {
-			c.Kind = kind
-		}
+	kind, ok := CondKindOf(head.text)
+	if !ok {
+		return Condition{}, p.fail(head, "expected a condition (kernel)")
 	}
-	if c.Kind == 0 {
-		return c, p.fail(head, "expected a condition (kernel)")
-	}
+	c := Condition{Kind: kind}
 	in := p.next()
 	idx, ok := p.inputs[in.text]
 	if !ok {
