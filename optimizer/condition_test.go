@@ -3,8 +3,10 @@ package optimizer
 import (
 	"context"
 	"testing"
+	"time"
 
 	"rulebook/onnx"
+	"rulebook/rewrite"
 	"rulebook/rules"
 )
 
@@ -68,4 +70,42 @@ func TestConditionCheckedAtEachMatch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConditionedRuleOnInception: in inception_v3 each branch pool (an
+// average pooling feeding a 1×1 convolution that narrows the channels)
+// takes the conditioned rule; the search moves every such pooling after
+// its convolution, and the rewritten model computes the same outputs.
+func TestConditionedRuleOnInception(t *testing.T) {
+	m, rt := load(t, "inception_v3.onnx")
+	g, err := FromONNX(m, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked, err := rules.ParseText(rules.Default(), poolThenConv+" if (kernel ?b 1 1)", "?a:1x8x6x6 ?b:4x8x1x1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, oriented := checked.Rule().Oriented()
+	rs := &RuleSet{Version: "test", Rules: []*rules.Rule{r}, Texts: []string{oriented.String()}}
+	sites := 0
+	vs, rws, _ := rs.variants()
+	rewrite.Neighbours(&g.G, rws, func(rw *rewrite.Rewrite, m *rewrite.Match, _ *rules.Graph) bool {
+		if !rw.Reversed && g.fitsConditions(&vs[rw.Rule], m) {
+			sites++
+		}
+		return true
+	})
+	opt := DefaultOptions()
+	opt.Budget, opt.Timeout = 40, time.Minute
+	res, err := Optimize(context.Background(), g, rs, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d branch-pool sites; applied %v; cost %.3f -> %.3f ms", sites, res.Applied, res.Before, res.After)
+	if sites == 0 || res.Applied[0] != sites {
+		t.Errorf("applied %v at %d sites", res.Applied, sites)
+	}
+	_, rt2 := written(t, res.Graph)
+	assertSameOutputs(t, rt, rt2)
 }
