@@ -38,6 +38,11 @@ func exportRules(rs []*rules.Rule, format string, degree int) ([]xRule, []Skip) 
 	var skipped []Skip
 	for i, r := range rs {
 		name := fmt.Sprintf("rule %d", i+1)
+		if r.Conditional() {
+			// Applied without its condition, the rule would be false.
+			skipped = append(skipped, Skip{Name: name, Reason: "a condition on shapes, which " + format + "'s format cannot carry"})
+			continue
+		}
 		r, reason := atDegree(r, degree)
 		if reason != "" {
 			skipped = append(skipped, Skip{Name: name, Reason: reason})

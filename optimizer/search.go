@@ -374,6 +374,9 @@ func expand(cur *candidate, vs []variant, rws []rewrite.Rewrite, seen map[string
 		if !cur.g.fitsRanks(&vs[rw.Rule], m) {
 			return true // proved for other ranks
 		}
+		if !cur.g.fitsConditions(&vs[rw.Rule], m) {
+			return true // proved where its conditions hold, not here
+		}
 		key := rewrite.CommutativeKey(next)
 		if seen[key] {
 			return true
