@@ -159,7 +159,7 @@ Operators: ` + strings.Join(runtime.Ops(), ", ") + `.`,
 			if err := m.CheckOutputs(outs, refs, tol); err != nil {
 				return fmt.Errorf("--expect: %w", err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "outputs match their references (rtol %g, atol %g)\n", tol.RTol, tol.ATol)
+			fmt.Fprintf(cmd.OutOrStdout(), "outputs match their references (rtol %g, atol %g); relative error %.2g\n", tol.RTol, tol.ATol, m.RelativeError(outs, refs))
 			return nil
 		},
 	}
