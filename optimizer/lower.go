@@ -456,8 +456,11 @@ func (l *lowering) split(i int) *onnx.Node {
 
 // windowPads are ONNX's pads for the registry's padding.
 func windowPads(in, kernel []int, stride, padding int) []int {
-	if padding == rules.PadValid {
+	switch padding {
+	case rules.PadValid:
 		return []int{0, 0, 0, 0}
+	case rules.PadSym:
+		return symPads(kernel)
 	}
 	return samePads(in, kernel, stride)
 }

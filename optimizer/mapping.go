@@ -294,17 +294,25 @@ func window2D(n *onnx.Node, kernel []int, in []int) (w window, why string) {
 	default:
 		return window{}, fmt.Sprintf("auto_pad %s (the registry pads as SAME_UPPER or not at all)", autoPad)
 	}
-	// Where same and valid padding coincide (1×1 windows), same is the
+	// Where paddings coincide (1×1 windows, stride 1), same is the
 	// canonical choice: it is the padding rules are generated with.
 	switch {
 	case slices.Equal(pads, same):
 		w.padding = rules.PadSame
 	case slices.Equal(pads, []int{0, 0, 0, 0}):
 		w.padding = rules.PadValid
+	case kernel[0]%2 == 1 && kernel[1]%2 == 1 && slices.Equal(pads, symPads(kernel)):
+		w.padding = rules.PadSym
 	default:
-		return window{}, fmt.Sprintf("stride %d with pads %v, neither none nor SAME_UPPER's %v", w.stride, pads, same)
+		return window{}, fmt.Sprintf("stride %d with pads %v, neither none, SAME_UPPER's %v nor symmetric %v", w.stride, pads, same, symPads(kernel))
 	}
 	return w, ""
+}
+
+// symPads are symmetric padding's pads [top, left, bottom, right]: half
+// the (odd) window on every side.
+func symPads(kernel []int) []int {
+	return []int{kernel[0] / 2, kernel[1] / 2, kernel[0] / 2, kernel[1] / 2}
 }
 
 // samePads are SAME_UPPER's pads [top, left, bottom, right] for a window

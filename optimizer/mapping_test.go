@@ -42,9 +42,15 @@ func TestMappedForms(t *testing.T) {
 		{"Clip at zero is relu", nil, []*onnx.Node{scalar("lo", 0), {Name: "clip", OpType: "Clip", Inputs: []string{"x", "lo"}, Outputs: []string{"y"}}}, 0, 0},
 		{"Clip(0, 6) is relu6, which the registry lacks", nil,
 			[]*onnx.Node{scalar("lo", 0), scalar("hi", 6), {Name: "clip", OpType: "Clip", Inputs: []string{"x", "lo", "hi"}, Outputs: []string{"y"}}}, 1, 1},
-		{"asymmetric stride-2 pads stay opaque", map[string][]int{"w": {4, 3, 3, 3}}, []*onnx.Node{
+		{"symmetric stride-2 pads", map[string][]int{"w": {4, 3, 3, 3}}, []*onnx.Node{
 			{Name: "conv", OpType: "Conv", Inputs: []string{"x", "w"}, Outputs: []string{"y"},
-				Attributes: []*onnx.Attribute{ints("kernel_shape", 3, 3), ints("strides", 2, 2), ints("pads", 1, 1, 1, 1)}}}, 1, 0},
+				Attributes: []*onnx.Attribute{ints("kernel_shape", 3, 3), ints("strides", 2, 2), ints("pads", 1, 1, 1, 1)}}}, 0, 0},
+		{"symmetric stride-2 max pool", nil, []*onnx.Node{
+			{Name: "pool", OpType: "MaxPool", Inputs: []string{"x"}, Outputs: []string{"y"},
+				Attributes: []*onnx.Attribute{ints("kernel_shape", 3, 3), ints("strides", 2, 2), ints("pads", 1, 1, 1, 1)}}}, 0, 0},
+		{"pads on one side only stay opaque", map[string][]int{"w": {4, 3, 3, 3}}, []*onnx.Node{
+			{Name: "conv", OpType: "Conv", Inputs: []string{"x", "w"}, Outputs: []string{"y"},
+				Attributes: []*onnx.Attribute{ints("kernel_shape", 3, 3), ints("strides", 2, 2), ints("pads", 2, 2, 0, 0)}}}, 1, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
