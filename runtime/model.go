@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"rulebook/onnx"
 )
 
 // WeightsMode says where initializer data stored in an external file comes
@@ -102,6 +104,9 @@ type Model struct {
 	// outputNames are the graph output names, parallel to outputs: an
 	// output may be an alias of another value (through Identity).
 	outputNames []string
+	// src is the decoded model this one was built from: ONNX and
+	// NodeModel hand it, or one node of it, to another runtime.
+	src *onnx.Model
 }
 
 // value is one tensor of the graph: a graph input, an initializer or
@@ -126,6 +131,9 @@ type node struct {
 	out    []int
 	kernel kernel
 	params string
+	// src is the node as the file has it, attributes and input names
+	// included (see Model.NodeModel).
+	src *onnx.Node
 }
 
 // Inputs returns the graph inputs a Run needs, in graph order.
