@@ -37,8 +37,8 @@ func (o *modelOptions) register(cmd *cobra.Command) {
 	f.StringSliceVar(&o.dims, "dim", nil, "value of a symbolic input dimension, NAME=N (repeatable)")
 }
 
-// load reads a model and opens an executor on each backend named;
-// warnings (generated weights) go to w. The caller closes the executors.
+// load reads a model and opens an executor on each backend named, in
+// order; notes (generated weights) go to stderr. The caller closes them.
 func (o *modelOptions) load(cmd *cobra.Command, path string) (*runtime.Model, []runtime.Executor, []string, error) {
 	opt := backend.Options{Threads: o.threads, ORTLibrary: o.ortLib, Load: runtime.LoadOptions{Seed: o.seed}}
 	names, err := opt.Check(cmd.Context(), o.backend)
