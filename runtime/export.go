@@ -10,14 +10,13 @@ import (
 )
 
 // ONNX returns the model this one was built from with the data of every
-// externally stored initializer embedded, as this model holds it: read
-// from the weights file or generated from the seed. Another runtime given
-// it therefore computes with exactly the weights this one does, which a
+// initializer embedded, as this model holds it: read from the file or the
+// weights file, or generated from the seed. Another runtime given it
+// therefore computes with exactly the weights this one does, which a
 // model whose weights file is absent could not otherwise share. The
-// result shares everything but the graph's initializer list with the
-// source; the caller must not modify it.
+// result shares its nodes with the model; the caller must not modify it.
 func (m *Model) ONNX() (*onnx.Model, error) {
-	if m.src == nil || m.src.Graph == nil {
+	if m.src == nil {
 		return nil, fmt.Errorf("runtime: ONNX: the model was not built from a decoded ONNX model")
 	}
 	byName := make(map[string]*value, len(m.values))
@@ -26,11 +25,8 @@ func (m *Model) ONNX() (*onnx.Model, error) {
 	}
 	out := *m.src
 	g := *m.src.Graph
-	g.Initializers = slices.Clone(g.Initializers)
-	for i, t := range g.Initializers {
-		if t.DataLocation != onnx.LocationExternal {
-			continue
-		}
+	g.Initializers = make([]*onnx.Tensor, len(m.src.Graph.Initializers))
+	for i, t := range m.src.Graph.Initializers {
 		v, ok := byName[t.Name]
 		if !ok || !v.isConst() {
 			return nil, fmt.Errorf("runtime: ONNX: initializer %q has no data in the model", t.Name)
@@ -45,9 +41,41 @@ func (m *Model) ONNX() (*onnx.Model, error) {
 	return &out, nil
 }
 
+// structure copies what ONNX and NodeModel need of a decoded model: the
+// graph, its initializers without their data (the model's values hold
+// it), and node attributes' tensors copied out of the buffer the model was
+// decoded from, whose raw data may alias it. The file's buffer is thus not
+// kept alive as long as the model, nor its weights held twice.
+func structure(m *onnx.Model) *onnx.Model {
+	out := *m
+	g := *m.Graph
+	g.Initializers = make([]*onnx.Tensor, len(m.Graph.Initializers))
+	for i, t := range m.Graph.Initializers {
+		g.Initializers[i] = &onnx.Tensor{Name: t.Name, Dims: t.Dims, DataType: t.DataType}
+	}
+	g.Nodes = make([]*onnx.Node, len(m.Graph.Nodes))
+	for i, n := range m.Graph.Nodes {
+		c := *n
+		c.Attributes = make([]*onnx.Attribute, len(n.Attributes))
+		for k, a := range n.Attributes {
+			ca := *a
+			if a.T != nil {
+				t := *a.T
+				t.RawData = slices.Clone(a.T.RawData)
+				ca.T = &t
+			}
+			c.Attributes[k] = &ca
+		}
+		g.Nodes[i] = &c
+	}
+	out.Graph = &g
+	return &out
+}
+
 // embedTensor writes a constant value as an inline tensor of element type
 // dt. Integer data comes from the exact elements, float data from what
-// the runtime computes with (float32, whatever the file's precision).
+// the runtime computes with (float32, whatever the file's precision);
+// float16 and strings cannot be written back.
 func embedTensor(name string, dt onnx.DataType, v *value) (*onnx.Tensor, error) {
 	dims := make([]int64, len(v.shape))
 	for i, d := range v.shape {
@@ -58,29 +86,36 @@ func embedTensor(name string, dt onnx.DataType, v *value) (*onnx.Tensor, error) 
 	case dt == onnx.Float:
 		t.RawData, t.HasRawData = float32Bytes(v.konst.Data), true
 	case dt == onnx.Double:
-		t.DoubleData = make([]float64, len(v.konst.Data))
-		for i, x := range v.konst.Data {
-			t.DoubleData[i] = float64(x)
-		}
-	case dt == onnx.Int64 && v.ints != nil:
-		t.Int64Data = slices.Clone(v.ints)
-	case dt == onnx.Int32 && v.ints != nil:
-		t.Int32Data = make([]int32, len(v.ints))
-		for i, x := range v.ints {
-			t.Int32Data[i] = int32(x)
-		}
+		t.DoubleData = convertAll(v.konst.Data, func(x float32) float64 { return float64(x) })
 	case dt == onnx.Bool:
-		// TensorProto keeps booleans in int32_data.
-		t.Int32Data = make([]int32, len(v.konst.Data))
-		for i, x := range v.konst.Data {
+		// TensorProto keeps booleans, and the integers narrower than 64
+		// bits, in int32_data.
+		t.Int32Data = convertAll(v.konst.Data, func(x float32) int32 {
 			if x != 0 {
-				t.Int32Data[i] = 1
+				return 1
 			}
-		}
+			return 0
+		})
+	case v.ints == nil:
+		return nil, fmt.Errorf("initializer %q: %s data cannot be embedded", name, dt)
+	case dt == onnx.Int64:
+		t.Int64Data = slices.Clone(v.ints)
+	case dt == onnx.Uint32 || dt == onnx.Uint64:
+		t.Uint64Data = convertAll(v.ints, func(x int64) uint64 { return uint64(x) })
+	case isIntegerType(dt):
+		t.Int32Data = convertAll(v.ints, func(x int64) int32 { return int32(x) })
 	default:
 		return nil, fmt.Errorf("initializer %q: %s data cannot be embedded", name, dt)
 	}
 	return t, nil
+}
+
+func convertAll[From, To any](xs []From, f func(From) To) []To {
+	out := make([]To, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
+	}
+	return out
 }
 
 func float32Bytes(data []float32) []byte {
@@ -107,14 +142,15 @@ func (m *Model) NodeModel(i int) (*onnx.Model, map[string]*Tensor, error) {
 		return nil, nil, err
 	}
 	n := m.nodes[i]
-	if n.src == nil || m.src == nil {
+	if m.src == nil {
 		return nil, nil, fmt.Errorf("runtime: NodeModel: the model was not built from a decoded ONNX model")
 	}
-	g := &onnx.Graph{Name: n.op, Nodes: []*onnx.Node{n.src}}
+	src := m.src.Graph.Nodes[n.src]
+	g := &onnx.Graph{Name: n.op, Nodes: []*onnx.Node{src}}
 	feeds := map[string]*Tensor{}
 	in := m.nodeInputs(i)
 	for j, id := range n.in {
-		name := n.src.Inputs[j]
+		name := src.Inputs[j]
 		if id < 0 || feeds[name] != nil || g.Initializer(name) != nil {
 			continue
 		}
@@ -131,7 +167,7 @@ func (m *Model) NodeModel(i int) (*onnx.Model, map[string]*Tensor, error) {
 		g.Inputs = append(g.Inputs, &onnx.ValueInfo{Name: name, IsTensor: true, ElemType: dt, HasShape: true, Shape: onnxDims(v.shape)})
 		feeds[name] = in[j]
 	}
-	for _, name := range n.src.Outputs {
+	for _, name := range src.Outputs {
 		if name != "" {
 			g.Outputs = append(g.Outputs, &onnx.ValueInfo{Name: name})
 		}

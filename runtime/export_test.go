@@ -9,14 +9,18 @@ import (
 )
 
 // TestONNXEmbedsWeights writes a model whose weights file is absent with
-// its generated weights embedded, reads it back and runs both: the
-// outputs must be bit for bit the same, and the source left as it was.
+// its generated weights embedded (and one with inline weights), reads it
+// back and runs both: the outputs must be bit for bit the same, and the
+// model must not keep a second copy of its weights.
 func TestONNXEmbedsWeights(t *testing.T) {
-	for _, file := range []string{"squeezenet1_1.onnx", "squeezenet1_1-full.onnx"} {
+	for file, generated := range map[string]bool{"squeezenet1_1.onnx": true, "squeezenet1_1-full.onnx": false} {
 		t.Run(file, func(t *testing.T) {
 			m, report, err := Load(sharedModel(t, file), LoadOptions{Seed: 7})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if (len(report.RandomWeights) > 0) != generated {
+				t.Fatalf("generated weights %v, want some: %v", report.RandomWeights, generated)
 			}
 			src, err := m.ONNX()
 			if err != nil {
@@ -25,8 +29,10 @@ func TestONNXEmbedsWeights(t *testing.T) {
 			if n := len(src.Graph.ExternalLocations()); n != 0 {
 				t.Errorf("the embedded model still names %d external files", n)
 			}
-			if n := len(m.src.Graph.ExternalLocations()); (n == 0) != (len(report.RandomWeights) == 0) {
-				t.Errorf("the source model changed: %d external files", n)
+			for _, init := range m.src.Graph.Initializers {
+				if init.RawData != nil || init.FloatData != nil || init.DataLocation != onnx.LocationDefault {
+					t.Fatalf("the model keeps initializer %q's data twice, or where it came from", init.Name)
+				}
 			}
 			decoded, err := onnx.DecodeModel(onnx.EncodeModel(src))
 			if err != nil {
@@ -99,7 +105,7 @@ func checkNodeModel(t *testing.T, m *Model, n NodeInfo) {
 		t.Fatalf("node %d cut out: %v, want one node of %s", n.Index, nodes, n.ConfigKey())
 	}
 	for j, in := range m.nodeInputs(n.Index) {
-		name := m.nodes[n.Index].src.Inputs[j]
+		name := m.src.Graph.Nodes[m.nodes[n.Index].src].Inputs[j]
 		if f := feeds[name]; f != nil && !slices.Equal(f.Data, in.Data) {
 			t.Errorf("%s: input %q is fed other data than TimeNode's", n.ConfigKey(), name)
 		}

@@ -104,8 +104,9 @@ type Model struct {
 	// outputNames are the graph output names, parallel to outputs: an
 	// output may be an alias of another value (through Identity).
 	outputNames []string
-	// src is the decoded model this one was built from: ONNX and
-	// NodeModel hand it, or one node of it, to another runtime.
+	// src is the structure of the decoded model this one was built from
+	// (see structure): ONNX and NodeModel hand it, or one node of it, to
+	// another runtime.
 	src *onnx.Model
 }
 
@@ -131,9 +132,9 @@ type node struct {
 	out    []int
 	kernel kernel
 	params string
-	// src is the node as the file has it, attributes and input names
-	// included (see Model.NodeModel).
-	src *onnx.Node
+	// src indexes the node in the file, attributes and input names
+	// included, in Model.src's nodes (see Model.NodeModel).
+	src int
 }
 
 // Inputs returns the graph inputs a Run needs, in graph order.
