@@ -12,12 +12,12 @@ var (
 
 // Padding and activation values, as stored in parameter lists.
 const (
-	PadSame   = 0
-	PadValid  = 1
+	PadSame  = 0
+	PadValid = 1
 	// PadSym pads ⌊k/2⌋ cells on every side of an odd window, as
 	// PyTorch's padding=k//2 does: at stride 1 it is same padding, at
 	// stride 2 it starts the window a cell earlier than SAME_UPPER.
-	PadSym = 2
+	PadSym    = 2
 	ActNone   = 0
 	ActRelu   = 1
 	maxKernel = 15

@@ -13,6 +13,7 @@ import (
 	"rulebook/internal/progress"
 	"rulebook/optimizer"
 	"rulebook/runtime"
+	"rulebook/runtime/backend"
 	"rulebook/store"
 )
 
@@ -115,7 +116,7 @@ func (o *optimizeOptions) check() error {
 		return fmt.Errorf("--weights must be auto, file or random, got %q", o.weights)
 	}
 	var err error
-	o.dimValues, err = parseDims(o.dims)
+	o.dimValues, err = backend.ParseDims(o.dims)
 	return err
 }
 
