@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"rulebook/internal/outfile"
+	"rulebook/runtime"
 	"rulebook/store"
 )
 
@@ -51,6 +52,9 @@ type Report struct {
 	ExternalData []ExternalData `json:"external_data"`
 	// OpaqueShare counts the opaque nodes against the model's.
 	OpaqueShare OpaqueShare `json:"opaque_share"`
+	// MeasuredOn are the side-by-side runs on every backend asked for,
+	// Measured's first.
+	MeasuredOn []*SideBySide `json:"measured_on,omitempty"`
 }
 
 // ExternalData is a weights file (ONNX external data) that the rewritten
@@ -133,10 +137,13 @@ type ConfirmedGain struct {
 // NewReport describes the search that turned start into res.Graph with
 // the rules of rs, priced by costModel ("analytic" or "measured");
 // measured is the side-by-side run of both models, if there was one.
-func NewReport(model, costModel string, rs *RuleSet, start *Graph, res *Result, measured *SideBySide) *Report {
+func NewReport(model, costModel string, rs *RuleSet, start *Graph, res *Result, measured []*SideBySide) *Report {
 	r := &Report{Model: model, CostModel: costModel, CostUnit: CostUnit(costModel), Before: res.Before, After: res.After, Speedup: ratio(res.Before, res.After),
 		Applied: appliedRules(rs, res), Opaque: start.Opaque(), OpaqueReasons: start.OpaqueReasons(), OpaqueShare: start.OpaqueShare(),
-		MemoryBefore: start.Memory(), MemoryAfter: res.Graph.Memory(), Measured: measured, ExternalData: []ExternalData{}}
+		MemoryBefore: start.Memory(), MemoryAfter: res.Graph.Memory(), MeasuredOn: measured, ExternalData: []ExternalData{}}
+	if len(measured) > 0 {
+		r.Measured = measured[0]
+	}
 	r.Rules = ReportRules{Version: rs.Version, Hash: rs.Hash, Count: len(rs.Rules)}
 	r.Search = SearchStats{Explored: res.Explored, Seen: res.Seen, Seconds: res.Elapsed.Seconds(), Stopped: res.Stopped, OverMemory: res.OverMemory}
 	r.Unshaped = res.Unshaped
@@ -251,9 +258,13 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "%d rules left out: they record no shapes, so the ranks they hold at are unknown\n", r.Unshaped)
 	}
 	writeConfirmation(w, r.Confirmed, r.Before)
-	if m := r.Measured; m != nil {
-		fmt.Fprintf(w, "measured (CPU runtime, %d runs each): original %.3f ms, rewritten %.3f ms (%.2fx); outputs differ by %.2g at most (relative)\n",
-			m.Runs, m.Original, m.Optimized, m.Speedup, m.MaxRelDiff)
+	measured := r.MeasuredOn
+	if len(measured) == 0 && r.Measured != nil {
+		measured = []*SideBySide{r.Measured}
+	}
+	for _, m := range measured {
+		fmt.Fprintf(w, "measured (%s, %d runs each): original %.3f ms, rewritten %.3f ms (%.2fx); outputs differ by %.2g at most (relative)\n",
+			backendName(m.Backend), m.Runs, m.Original, m.Optimized, m.Speedup, m.MaxRelDiff)
 	}
 }
 
@@ -324,4 +335,15 @@ func writeOpaqueShare(w io.Writer, s OpaqueShare) {
 		fmt.Fprintf(w, ", %d are operators no rule family covers (%s)", s.Uncovered, strings.Join(s.UncoveredOperators, ", "))
 	}
 	fmt.Fprintln(w)
+}
+
+// backendName names a side-by-side run's backend for people.
+func backendName(b string) string {
+	switch b {
+	case "", runtime.BackendCPU:
+		return "CPU runtime"
+	case "ort":
+		return "ONNX Runtime"
+	}
+	return b + " backend"
 }
