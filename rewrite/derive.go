@@ -55,6 +55,17 @@ func (rw *Rewrite) fits(host map[string][]int) bool {
 // Neighbours calls yield with every graph one rewrite away from g, until
 // yield returns false. Replacements that would be cyclic are skipped.
 func Neighbours(g *rules.Graph, rws []Rewrite, yield func(rw *Rewrite, m *Match, next *rules.Graph) bool) {
+	Matches(g, rws, func(rw *Rewrite, m *Match) bool {
+		next, err := Apply(g, rw.From, rw.To, m)
+		return err != nil || yield(rw, m, next)
+	})
+}
+
+// Matches calls yield with every match of every rewrite's pattern in g, in
+// the order Neighbours visits them, until yield returns false. It builds
+// no graph: a caller that can tell what a rewrite would give without
+// copying g (the optimizer's search) applies only the ones it keeps.
+func Matches(g *rules.Graph, rws []Rewrite, yield func(rw *Rewrite, m *Match) bool) {
 	idx := indexHost(g)
 	for i := range rws {
 		rw := &rws[i]
@@ -63,13 +74,7 @@ func Neighbours(g *rules.Graph, rws []Rewrite, yield func(rw *Rewrite, m *Match,
 		}
 		stop := false
 		find(rw.From, g, idx, rw.Commutative, func(m *Match) bool {
-			next, err := Apply(g, rw.From, rw.To, m)
-			if err != nil {
-				return true
-			}
-			if !yield(rw, m, next) {
-				stop = true
-			}
+			stop = !yield(rw, m)
 			return !stop
 		})
 		if stop {

@@ -351,36 +351,74 @@ func Key(g *rules.Graph) string { return key(g, false) }
 func CommutativeKey(g *rules.Graph) string { return key(g, true) }
 
 func key(g *rules.Graph, commutative bool) string {
-	hashes := make([]xxh3.Uint128, len(g.Nodes))
-	var buf []byte
-	value := func(v rules.Value) xxh3.Uint128 {
-		if v.IsInput() {
-			return xxh3.Hash128(binary.LittleEndian.AppendUint64(nil, uint64(v.Input())))
-		}
-		h := hashes[v.Node]
-		return xxh3.Hash128(binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, h.Hi), h.Lo), uint64(v.Out)+1))
+	h := Hasher{Commutative: commutative}
+	return h.Key(g.Outputs, h.Nodes(g, nil))
+}
+
+// Hash is a node's hash: its operator, parameters and operands' hashes.
+type Hash = xxh3.Uint128
+
+// Hasher computes the node hashes that Key (or, Commutative, CommutativeKey)
+// combines, node by node, so that a caller that knows which nodes a
+// rewrite changed rehashes only those and the nodes that read them. Its
+// zero value hashes as Key does; it reuses one buffer, so one goroutine
+// uses it at a time.
+type Hasher struct {
+	Commutative bool
+	buf         []byte
+}
+
+// Nodes hashes every node of g into hashes (reused when long enough).
+func (h *Hasher) Nodes(g *rules.Graph, hashes []Hash) []Hash {
+	hashes = slices.Grow(hashes[:0], len(g.Nodes))[:len(g.Nodes)]
+	for i := range g.Nodes {
+		hashes[i] = h.Node(&g.Nodes[i], hashes)
 	}
-	for i, n := range g.Nodes {
-		buf = append(buf[:0], n.Op.Name...)
-		for _, p := range n.Params {
-			buf = binary.LittleEndian.AppendUint64(buf, uint64(p))
-		}
-		operands := len(buf)
-		for _, a := range n.Args {
-			h := value(a)
-			buf = binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(buf, h.Hi), h.Lo)
-		}
-		if commutative && n.Op.Commutative && string(buf[operands:operands+16]) > string(buf[operands+16:]) {
-			swapHalves(buf[operands:])
-		}
-		hashes[i] = xxh3.Hash128(buf)
+	return hashes
+}
+
+// Node hashes n, whose operands are graph inputs or nodes hashed in
+// hashes, by index.
+func (h *Hasher) Node(n *rules.Node, hashes []Hash) Hash {
+	buf := append(h.buf[:0], n.Op.Name...)
+	for _, p := range n.Params {
+		buf = binary.LittleEndian.AppendUint64(buf, uint64(p))
 	}
-	out := make([]byte, 0, 16*len(g.Outputs))
-	for _, o := range g.Outputs {
-		h := value(o)
-		out = binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(out, h.Hi), h.Lo)
+	operands := len(buf)
+	for _, a := range n.Args {
+		v := valueHash(a, hashes)
+		buf = binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(buf, v.Hi), v.Lo)
+	}
+	if h.Commutative && n.Op.Commutative && string(buf[operands:operands+16]) > string(buf[operands+16:]) {
+		swapHalves(buf[operands:])
+	}
+	h.buf = buf
+	return xxh3.Hash128(buf)
+}
+
+// Key is the key of a graph with these outputs whose nodes hash to hashes.
+func (h *Hasher) Key(outputs []rules.Value, hashes []Hash) string {
+	out := make([]byte, 0, 16*len(outputs))
+	for _, o := range outputs {
+		v := valueHash(o, hashes)
+		out = binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(out, v.Hi), v.Lo)
 	}
 	return string(out)
+}
+
+// valueHash hashes a value: an input by its index, a node's output by the
+// node's hash and the output's position.
+func valueHash(v rules.Value, hashes []Hash) Hash {
+	var b [24]byte
+	if v.IsInput() {
+		binary.LittleEndian.PutUint64(b[:], uint64(v.Input()))
+		return xxh3.Hash128(b[:8])
+	}
+	h := hashes[v.Node]
+	binary.LittleEndian.PutUint64(b[:], h.Hi)
+	binary.LittleEndian.PutUint64(b[8:], h.Lo)
+	binary.LittleEndian.PutUint64(b[16:], uint64(v.Out)+1)
+	return xxh3.Hash128(b[:])
 }
 
 // swapHalves swaps the two 16-byte operand hashes at the start of b.
