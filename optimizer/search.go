@@ -219,6 +219,13 @@ func Optimize(ctx context.Context, g *Graph, rs *RuleSet, opt Options) (*Result,
 			return nil, err
 		}
 	}
+	// The search prices neighbours without building them: the best is
+	// built once, here.
+	best, err := s.best.graph()
+	if err != nil {
+		return nil, err
+	}
+	s.best.g = best
 	s.report()
 	s.confirm(ctx, g)
 	res := s.res
@@ -310,7 +317,7 @@ func (s *search) step() error {
 	}
 	cur.g, cur.expanded = g, true
 	s.res.Explored++
-	expand(cur, s.vs, s.rws, s.seen, s.consider, s.halted)
+	s.expand(cur)
 	s.report()
 	return nil
 }
@@ -340,15 +347,10 @@ func (s *search) report() {
 	s.opt.Progress(Progress{Elapsed: elapsed, Explored: s.res.Explored, Best: s.best.cost, Fraction: fraction})
 }
 
-// consider prices a new graph, keeps it if it is the best so far, and
-// queues it if it is within Alpha of the best. Only the best and the
-// expanded graphs stay built; the others are rebuilt when expanded.
+// consider keeps a priced graph if it is the best so far, and queues it
+// if it is within Alpha of the best. Only the expanded graphs stay built;
+// the others are rebuilt when expanded, the best at the end.
 func (s *search) consider(next *candidate) {
-	if s.opt.MemoryLimit > 0 && next.g.Memory() > s.opt.MemoryLimit {
-		s.res.OverMemory++
-		return
-	}
-	next.cost = s.opt.Cost.Cost(next.g)
 	if next.cost < s.best.cost*(1-max(s.opt.MinGain, tieTolerance)) {
 		if !s.best.expanded {
 			s.best.g = nil
@@ -365,27 +367,51 @@ func (s *search) consider(next *candidate) {
 }
 
 // expand hands consider the new graphs one rewrite away that type-check,
-// until halted says to stop.
-func expand(cur *candidate, vs []variant, rws []rewrite.Rewrite, seen map[string]bool, consider func(*candidate), halted func() bool) {
-	rewrite.Neighbours(&cur.g.G, rws, func(rw *rewrite.Rewrite, m *rewrite.Match, next *rules.Graph) bool {
-		if halted() {
+// until halted says to stop. Neighbours are keyed, type-checked and
+// priced in place (see neighbours); only a cost model that prices whole
+// graphs, or a memory limit, needs each new one built.
+func (s *search) expand(cur *candidate) {
+	nb := newNeighbours(cur.g, s.opt.Cost)
+	build := nb.pricer == nil || s.opt.MemoryLimit > 0
+	rewrite.Matches(&cur.g.G, s.rws, func(rw *rewrite.Rewrite, m *rewrite.Match) bool {
+		if s.halted() {
 			return false
 		}
-		if !cur.g.fitsRanks(&vs[rw.Rule], m) {
+		if !cur.g.fitsRanks(&s.vs[rw.Rule], m) {
 			return true // proved for other ranks
 		}
-		key := rewrite.CommutativeKey(next)
-		if seen[key] {
+		defer nb.undo()
+		key, ok := nb.apply(rw, m)
+		if !ok || s.seen[key] {
 			return true
 		}
-		seen[key] = true
-		g := cur.g.with(next)
-		if err := g.Infer(); err != nil {
-			return true // the rule does not fit these shapes here
+		s.seen[key] = true
+		next := &candidate{parent: cur, rw: rw, match: cloneMatch(m)}
+		if build {
+			ok = s.build(next)
+		} else {
+			next.cost, ok = nb.price()
 		}
-		consider(&candidate{g: g, parent: cur, rw: rw, match: cloneMatch(m)})
+		if ok {
+			s.consider(next)
+		}
 		return true
 	})
+}
+
+// build builds and prices a neighbour whole; it reports false for one
+// that does not type-check or is over the memory limit.
+func (s *search) build(next *candidate) bool {
+	g, err := next.graph()
+	if err != nil {
+		return false // the rule does not fit these shapes here
+	}
+	if s.opt.MemoryLimit > 0 && g.Memory() > s.opt.MemoryLimit {
+		s.res.OverMemory++
+		return false
+	}
+	next.g, next.cost = g, s.opt.Cost.Cost(g)
+	return true
 }
 
 func cloneMatch(m *rewrite.Match) rewrite.Match {

@@ -1,0 +1,497 @@
+package optimizer
+
+import (
+	"slices"
+
+	"rulebook/rewrite"
+	"rulebook/rules"
+)
+
+// neighbours keys, type-checks and prices the graphs one rewrite away
+// from an expanded graph without building them. Building a neighbour
+// copied every node, inferred every shape and priced every node again,
+// for thousands of neighbours an expansion of which most are dropped;
+// here a rewrite is applied in place to a view of the graph, and only
+// what it changed is hashed, inferred and priced again:
+//
+//   - the changed nodes are the replacement's and the graph's nodes that
+//     read, directly or not, a value the rewrite redirects: no other
+//     node's hash, shapes or weight-ness can change;
+//   - the neighbour's node order (Apply's, which its cost sums in) and
+//     its live nodes come from one walk from the outputs, which also
+//     finds the cycles Apply refuses;
+//   - a node's price depends on itself, its operands and the conv and
+//     ewadd it may fuse with, so only the changed nodes, those whose
+//     use count or liveness changed, and their fusion partners are
+//     priced again. The cost sums the same prices in the same order as
+//     a full Cost of the built neighbour, so it is the same number.
+//
+// After apply and price, undo restores the view to the expanded graph.
+type neighbours struct {
+	g      *Graph
+	pricer pricer // nil when the cost model prices whole graphs only
+	hasher rewrite.Hasher
+	n      int // nodes of g
+	// Per node of g: its hash, readers (of any output), liveness,
+	// weight-ness, readers of its first output, fusion partner (a conv
+	// and the ewadd adding its bias, each other's; else -1) and share of
+	// the cost.
+	base    []rewrite.Hash
+	users   [][]int
+	live    []bool
+	weight  []bool
+	uses    useCounts
+	partner []int
+	contrib []float64
+
+	// view is g with the current rewrite applied, numbered as Apply
+	// numbers before it drops dead nodes: g's nodes keep their index,
+	// replacement node j is n+j.
+	view     Graph
+	redirect [][2]rules.Value // pattern output, its replacement
+	args     []rules.Value    // backing array of patched operands
+	changed  []int            // g's nodes whose hash may change, the patched first
+	patched  int              // how many of changed read a redirected value
+	inC      []bool
+	// differs marks the changed nodes whose shapes or weight-ness differ
+	// from g's; inferred lists those whose shapes were inferred again.
+	differs  []bool
+	inferred []int
+	state    []uint8 // of the walk from the outputs
+	order    []int   // the neighbour's live nodes, in Apply's order
+	hashes   []rewrite.Hash
+	usesV    useCounts
+	reader   []int // a reader of each node's first output, or -1
+	weightV  []bool
+	recheck  []bool
+	repriced []int
+	contribV []float64
+}
+
+const (
+	unvisited uint8 = iota
+	visiting
+	visited
+)
+
+// newNeighbours prepares to evaluate g's neighbours; cost is the search's
+// cost model.
+func newNeighbours(g *Graph, cost CostModel) *neighbours {
+	n := len(g.G.Nodes)
+	nb := &neighbours{g: g, n: n, hasher: rewrite.Hasher{Commutative: true}, users: make([][]int, n), partner: make([]int, n), contrib: make([]float64, n)}
+	nb.pricer, _ = cost.(pricer)
+	nb.base = nb.hasher.Nodes(&g.G, nil)
+	for i, node := range g.G.Nodes {
+		for _, a := range node.Args {
+			if a.IsInput() {
+				continue
+			}
+			if u := nb.users[a.Node]; len(u) == 0 || u[len(u)-1] != i {
+				nb.users[a.Node] = append(u, i)
+			}
+		}
+	}
+	nb.live, nb.weight, nb.uses = g.liveNodes(), g.weightNodes(), g.uses()
+	for i := range nb.partner {
+		nb.partner[i] = -1
+	}
+	for conv, add := range g.convBiases(nb.live, nb.weight, nb.uses) {
+		nb.partner[conv], nb.partner[add] = add, conv
+	}
+	if nb.pricer != nil {
+		g.eachPriced(func(i, bias int, weight []bool) { nb.contrib[i] = nb.pricer.price(g, i, bias, weight) })
+	}
+	nb.view = *g
+	nb.view.G.Nodes = append([]rules.Node(nil), g.G.Nodes...)
+	nb.view.G.Outputs = append([]rules.Value(nil), g.G.Outputs...)
+	nb.view.Shapes = append([][]rules.Shape(nil), g.Shapes...)
+	nb.hashes = append([]rewrite.Hash(nil), nb.base...)
+	nb.weightV = append([]bool(nil), nb.weight...)
+	nb.inC, nb.recheck, nb.differs = make([]bool, n), make([]bool, n), make([]bool, n)
+	return nb
+}
+
+// grow makes the per-node scratch hold size nodes.
+func (nb *neighbours) grow(size int) {
+	if len(nb.state) >= size {
+		return
+	}
+	extra := size - nb.n
+	nb.state, nb.usesV, nb.reader = make([]uint8, size), make(useCounts, size), make([]int, size)
+	nb.contribV = make([]float64, size)
+	nb.hashes = append(nb.hashes[:nb.n], make([]rewrite.Hash, extra)...)
+	nb.weightV = append(nb.weightV[:nb.n], make([]bool, extra)...)
+	nb.inC = append(nb.inC[:nb.n], make([]bool, extra)...)
+	nb.recheck = append(nb.recheck[:nb.n], make([]bool, extra)...)
+	nb.differs = append(nb.differs[:nb.n], make([]bool, extra)...)
+	nb.view.G.Nodes = append(nb.view.G.Nodes[:nb.n], make([]rules.Node, extra)...)[:nb.n]
+	nb.view.Shapes = append(nb.view.Shapes[:nb.n], make([][]rules.Shape, extra)...)[:nb.n]
+}
+
+// apply applies rw at m to the view and returns the neighbour's key (as
+// rewrite.CommutativeKey of the built neighbour); ok is false where Apply
+// would fail, as for a cyclic replacement. Call undo after it either way.
+func (nb *neighbours) apply(rw *rewrite.Rewrite, m *rewrite.Match) (key string, ok bool) {
+	k := len(rw.To.Nodes)
+	nb.grow(nb.n + k)
+	if !nb.redirectOutputs(rw, m) || !nb.addReplacement(rw, m) {
+		return "", false
+	}
+	nb.patchReaders()
+	for i, o := range nb.g.G.Outputs {
+		nb.view.G.Outputs[i] = nb.follow(o)
+	}
+	clear(nb.state[:nb.n+k])
+	for _, o := range nb.view.G.Outputs {
+		if !o.IsInput() && nb.isChanged(o.Node) && !nb.rehash(o.Node) {
+			return "", false
+		}
+	}
+	return nb.hasher.Key(nb.view.G.Outputs, nb.hashes), true
+}
+
+// rehash hashes the changed nodes that node id, a changed one, reads,
+// operands first; it reports false on a cycle. A cycle the rewrite makes
+// runs through changed nodes only, and unchanged nodes read unchanged
+// ones only, so this finds every cycle Apply would.
+func (nb *neighbours) rehash(id int) bool {
+	switch nb.state[id] {
+	case visiting:
+		return false
+	case visited:
+		return true
+	}
+	nb.state[id] = visiting
+	node := &nb.view.G.Nodes[id]
+	for _, a := range node.Args {
+		if !a.IsInput() && nb.isChanged(a.Node) && !nb.rehash(a.Node) {
+			return false
+		}
+	}
+	nb.state[id] = visited
+	nb.hashes[id] = nb.hasher.Node(node, nb.hashes)
+	return true
+}
+
+// walk lists the neighbour's live nodes in Apply's order and counts the
+// readers of each node's first output, graph outputs included.
+func (nb *neighbours) walk() {
+	size := len(nb.view.G.Nodes)
+	clear(nb.state[:size])
+	clear(nb.usesV[:size])
+	nb.order = nb.order[:0]
+	for _, o := range nb.view.G.Outputs {
+		if !o.IsInput() {
+			nb.visit(o.Node)
+		}
+	}
+	for _, o := range nb.view.G.Outputs {
+		if !o.IsInput() && o.Out == 0 {
+			nb.usesV[o.Node]++
+			nb.reader[o.Node] = -1
+		}
+	}
+}
+
+// newValue is the value replacement value v stands for in the view.
+func (nb *neighbours) newValue(v rules.Value, m *rewrite.Match) (rules.Value, bool) {
+	if !v.IsInput() {
+		return rules.Value{Node: nb.n + v.Node, Out: v.Out}, true
+	}
+	if !m.Bound[v.Input()] {
+		return rules.Value{}, false
+	}
+	return m.Inputs[v.Input()], true
+}
+
+// redirectOutputs pairs each matched output with the value replacing it.
+func (nb *neighbours) redirectOutputs(rw *rewrite.Rewrite, m *rewrite.Match) bool {
+	if len(rw.From.Outputs) != len(rw.To.Outputs) {
+		return false
+	}
+	nb.redirect = nb.redirect[:0]
+	for j, o := range rw.From.Outputs {
+		nv, ok := nb.newValue(rw.To.Outputs[j], m)
+		if !ok {
+			return false
+		}
+		nb.redirect = append(nb.redirect, [2]rules.Value{{Node: m.Nodes[o.Node], Out: o.Out}, nv})
+	}
+	return true
+}
+
+// follow is where a value of g is read from in the view; a value
+// redirected twice goes where it went last, as in Apply.
+func (nb *neighbours) follow(v rules.Value) rules.Value {
+	for i := len(nb.redirect) - 1; i >= 0; i-- {
+		if nb.redirect[i][0] == v {
+			return nb.redirect[i][1]
+		}
+	}
+	return v
+}
+
+// operands takes k operand slots from the shared backing array.
+func (nb *neighbours) operands(k int) []rules.Value {
+	if len(nb.args)+k > cap(nb.args) {
+		nb.args = make([]rules.Value, 0, 2*cap(nb.args)+k) // earlier slices keep the old array
+	}
+	s := nb.args[len(nb.args) : len(nb.args)+k : len(nb.args)+k]
+	nb.args = nb.args[:len(nb.args)+k]
+	return s
+}
+
+// addReplacement appends the replacement's nodes to the view.
+func (nb *neighbours) addReplacement(rw *rewrite.Rewrite, m *rewrite.Match) bool {
+	nb.args = nb.args[:0]
+	nb.view.G.Nodes = nb.view.G.Nodes[:nb.n+len(rw.To.Nodes)]
+	nb.view.Shapes = nb.view.Shapes[:nb.n+len(rw.To.Nodes)]
+	for j, node := range rw.To.Nodes {
+		args := nb.operands(len(node.Args))
+		for i, a := range node.Args {
+			v, ok := nb.newValue(a, m)
+			if !ok {
+				return false
+			}
+			args[i] = v
+		}
+		node.Args = args
+		nb.view.G.Nodes[nb.n+j] = node
+	}
+	return true
+}
+
+// patchReaders points the readers of redirected values at their
+// replacements, and marks them and every node that reads them, directly
+// or not, as changed.
+func (nb *neighbours) patchReaders() {
+	nb.changed = nb.changed[:0]
+	for _, r := range nb.redirect {
+		for _, u := range nb.users[r[0].Node] {
+			if nb.inC[u] || !nb.reads(u) {
+				continue
+			}
+			node := nb.g.G.Nodes[u]
+			args := nb.operands(len(node.Args))
+			for i, a := range node.Args {
+				args[i] = nb.follow(a)
+			}
+			node.Args = args
+			nb.view.G.Nodes[u] = node
+			nb.inC[u] = true
+			nb.changed = append(nb.changed, u)
+		}
+	}
+	nb.patched = len(nb.changed)
+	for i := 0; i < len(nb.changed); i++ {
+		for _, u := range nb.users[nb.changed[i]] {
+			if !nb.inC[u] {
+				nb.inC[u] = true
+				nb.changed = append(nb.changed, u)
+			}
+		}
+	}
+}
+
+// reads reports whether node u of g reads a redirected value.
+func (nb *neighbours) reads(u int) bool {
+	for _, a := range nb.g.G.Nodes[u].Args {
+		for _, r := range nb.redirect {
+			if a == r[0] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isChanged reports whether a view node is the replacement's or a changed
+// node of g.
+func (nb *neighbours) isChanged(id int) bool { return id >= nb.n || nb.inC[id] }
+
+// visit walks the view from node id as Apply's assemble does, operands
+// first, counting readers; rehash has ruled out cycles.
+func (nb *neighbours) visit(id int) {
+	if nb.state[id] != unvisited {
+		return
+	}
+	nb.state[id] = visiting
+	node := &nb.view.G.Nodes[id]
+	for _, a := range node.Args {
+		if !a.IsInput() {
+			nb.visit(a.Node)
+		}
+	}
+	nb.state[id] = visited
+	nb.order = append(nb.order, id)
+	for _, a := range node.Args {
+		if !a.IsInput() && a.Out == 0 {
+			nb.usesV[a.Node]++
+			nb.reader[a.Node] = id
+		}
+	}
+}
+
+// price type-checks the neighbour apply built and returns its cost; ok
+// is false where a shape rule refuses it. It needs a pricer.
+func (nb *neighbours) price() (cost float64, ok bool) {
+	nb.walk()
+	for _, id := range nb.order {
+		if !nb.isChanged(id) {
+			continue
+		}
+		if !nb.reshape(id) {
+			return 0, false
+		}
+		nb.weightV[id] = nb.view.computedFromWeights(&nb.view.G.Nodes[id], nb.weightV)
+		nb.differs[id] = nb.differs[id] || id >= nb.n || nb.weightV[id] != nb.weight[id]
+	}
+	nb.markRepriced()
+	for _, i := range nb.repriced {
+		nb.contribV[i] = nb.contribution(i)
+	}
+	for _, id := range nb.order {
+		if nb.recheck[id] {
+			cost += nb.contribV[id]
+		} else {
+			cost += nb.contrib[id]
+		}
+	}
+	return cost, true
+}
+
+// reshape infers a changed node's shapes, unless its operands' shapes
+// are those they had in g, and marks whether they differ from g's.
+func (nb *neighbours) reshape(id int) bool {
+	node := &nb.view.G.Nodes[id]
+	if id < nb.n {
+		same := true
+		for i, a := range node.Args {
+			same = same && (!nb.isPatched(id) && (a.IsInput() || !nb.differs[a.Node]) ||
+				nb.view.shapeOf(a) == nb.g.shapeOf(nb.g.G.Nodes[id].Args[i]))
+		}
+		if same {
+			return true
+		}
+	}
+	out, err := nb.view.inferNode(node)
+	if err != nil {
+		return false
+	}
+	nb.view.Shapes[id] = out
+	if id < nb.n {
+		nb.inferred = append(nb.inferred, id)
+		nb.differs[id] = !slices.Equal(out, nb.g.Shapes[id])
+	}
+	return true
+}
+
+// isPatched reports whether node id of g reads a redirected value.
+func (nb *neighbours) isPatched(id int) bool {
+	return id < nb.n && nb.inC[id] && slices.Contains(nb.changed[:nb.patched], id)
+}
+
+// repricing reports whether a live changed node's price may differ from
+// g's: a replacement node, one that reads a redirected value or whose
+// shapes or weight-ness differ, one that reads such a node, and an ewadd
+// that reads a changed node (whose being a channel bias may differ).
+func (nb *neighbours) repricing(id int) bool {
+	if id >= nb.n || nb.differs[id] || nb.isPatched(id) {
+		return true
+	}
+	ewadd := nb.view.G.Nodes[id].Op.Name == "ewadd"
+	for _, a := range nb.view.G.Nodes[id].Args {
+		if !a.IsInput() && (nb.differs[a.Node] || ewadd && nb.isChanged(a.Node)) {
+			return true
+		}
+	}
+	return false
+}
+
+// markRepriced lists the nodes whose price may differ from g's: the
+// changed ones, those whose liveness or first output's use count changed,
+// and their fusion partners in g and in the neighbour.
+func (nb *neighbours) markRepriced() {
+	nb.repriced = nb.repriced[:0]
+	for _, id := range nb.order {
+		if nb.isChanged(id) && nb.repricing(id) {
+			nb.markRepricing(id)
+		}
+	}
+	for i := range nb.n {
+		if (nb.state[i] == visited) != nb.live[i] || nb.usesV[i] != nb.uses[i] {
+			nb.markRepricing(i)
+		}
+	}
+	for _, i := range nb.repriced[:len(nb.repriced):len(nb.repriced)] {
+		if i < nb.n && nb.partner[i] >= 0 {
+			nb.markRepricing(nb.partner[i])
+		}
+		if nb.state[i] != visited {
+			continue
+		}
+		switch node := &nb.view.G.Nodes[i]; node.Op.Name {
+		case "ewadd":
+			for _, a := range node.Args {
+				if !a.IsInput() && nb.view.G.Nodes[a.Node].Op.Name == "conv2d" {
+					nb.markRepricing(a.Node)
+				}
+			}
+		case "conv2d":
+			if nb.usesV[i] == 1 && nb.reader[i] >= 0 {
+				nb.markRepricing(nb.reader[i])
+			}
+		}
+	}
+}
+
+func (nb *neighbours) markRepricing(i int) {
+	if !nb.recheck[i] {
+		nb.recheck[i] = true
+		nb.repriced = append(nb.repriced, i)
+	}
+}
+
+// contribution is node i's share of the neighbour's cost, as eachPriced
+// decides it: nothing for dead and weight-only nodes and for an ewadd
+// fused into its convolution as its bias.
+func (nb *neighbours) contribution(i int) float64 {
+	if nb.state[i] != visited || nb.weightV[i] {
+		return 0
+	}
+	v := &nb.view
+	node := &v.G.Nodes[i]
+	if node.Op.Name == "ewadd" {
+		if _, fused := v.biasedConv(node, nb.weightV, nb.usesV); fused {
+			return 0
+		}
+	}
+	bias := -1
+	if r := nb.reader[i]; node.Op.Name == "conv2d" && nb.usesV[i] == 1 && r >= 0 && nb.state[r] == visited && !nb.weightV[r] && v.G.Nodes[r].Op.Name == "ewadd" {
+		if conv, ok := v.biasedConv(&v.G.Nodes[r], nb.weightV, nb.usesV); ok && conv == i {
+			bias = r
+		}
+	}
+	return nb.pricer.price(v, i, bias, nb.weightV)
+}
+
+// undo restores the view to g.
+func (nb *neighbours) undo() {
+	for _, id := range nb.changed[:nb.patched] {
+		nb.view.G.Nodes[id] = nb.g.G.Nodes[id]
+	}
+	for _, id := range nb.inferred {
+		nb.view.Shapes[id] = nb.g.Shapes[id]
+	}
+	for _, id := range nb.changed {
+		nb.inC[id], nb.differs[id] = false, false
+		nb.hashes[id] = nb.base[id]
+		nb.weightV[id] = nb.weight[id]
+	}
+	for _, i := range nb.repriced {
+		nb.recheck[i] = false
+	}
+	nb.changed, nb.repriced, nb.inferred, nb.patched = nb.changed[:0], nb.repriced[:0], nb.inferred[:0], 0
+	nb.view.G.Nodes = nb.view.G.Nodes[:nb.n]
+	nb.view.Shapes = nb.view.Shapes[:nb.n]
+}
