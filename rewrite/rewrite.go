@@ -97,6 +97,9 @@ type finder struct {
 	stopped       bool
 	commutative   bool
 	swapped       []rules.Value // scratch: a host node's operands swapped
+	// bound lists the pattern inputs bound so far, in binding order, so
+	// that backtracking unbinds them without allocating a list a try.
+	bound []int
 }
 
 func (f *finder) search(i int) {
@@ -132,39 +135,40 @@ func (f *finder) try(i, h int, pn *rules.Node, args []rules.Value) {
 	if f.stopped {
 		return
 	}
-	bound, ok := f.bindArgs(pn, args)
-	if ok {
+	mark := len(f.bound)
+	if f.bindArgs(pn, args) {
 		f.m.Nodes[i] = h
 		f.search(i + 1)
 	}
-	for _, in := range bound {
+	for _, in := range f.bound[mark:] {
 		f.m.Bound[in] = false
 	}
+	f.bound = f.bound[:mark]
 }
 
 // bindArgs checks a candidate host node's operands against the pattern
-// node's, binding pattern inputs seen for the first time; it returns the
-// inputs it bound so that the caller can undo them.
-func (f *finder) bindArgs(pn *rules.Node, args []rules.Value) (bound []int, ok bool) {
+// node's, binding pattern inputs seen for the first time and listing them
+// in f.bound, so that the caller can undo them.
+func (f *finder) bindArgs(pn *rules.Node, args []rules.Value) bool {
 	for j, a := range pn.Args {
 		hv := args[j]
 		if !a.IsInput() {
 			if hv != (rules.Value{Node: f.m.Nodes[a.Node], Out: a.Out}) {
-				return bound, false
+				return false
 			}
 			continue
 		}
 		in := a.Input()
 		if f.m.Bound[in] {
 			if f.m.Inputs[in] != hv {
-				return bound, false
+				return false
 			}
 			continue
 		}
 		f.m.Inputs[in], f.m.Bound[in] = hv, true
-		bound = append(bound, in)
+		f.bound = append(f.bound, in)
 	}
-	return bound, true
+	return true
 }
 
 // ErrCycle reports a replacement that would make the graph cyclic: a value
