@@ -70,14 +70,14 @@ func indexHost(g *rules.Graph) *hostIndex {
 	return idx
 }
 
-// candidates are the host nodes pattern node pn may match.
-func (f *finder) candidates(pn *rules.Node) []int {
-	for _, a := range pn.Args {
+// candidates are the host nodes pattern node i may match.
+func (f *finder) candidates(i int) []int {
+	for _, a := range f.pattern.Nodes[i].Args {
 		if !a.IsInput() {
 			return f.idx.users[f.m.Nodes[a.Node]]
 		}
 	}
-	return f.idx.byOp[pn.Op.Name]
+	return f.byOp[i]
 }
 
 func find(pattern, host *rules.Graph, idx *hostIndex, commutative bool, yield func(*Match) bool) {
@@ -85,18 +85,25 @@ func find(pattern, host *rules.Graph, idx *hostIndex, commutative bool, yield fu
 		return
 	}
 	f := &finder{pattern: pattern, host: host, idx: idx, yield: yield, commutative: commutative,
-		m: &Match{Nodes: make([]int, len(pattern.Nodes)), Inputs: make([]rules.Value, pattern.NumInputs), Bound: make([]bool, pattern.NumInputs)}}
+		m:    &Match{Nodes: make([]int, len(pattern.Nodes)), Inputs: make([]rules.Value, pattern.NumInputs), Bound: make([]bool, pattern.NumInputs)},
+		byOp: make([][]int, len(pattern.Nodes))}
+	for i, pn := range pattern.Nodes {
+		f.byOp[i] = idx.byOp[pn.Op.Name]
+	}
 	f.search(0)
 }
 
 type finder struct {
 	pattern, host *rules.Graph
 	idx           *hostIndex
-	yield         func(*Match) bool
-	m             *Match
-	stopped       bool
-	commutative   bool
-	swapped       []rules.Value // scratch: a host node's operands swapped
+	// byOp holds the host nodes of each pattern node's operator, looked
+	// up once: deeper pattern nodes are matched once per partial match.
+	byOp        [][]int
+	yield       func(*Match) bool
+	m           *Match
+	stopped     bool
+	commutative bool
+	swapped     []rules.Value // scratch: a host node's operands swapped
 	// bound lists the pattern inputs bound so far, in binding order, so
 	// that backtracking unbinds them without allocating a list a try.
 	bound []int
@@ -113,7 +120,7 @@ func (f *finder) search(i int) {
 		return
 	}
 	pn := &f.pattern.Nodes[i]
-	for _, h := range f.candidates(pn) {
+	for _, h := range f.candidates(i) {
 		hn := &f.host.Nodes[h]
 		if hn.Op.Name != pn.Op.Name || !slices.Equal(hn.Params, pn.Params) {
 			continue
@@ -347,7 +354,8 @@ func Term(g *rules.Graph) string {
 // same key exactly when their outputs are the same expressions of the same
 // inputs, whatever their node order or sharing (up to 128-bit hash
 // collisions). Each node's hash covers its operator, parameters and
-// operands' hashes, so the key costs one pass over the nodes.
+// operands, so the key costs one pass over the nodes. Keys are for
+// comparing graphs within a run; they are not stored.
 func Key(g *rules.Graph) string { return key(g, false) }
 
 // CommutativeKey is Key up to the order of commutative operators'
@@ -359,8 +367,11 @@ func key(g *rules.Graph, commutative bool) string {
 	return h.Key(g.Outputs, h.Nodes(g, nil))
 }
 
-// Hash is a node's hash: its operator, parameters and operands' hashes.
+// Hash is a node's hash: its operator, parameters and operands.
 type Hash = xxh3.Uint128
+
+// valueBytes is the size of an operand in a node's hashed bytes.
+const valueBytes = 24
 
 // Hasher computes the node hashes that Key (or, Commutative, CommutativeKey)
 // combines, node by node, so that a caller that knows which nodes a
@@ -382,7 +393,9 @@ func (h *Hasher) Nodes(g *rules.Graph, hashes []Hash) []Hash {
 }
 
 // Node hashes n, whose operands are graph inputs or nodes hashed in
-// hashes, by index.
+// hashes, by index. Operands enter as they are (a node's hash and the
+// output's position, or an input's index), so that a node costs one
+// hash however many operands it has.
 func (h *Hasher) Node(n *rules.Node, hashes []Hash) Hash {
 	buf := append(h.buf[:0], n.Op.Name...)
 	for _, p := range n.Params {
@@ -390,11 +403,10 @@ func (h *Hasher) Node(n *rules.Node, hashes []Hash) Hash {
 	}
 	operands := len(buf)
 	for _, a := range n.Args {
-		v := valueHash(a, hashes)
-		buf = binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(buf, v.Hi), v.Lo)
+		buf = appendValue(buf, a, hashes)
 	}
-	if h.Commutative && n.Op.Commutative && string(buf[operands:operands+16]) > string(buf[operands+16:]) {
-		swapHalves(buf[operands:])
+	if h.Commutative && n.Op.Commutative && string(buf[operands:operands+valueBytes]) > string(buf[operands+valueBytes:]) {
+		swapOperands(buf[operands:])
 	}
 	h.buf = buf
 	return xxh3.Hash128(buf)
@@ -402,33 +414,36 @@ func (h *Hasher) Node(n *rules.Node, hashes []Hash) Hash {
 
 // Key is the key of a graph with these outputs whose nodes hash to hashes.
 func (h *Hasher) Key(outputs []rules.Value, hashes []Hash) string {
-	out := make([]byte, 0, 16*len(outputs))
+	out := make([]byte, 0, valueBytes*len(outputs))
 	for _, o := range outputs {
-		v := valueHash(o, hashes)
-		out = binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(out, v.Hi), v.Lo)
+		out = appendValue(out, o, hashes)
 	}
 	return string(out)
 }
 
-// valueHash hashes a value: an input by its index, a node's output by the
-// node's hash and the output's position.
-func valueHash(v rules.Value, hashes []Hash) Hash {
-	var b [24]byte
+// inputTag marks an input among the operands' bytes, where a node's
+// output has its node's hash: a hash word of all ones is as likely as any
+// other collision.
+const inputTag = ^uint64(0)
+
+// appendValue appends a value's bytes: an input by its index, a node's
+// output by the node's hash and the output's position.
+func appendValue(b []byte, v rules.Value, hashes []Hash) []byte {
 	if v.IsInput() {
-		binary.LittleEndian.PutUint64(b[:], uint64(v.Input()))
-		return xxh3.Hash128(b[:8])
+		b = binary.LittleEndian.AppendUint64(b, inputTag)
+		b = binary.LittleEndian.AppendUint64(b, inputTag)
+		return binary.LittleEndian.AppendUint64(b, uint64(v.Input()))
 	}
 	h := hashes[v.Node]
-	binary.LittleEndian.PutUint64(b[:], h.Hi)
-	binary.LittleEndian.PutUint64(b[8:], h.Lo)
-	binary.LittleEndian.PutUint64(b[16:], uint64(v.Out)+1)
-	return xxh3.Hash128(b[:])
+	b = binary.LittleEndian.AppendUint64(b, h.Hi)
+	b = binary.LittleEndian.AppendUint64(b, h.Lo)
+	return binary.LittleEndian.AppendUint64(b, uint64(v.Out)+1)
 }
 
-// swapHalves swaps the two 16-byte operand hashes at the start of b.
-func swapHalves(b []byte) {
-	var tmp [16]byte
-	copy(tmp[:], b[:16])
-	copy(b[:16], b[16:32])
-	copy(b[16:32], tmp[:])
+// swapOperands swaps the two operands' bytes at the start of b.
+func swapOperands(b []byte) {
+	var tmp [valueBytes]byte
+	copy(tmp[:], b[:valueBytes])
+	copy(b[:valueBytes], b[valueBytes:2*valueBytes])
+	copy(b[valueBytes:2*valueBytes], tmp[:])
 }
