@@ -1,6 +1,7 @@
 package optimizer
 
 import (
+	"cmp"
 	"slices"
 
 	"rulebook/rewrite"
@@ -66,6 +67,17 @@ type neighbours struct {
 	recheck  []bool
 	repriced []int
 	contribV []float64
+
+	// done holds the change signature (see signature) of every rewrite
+	// applied so far: a rewrite that makes the same change makes the same
+	// graph, which has been keyed already. Different rules, and one rule
+	// matched with commutative operands swapped, often do: most of a
+	// transformer's neighbours repeat another one's.
+	done map[string]bool
+	// local identifies each node of the view for signatures: g's nodes
+	// by index, the replacement's by operator, parameters and operands.
+	local []rewrite.Hash
+	sig   []byte
 }
 
 const (
@@ -108,8 +120,17 @@ func newNeighbours(g *Graph, cost CostModel) *neighbours {
 	nb.hashes = append([]rewrite.Hash(nil), nb.base...)
 	nb.weightV = append([]bool(nil), nb.weight...)
 	nb.inC, nb.recheck, nb.differs = make([]bool, n), make([]bool, n), make([]bool, n)
+	nb.done = map[string]bool{}
+	nb.local = make([]rewrite.Hash, n)
+	for i := range nb.local {
+		nb.local[i] = rewrite.Hash{Hi: uint64(i), Lo: localTag}
+	}
 	return nb
 }
+
+// localTag tells g's nodes' identities from replacement nodes' hashes in
+// signatures.
+const localTag = 0x6c6f63616c6e6f64
 
 // grow makes the per-node scratch hold size nodes.
 func (nb *neighbours) grow(size int) {
@@ -123,19 +144,32 @@ func (nb *neighbours) grow(size int) {
 	nb.weightV = append(nb.weightV[:nb.n], make([]bool, extra)...)
 	nb.inC = append(nb.inC[:nb.n], make([]bool, extra)...)
 	nb.recheck = append(nb.recheck[:nb.n], make([]bool, extra)...)
+	nb.local = append(nb.local[:nb.n], make([]rewrite.Hash, extra)...)
 	nb.differs = append(nb.differs[:nb.n], make([]bool, extra)...)
 	nb.view.G.Nodes = append(nb.view.G.Nodes[:nb.n], make([]rules.Node, extra)...)[:nb.n]
 	nb.view.Shapes = append(nb.view.Shapes[:nb.n], make([][]rules.Shape, extra)...)[:nb.n]
 }
 
-// apply applies rw at m to the view and returns the neighbour's key (as
-// rewrite.CommutativeKey of the built neighbour); ok is false where Apply
-// would fail, as for a cyclic replacement. Call undo after it either way.
-func (nb *neighbours) apply(rw *rewrite.Rewrite, m *rewrite.Match) (key string, ok bool) {
+// outcome is what applying a rewrite in place gave.
+type outcome int
+
+const (
+	applied  outcome = iota
+	failed           // Apply would fail, as for a cyclic replacement
+	repeated         // an earlier rewrite of g made the same change
+)
+
+// apply applies rw at m to the view and, when it is applied, returns the
+// neighbour's key (as rewrite.CommutativeKey of the built neighbour).
+// Call undo after it whatever the outcome.
+func (nb *neighbours) apply(rw *rewrite.Rewrite, m *rewrite.Match) (string, outcome) {
 	k := len(rw.To.Nodes)
 	nb.grow(nb.n + k)
 	if !nb.redirectOutputs(rw, m) || !nb.addReplacement(rw, m) {
-		return "", false
+		return "", failed
+	}
+	if nb.repeats() {
+		return "", repeated
 	}
 	nb.patchReaders()
 	for i, o := range nb.g.G.Outputs {
@@ -144,10 +178,10 @@ func (nb *neighbours) apply(rw *rewrite.Rewrite, m *rewrite.Match) (key string, 
 	clear(nb.state[:nb.n+k])
 	for _, o := range nb.view.G.Outputs {
 		if !o.IsInput() && nb.isChanged(o.Node) && !nb.rehash(o.Node) {
-			return "", false
+			return "", failed
 		}
 	}
-	return nb.hasher.Key(nb.view.G.Outputs, nb.hashes), true
+	return nb.hasher.Key(nb.view.G.Outputs, nb.hashes), applied
 }
 
 // rehash hashes the changed nodes that node id, a changed one, reads,
@@ -191,6 +225,42 @@ func (nb *neighbours) walk() {
 			nb.reader[o.Node] = -1
 		}
 	}
+}
+
+// repeats reports whether an earlier rewrite of g made the same change,
+// and remembers this one's. A change is which values of g are redirected
+// to what (see signature): the graph after it is g with exactly those
+// values replaced, so an equal change gives an equal graph.
+func (nb *neighbours) repeats() bool {
+	sig := nb.signature()
+	if nb.done[string(sig)] {
+		return true
+	}
+	nb.done[string(sig)] = true
+	return false
+}
+
+// signature describes the change: each redirected value of g, in order,
+// with the value that replaces it, a value of g by its identity and a
+// replacement node's output by the term it computes from values of g (up
+// to commutative operands' order, as keys are).
+func (nb *neighbours) signature() []byte {
+	for j := nb.n; j < len(nb.view.G.Nodes); j++ {
+		nb.local[j] = nb.hasher.Node(&nb.view.G.Nodes[j], nb.local)
+	}
+	slices.SortStableFunc(nb.redirect, func(a, b [2]rules.Value) int {
+		return cmp.Or(cmp.Compare(a[0].Node, b[0].Node), cmp.Compare(a[0].Out, b[0].Out))
+	})
+	sig := nb.sig[:0]
+	for i, r := range nb.redirect {
+		if i+1 < len(nb.redirect) && nb.redirect[i+1][0] == r[0] {
+			continue // redirected again: the last one holds
+		}
+		sig = nb.hasher.AppendValue(sig, r[0], nb.local)
+		sig = nb.hasher.AppendValue(sig, r[1], nb.local)
+	}
+	nb.sig = sig
+	return sig
 }
 
 // newValue is the value replacement value v stands for in the view.

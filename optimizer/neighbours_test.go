@@ -39,24 +39,39 @@ func checkNeighbours(t *testing.T, g *Graph, vs []variant, rws []rewrite.Rewrite
 	cost := DefaultCPU()
 	nb := newNeighbours(g, cost)
 	var kept []*Graph
-	checked, priced := 0, 0
+	checked, priced, repeats := 0, 0, 0
+	// The key in place is the built graph's, each for one graph.
+	keyOf, keys := map[string]string{}, map[string]bool{}
 	rewrite.Matches(&g.G, rws, func(rw *rewrite.Rewrite, m *rewrite.Match) bool {
 		defer nb.undo()
 		if !g.fitsRanks(&vs[rw.Rule], m) {
 			return true
 		}
-		key, ok := nb.apply(rw, m)
+		key, out := nb.apply(rw, m)
 		next, err := rewrite.Apply(&g.G, rw.From, rw.To, m)
-		if ok != (err == nil) {
-			t.Fatalf("rule %d: applied in place %v, Apply's error %v", rw.Rule, ok, err)
+		if out == repeated {
+			// The same change as an earlier rewrite's: the same graph.
+			if err == nil && !keys[rewrite.CommutativeKey(next)] {
+				t.Fatalf("rule %d: a repeated change, but a new graph", rw.Rule)
+			}
+			repeats++
+			return true
 		}
-		if !ok {
+		if (out == applied) != (err == nil) {
+			t.Fatalf("rule %d: outcome %d in place, Apply's error %v", rw.Rule, out, err)
+		}
+		if err != nil {
 			return true
 		}
 		checked++
-		if want := rewrite.CommutativeKey(next); key != want {
-			t.Fatalf("rule %d: key %x, built graph's %x", rw.Rule, key, want)
+		want := rewrite.CommutativeKey(next)
+		if keyOf[key] == "" {
+			keyOf[key] = want
 		}
+		if keyOf[key] != want {
+			t.Fatalf("rule %d: key %x in place stands for two graphs", rw.Rule, key)
+		}
+		keys[want] = true
 		built := g.with(next)
 		inferErr := built.Infer()
 		got, ok := nb.price()
@@ -78,6 +93,6 @@ func checkNeighbours(t *testing.T, g *Graph, vs []variant, rws []rewrite.Rewrite
 	if checked == 0 || priced == 0 {
 		t.Errorf("%d neighbours, %d of them type-check: nothing compared", checked, priced)
 	}
-	t.Logf("%d nodes: %d neighbours, %d type-check", len(g.G.Nodes), checked, priced)
+	t.Logf("%d nodes: %d neighbours, %d type-check, %d repeat others' changes", len(g.G.Nodes), checked, priced, repeats)
 	return kept
 }

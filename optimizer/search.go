@@ -381,12 +381,13 @@ func (s *search) expand(cur *candidate) {
 			return true // proved for other ranks
 		}
 		defer nb.undo()
-		key, ok := nb.apply(rw, m)
-		if !ok || s.seen[key] {
-			return true
+		key, out := nb.apply(rw, m)
+		if out != applied || s.seen[key] {
+			return true // a repeated change gives a graph seen already
 		}
 		s.seen[key] = true
 		next := &candidate{parent: cur, rw: rw, match: cloneMatch(m)}
+		var ok bool
 		if build {
 			ok = s.build(next)
 		} else {

@@ -421,6 +421,13 @@ func (h *Hasher) Key(outputs []rules.Value, hashes []Hash) string {
 	return string(out)
 }
 
+// AppendValue appends the bytes that stand for value v in a node's hash:
+// an input by its index, a node's output by hashes[v.Node] and the
+// output's position.
+func (h *Hasher) AppendValue(b []byte, v rules.Value, hashes []Hash) []byte {
+	return appendValue(b, v, hashes)
+}
+
 // inputTag marks an input among the operands' bytes, where a node's
 // output has its node's hash: a hash word of all ones is as likely as any
 // other collision.
