@@ -45,19 +45,45 @@ func FindCommutative(pattern, host *rules.Graph, yield func(*Match) bool) {
 	find(pattern, host, indexHost(host), true, yield)
 }
 
-// hostIndex lists a host graph's nodes by operator and each node's users,
-// so that matching a pattern node looks only at nodes that can match it:
-// the users of the node its first operand matched, or else the nodes of
-// its operator.
+// hostIndex lists a host graph's nodes by operator and parameters, and
+// each node's users, so that matching a pattern node looks only at nodes
+// that can match it: the users of the node its first operand matched, or
+// else the nodes of its operator and parameters.
 type hostIndex struct {
-	byOp  map[string][]int
-	users [][]int // of each node, ascending, each user once
+	byOp map[string][]int
+	// kinds numbers the host's combinations of operator and parameters
+	// (see kindKey); kind is each node's, byKind the nodes of each.
+	kinds  map[string]int
+	kind   []int
+	byKind [][]int
+	users  [][]int // of each node, ascending, each user once
+}
+
+// kindKey appends what a node must share with a pattern node to match it:
+// its operator's name, a zero byte that no name holds, its parameters.
+func kindKey(b []byte, n *rules.Node) []byte {
+	b = append(b, n.Op.Name...)
+	b = append(b, 0)
+	for _, p := range n.Params {
+		b = binary.LittleEndian.AppendUint64(b, uint64(p))
+	}
+	return b
 }
 
 func indexHost(g *rules.Graph) *hostIndex {
-	idx := &hostIndex{byOp: map[string][]int{}, users: make([][]int, len(g.Nodes))}
+	idx := &hostIndex{byOp: map[string][]int{}, kinds: map[string]int{}, kind: make([]int, len(g.Nodes)), users: make([][]int, len(g.Nodes))}
+	var key []byte
 	for i, n := range g.Nodes {
 		idx.byOp[n.Op.Name] = append(idx.byOp[n.Op.Name], i)
+		key = kindKey(key[:0], &g.Nodes[i])
+		k, ok := idx.kinds[string(key)]
+		if !ok {
+			k = len(idx.byKind)
+			idx.kinds[string(key)] = k
+			idx.byKind = append(idx.byKind, nil)
+		}
+		idx.kind[i] = k
+		idx.byKind[k] = append(idx.byKind[k], i)
 		for _, a := range n.Args {
 			if a.IsInput() {
 				continue
@@ -77,7 +103,7 @@ func (f *finder) candidates(i int) []int {
 			return f.idx.users[f.m.Nodes[a.Node]]
 		}
 	}
-	return f.byOp[i]
+	return f.idx.byKind[f.kind[i]]
 }
 
 func find(pattern, host *rules.Graph, idx *hostIndex, commutative bool, yield func(*Match) bool) {
@@ -86,9 +112,15 @@ func find(pattern, host *rules.Graph, idx *hostIndex, commutative bool, yield fu
 	}
 	f := &finder{pattern: pattern, host: host, idx: idx, yield: yield, commutative: commutative,
 		m:    &Match{Nodes: make([]int, len(pattern.Nodes)), Inputs: make([]rules.Value, pattern.NumInputs), Bound: make([]bool, pattern.NumInputs)},
-		byOp: make([][]int, len(pattern.Nodes))}
-	for i, pn := range pattern.Nodes {
-		f.byOp[i] = idx.byOp[pn.Op.Name]
+		kind: make([]int, len(pattern.Nodes))}
+	var key []byte
+	for i := range pattern.Nodes {
+		key = kindKey(key[:0], &pattern.Nodes[i])
+		k, ok := idx.kinds[string(key)]
+		if !ok {
+			return // no host node has this operator with these parameters
+		}
+		f.kind[i] = k
 	}
 	f.search(0)
 }
@@ -96,9 +128,9 @@ func find(pattern, host *rules.Graph, idx *hostIndex, commutative bool, yield fu
 type finder struct {
 	pattern, host *rules.Graph
 	idx           *hostIndex
-	// byOp holds the host nodes of each pattern node's operator, looked
-	// up once: deeper pattern nodes are matched once per partial match.
-	byOp        [][]int
+	// kind is each pattern node's kind in the host index, looked up
+	// once: deeper pattern nodes are matched once per partial match.
+	kind        []int
 	yield       func(*Match) bool
 	m           *Match
 	stopped     bool
@@ -121,10 +153,10 @@ func (f *finder) search(i int) {
 	}
 	pn := &f.pattern.Nodes[i]
 	for _, h := range f.candidates(i) {
-		hn := &f.host.Nodes[h]
-		if hn.Op.Name != pn.Op.Name || !slices.Equal(hn.Params, pn.Params) {
+		if f.idx.kind[h] != f.kind[i] {
 			continue
 		}
+		hn := &f.host.Nodes[h]
 		f.try(i, h, pn, hn.Args)
 		if f.commutative && hn.Op.Commutative && hn.Args[0] != hn.Args[1] {
 			f.swapped = append(f.swapped[:0], hn.Args[1], hn.Args[0])
