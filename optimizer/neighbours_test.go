@@ -1,6 +1,7 @@
 package optimizer
 
 import (
+	"fmt"
 	"testing"
 
 	"rulebook/rewrite"
@@ -95,4 +96,49 @@ func checkNeighbours(t *testing.T, g *Graph, vs []variant, rws []rewrite.Rewrite
 	}
 	t.Logf("%d nodes: %d neighbours, %d type-check, %d repeat others' changes", len(g.G.Nodes), checked, priced, repeats)
 	return kept
+}
+
+// rewrite.Matches replays the matches of a pattern shared by several
+// rules: the sequence it yields is the one searching for each rewrite's
+// pattern in turn finds, on each shared model under the released
+// rulebook, whose rules share hundreds of patterns.
+func TestMatchesReplaySharedPatterns(t *testing.T) {
+	rs, err := LoadBundle(bundle3Ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rws, _ := rs.variants()
+	for _, model := range []string{"squeezenet1_1.onnx", "resnet50.onnx", "inception_v3.onnx", "bert_base.onnx"} {
+		m, rt := load(t, model)
+		g, err := FromONNX(m, rt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for i := range rws {
+			rewrite.FindCommutative(rws[i].From, &g.G, func(m *rewrite.Match) bool {
+				want = append(want, describeMatch(i, m))
+				return true
+			})
+		}
+		index := map[*rewrite.Rewrite]int{}
+		for i := range rws {
+			index[&rws[i]] = i
+		}
+		k := 0
+		rewrite.Matches(&g.G, rws, func(rw *rewrite.Rewrite, m *rewrite.Match) bool {
+			if got := describeMatch(index[rw], m); k >= len(want) || got != want[k] {
+				t.Fatalf("%s: match %d is %s, want the %d found one by one", model, k, got, len(want))
+			}
+			k++
+			return true
+		})
+		if k != len(want) {
+			t.Errorf("%s: %d matches, %d found one by one", model, k, len(want))
+		}
+	}
+}
+
+func describeMatch(rw int, m *rewrite.Match) string {
+	return fmt.Sprint(rw, m.Nodes, m.Inputs, m.Bound)
 }

@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"context"
+	"encoding/binary"
 
 	"rulebook/rules"
 )
@@ -65,15 +66,40 @@ func Neighbours(g *rules.Graph, rws []Rewrite, yield func(rw *Rewrite, m *Match,
 // the order Neighbours visits them, until yield returns false. It builds
 // no graph: a caller that can tell what a rewrite would give without
 // copying g (the optimizer's search) applies only the ones it keeps.
+//
+// Rule sets hold many rules with one pattern (up to the numbering of its
+// inputs) and different replacements: such a pattern is searched for once
+// and its matches replayed, renumbered, for the other rewrites. Matching
+// does not depend on the numbering, so the matches and their order are
+// those a search would find.
 func Matches(g *rules.Graph, rws []Rewrite, yield func(rw *Rewrite, m *Match) bool) {
 	idx := indexHost(g)
+	forms := make([]patternForm, len(rws))
+	count := map[string]int{}
 	for i := range rws {
-		rw := &rws[i]
+		forms[i] = formOf(&rws[i])
+		count[forms[i].key]++
+	}
+	found := map[string]*matchList{}
+	for i := range rws {
+		rw, form := &rws[i], &forms[i]
 		if !rw.fits(idx.byOp) {
 			continue
 		}
+		if list, ok := found[form.key]; ok {
+			if !list.replay(rw, form, yield) {
+				return
+			}
+			continue
+		}
+		var list *matchList
+		if count[form.key] > 1 {
+			list = &matchList{nodes: len(rw.From.Nodes), inputs: len(form.inputs)}
+			found[form.key] = list
+		}
 		stop := false
 		find(rw.From, g, idx, rw.Commutative, func(m *Match) bool {
+			list.add(m, form)
 			stop = !yield(rw, m)
 			return !stop
 		})
@@ -81,6 +107,88 @@ func Matches(g *rules.Graph, rws []Rewrite, yield func(rw *Rewrite, m *Match) bo
 			return
 		}
 	}
+}
+
+// patternForm is a pattern with its inputs numbered in the order its
+// nodes first read them: key encodes it (and whether it matches
+// commutatively), inputs[k] is the pattern's number of the k-th input.
+type patternForm struct {
+	key    string
+	inputs []int
+}
+
+func formOf(rw *Rewrite) patternForm {
+	var f patternForm
+	canon := map[int]int{}
+	var b []byte
+	value := func(v rules.Value) {
+		if !v.IsInput() {
+			b = binary.LittleEndian.AppendUint64(append(b, 'n'), uint64(v.Node))
+			b = binary.LittleEndian.AppendUint64(b, uint64(v.Out))
+			return
+		}
+		k, ok := canon[v.Input()]
+		if !ok {
+			k = len(f.inputs)
+			canon[v.Input()] = k
+			f.inputs = append(f.inputs, v.Input())
+		}
+		b = binary.LittleEndian.AppendUint64(append(b, 'i'), uint64(k))
+	}
+	if rw.Commutative {
+		b = append(b, 'c')
+	}
+	for i := range rw.From.Nodes {
+		n := &rw.From.Nodes[i]
+		b = kindKey(append(b, '('), n)
+		for _, a := range n.Args {
+			value(a)
+		}
+	}
+	b = append(b, ')')
+	for _, o := range rw.From.Outputs {
+		value(o)
+	}
+	f.key = string(b)
+	return f
+}
+
+// matchList records a pattern's matches, its inputs in the pattern
+// form's numbering, to replay them for another pattern of the same form.
+type matchList struct {
+	nodes, inputs int
+	matched       []int
+	bound         []rules.Value
+}
+
+// add records m; a nil list records nothing.
+func (l *matchList) add(m *Match, form *patternForm) {
+	if l == nil {
+		return
+	}
+	l.matched = append(l.matched, m.Nodes...)
+	for _, in := range form.inputs {
+		l.bound = append(l.bound, m.Inputs[in])
+	}
+}
+
+// replay yields the recorded matches as matches of rw's pattern, whose
+// form is form, until yield returns false.
+func (l *matchList) replay(rw *Rewrite, form *patternForm, yield func(rw *Rewrite, m *Match) bool) bool {
+	m := &Match{Inputs: make([]rules.Value, rw.From.NumInputs), Bound: make([]bool, rw.From.NumInputs)}
+	for _, in := range form.inputs {
+		m.Bound[in] = true
+	}
+	for k := 0; k*l.nodes < len(l.matched); k++ {
+		m.Nodes = l.matched[k*l.nodes : (k+1)*l.nodes]
+		for j, in := range form.inputs {
+			m.Inputs[in] = l.bound[k*l.inputs+j]
+		}
+		if !yield(rw, m) {
+			return false
+		}
+	}
+	return true
 }
 
 // Step is one rewrite of a derivation.
