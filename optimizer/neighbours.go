@@ -15,9 +15,12 @@ import (
 // here a rewrite is applied in place to a view of the graph, and only
 // what it changed is hashed, inferred and priced again:
 //
-//   - the changed nodes are the replacement's and the graph's nodes that
-//     read, directly or not, a value the rewrite redirects: no other
-//     node's hash, shapes or weight-ness can change;
+//   - the changed nodes are the replacement's and the graph's live nodes
+//     that read, directly or not, a value the rewrite redirects: no other
+//     node's hash, shapes or weight-ness can change. The graph's nodes are
+//     in topological order, so none before the first that reads a
+//     redirected value changes, and one walk from the outputs that stops
+//     there finds and rehashes the changed nodes;
 //   - the neighbour's node order (Apply's, which its cost sums in) and
 //     its live nodes come from one walk from the outputs, which also
 //     finds the cycles Apply refuses;
@@ -53,6 +56,7 @@ type neighbours struct {
 	args     []rules.Value    // backing array of patched operands
 	changed  []int            // g's nodes whose hash may change, the patched first
 	patched  int              // how many of changed read a redirected value
+	first    int              // the first of those, or n
 	inC      []bool
 	// differs marks the changed nodes whose shapes or weight-ness differ
 	// from g's; inferred lists those whose shapes were inferred again.
@@ -177,34 +181,49 @@ func (nb *neighbours) apply(rw *rewrite.Rewrite, m *rewrite.Match) (string, outc
 	}
 	clear(nb.state[:nb.n+k])
 	for _, o := range nb.view.G.Outputs {
-		if !o.IsInput() && nb.isChanged(o.Node) && !nb.rehash(o.Node) {
+		if _, ok := nb.rehash(o); !ok {
 			return "", failed
 		}
 	}
 	return nb.hasher.Key(nb.view.G.Outputs, nb.hashes), applied
 }
 
-// rehash hashes the changed nodes that node id, a changed one, reads,
-// operands first; it reports false on a cycle. A cycle the rewrite makes
-// runs through changed nodes only, and unchanged nodes read unchanged
-// ones only, so this finds every cycle Apply would.
-func (nb *neighbours) rehash(id int) bool {
+// rehash walks the view from value v, operands first, down to the nodes
+// before the first patched one, and rehashes the nodes that changed:
+// the replacement's, the patched ones and those that read a changed one.
+// It reports whether v's node changed, and false on a cycle. A cycle the
+// rewrite makes runs through changed nodes only, so this finds every
+// cycle Apply would.
+func (nb *neighbours) rehash(v rules.Value) (changed, ok bool) {
+	id := v.Node
+	if v.IsInput() || id < nb.first {
+		return false, true
+	}
 	switch nb.state[id] {
 	case visiting:
-		return false
+		return false, false
 	case visited:
-		return true
+		return nb.isChanged(id), true
 	}
 	nb.state[id] = visiting
 	node := &nb.view.G.Nodes[id]
+	changed = nb.isChanged(id)
 	for _, a := range node.Args {
-		if !a.IsInput() && nb.isChanged(a.Node) && !nb.rehash(a.Node) {
-			return false
+		c, ok := nb.rehash(a)
+		if !ok {
+			return false, false
 		}
+		changed = changed || c
 	}
 	nb.state[id] = visited
-	nb.hashes[id] = nb.hasher.Node(node, nb.hashes)
-	return true
+	if changed {
+		if !nb.isChanged(id) {
+			nb.inC[id] = true
+			nb.changed = append(nb.changed, id)
+		}
+		nb.hashes[id] = nb.hasher.Node(node, nb.hashes)
+	}
+	return changed, true
 }
 
 // walk lists the neighbour's live nodes in Apply's order and counts the
@@ -332,10 +351,9 @@ func (nb *neighbours) addReplacement(rw *rewrite.Rewrite, m *rewrite.Match) bool
 }
 
 // patchReaders points the readers of redirected values at their
-// replacements, and marks them and every node that reads them, directly
-// or not, as changed.
+// replacements and marks them changed.
 func (nb *neighbours) patchReaders() {
-	nb.changed = nb.changed[:0]
+	nb.changed, nb.first = nb.changed[:0], nb.n
 	for _, r := range nb.redirect {
 		for _, u := range nb.users[r[0].Node] {
 			if nb.inC[u] || !nb.reads(u) {
@@ -350,17 +368,10 @@ func (nb *neighbours) patchReaders() {
 			nb.view.G.Nodes[u] = node
 			nb.inC[u] = true
 			nb.changed = append(nb.changed, u)
+			nb.first = min(nb.first, u)
 		}
 	}
 	nb.patched = len(nb.changed)
-	for i := 0; i < len(nb.changed); i++ {
-		for _, u := range nb.users[nb.changed[i]] {
-			if !nb.inC[u] {
-				nb.inC[u] = true
-				nb.changed = append(nb.changed, u)
-			}
-		}
-	}
 }
 
 // reads reports whether node u of g reads a redirected value.
