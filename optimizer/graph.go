@@ -326,7 +326,12 @@ func (g *Graph) Infer() error {
 
 // opaqueOf returns the ONNX node behind an opaque node.
 func (g *Graph) opaqueOf(n *rules.Node) (opaqueNode, bool) {
-	if len(n.Params) != 1 || n.Params[0] >= len(g.opaque) || n.Op.Name != "onnx."+g.opaque[n.Params[0]].node.OpType {
+	if len(n.Params) != 1 || n.Params[0] >= len(g.opaque) {
+		return opaqueNode{}, false
+	}
+	// Compared in parts: the search asks for every node it prices.
+	name, found := strings.CutPrefix(n.Op.Name, "onnx.")
+	if !found || name != g.opaque[n.Params[0]].node.OpType {
 		return opaqueNode{}, false
 	}
 	return g.opaque[n.Params[0]], true

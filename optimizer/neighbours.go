@@ -475,18 +475,25 @@ func (nb *neighbours) isPatched(id int) bool {
 // repricing reports whether a live changed node's price may differ from
 // g's: a replacement node, one that reads a redirected value or whose
 // shapes or weight-ness differ, one that reads such a node, and an ewadd
-// that reads a changed node (whose being a channel bias may differ).
+// of a convolution that reads a changed node (whose being a channel bias
+// may differ).
 func (nb *neighbours) repricing(id int) bool {
 	if id >= nb.n || nb.differs[id] || nb.isPatched(id) {
 		return true
 	}
-	ewadd := nb.view.G.Nodes[id].Op.Name == "ewadd"
-	for _, a := range nb.view.G.Nodes[id].Args {
-		if !a.IsInput() && (nb.differs[a.Node] || ewadd && nb.isChanged(a.Node)) {
+	node := &nb.view.G.Nodes[id]
+	changedArg, convArg := false, false
+	for _, a := range node.Args {
+		if a.IsInput() {
+			continue
+		}
+		if nb.differs[a.Node] {
 			return true
 		}
+		changedArg = changedArg || nb.isChanged(a.Node)
+		convArg = convArg || nb.view.G.Nodes[a.Node].Op.Name == "conv2d"
 	}
-	return false
+	return node.Op.Name == "ewadd" && changedArg && convArg
 }
 
 // markRepriced lists the nodes whose price may differ from g's: the
