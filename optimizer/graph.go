@@ -33,6 +33,9 @@ type Graph struct {
 	// reg is the registry G's operators come from, and with them their
 	// ONNX names.
 	reg *rules.Registry
+	// inputShapes are the inputs' shapes as the registry's, made once:
+	// the search reads them for every node it prices.
+	inputShapes []rules.Shape
 	// prefix starts every name the optimizer makes up; no name in the
 	// model starts with it, so made-up names never collide with the
 	// model's (a model optimized before has "rb." names already).
@@ -114,6 +117,9 @@ func FromONNX(m *onnx.Model, rt *runtime.Model) (*Graph, error) {
 		b.g.Outputs = append(b.g.Outputs, o.Name)
 	}
 	b.g.G.NumInputs = len(b.g.Inputs)
+	for _, in := range b.g.Inputs {
+		b.g.inputShapes = append(b.g.inputShapes, rules.NewShape(in.Shape...))
+	}
 	if err := b.g.G.Validate(); err != nil {
 		return nil, fmt.Errorf("optimizer: %w", err)
 	}
@@ -291,6 +297,9 @@ func (g *Graph) shape(v rules.Value) []int {
 
 func (g *Graph) shapeOf(v rules.Value) rules.Shape {
 	if v.IsInput() {
+		if i := v.Input(); i < len(g.inputShapes) {
+			return g.inputShapes[i]
+		}
 		return rules.NewShape(g.Inputs[v.Input()].Shape...)
 	}
 	return g.Shapes[v.Node][v.Out]

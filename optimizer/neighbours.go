@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/zeebo/xxh3"
+
 	"rulebook/rewrite"
 	"rulebook/rules"
 )
@@ -77,7 +79,7 @@ type neighbours struct {
 	// graph, which has been keyed already. Different rules, and one rule
 	// matched with commutative operands swapped, often do: most of a
 	// transformer's neighbours repeat another one's.
-	done map[string]bool
+	done map[rewrite.Hash]bool
 	// local identifies each node of the view for signatures: g's nodes
 	// by index, the replacement's by operator, parameters and operands.
 	local []rewrite.Hash
@@ -124,7 +126,7 @@ func newNeighbours(g *Graph, cost CostModel) *neighbours {
 	nb.hashes = append([]rewrite.Hash(nil), nb.base...)
 	nb.weightV = append([]bool(nil), nb.weight...)
 	nb.inC, nb.recheck, nb.differs = make([]bool, n), make([]bool, n), make([]bool, n)
-	nb.done = map[string]bool{}
+	nb.done = map[rewrite.Hash]bool{}
 	nb.local = make([]rewrite.Hash, n)
 	for i := range nb.local {
 		nb.local[i] = rewrite.Hash{Hi: uint64(i), Lo: localTag}
@@ -251,11 +253,11 @@ func (nb *neighbours) walk() {
 // to what (see signature): the graph after it is g with exactly those
 // values replaced, so an equal change gives an equal graph.
 func (nb *neighbours) repeats() bool {
-	sig := nb.signature()
-	if nb.done[string(sig)] {
+	sig := xxh3.Hash128(nb.signature()) // as collision-free as keys
+	if nb.done[sig] {
 		return true
 	}
-	nb.done[string(sig)] = true
+	nb.done[sig] = true
 	return false
 }
 

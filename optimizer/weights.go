@@ -176,7 +176,7 @@ func (g *Graph) channelBias(v rules.Value, weight []bool) bool {
 // channelBiasMemo remembers each node's answer, since weight-only
 // computations share operands.
 func (g *Graph) channelBiasMemo(v rules.Value, weight []bool, memo map[int]bool) bool {
-	if len(g.shape(v)) != 4 {
+	if v.IsInput() && len(g.Inputs[v.Input()].Shape) != 4 || !v.IsInput() && g.Shapes[v.Node][v.Out].Rank != 4 {
 		return false
 	}
 	if v.IsInput() {
