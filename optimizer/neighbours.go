@@ -72,7 +72,14 @@ type neighbours struct {
 	weightV  []bool
 	recheck  []bool
 	repriced []int
-	contribV []float64
+	// stamp marks the nodes markRecounted has queued in its gen-th call.
+	stamp []uint32
+	gen   uint32
+	stack []int
+	// deadReads are the operands of g's dead nodes (a mapped model may
+	// have some; a built neighbour has none).
+	deadReads []rules.Value
+	contribV  []float64
 
 	// done holds the change signature (see signature) of every rewrite
 	// applied so far: a rewrite that makes the same change makes the same
@@ -126,6 +133,12 @@ func newNeighbours(g *Graph, cost CostModel) *neighbours {
 	nb.hashes = append([]rewrite.Hash(nil), nb.base...)
 	nb.weightV = append([]bool(nil), nb.weight...)
 	nb.inC, nb.recheck, nb.differs = make([]bool, n), make([]bool, n), make([]bool, n)
+	nb.stamp = make([]uint32, n)
+	for i, node := range g.G.Nodes {
+		if !nb.live[i] {
+			nb.deadReads = append(nb.deadReads, node.Args...)
+		}
+	}
 	nb.done = map[rewrite.Hash]bool{}
 	nb.local = make([]rewrite.Hash, n)
 	for i := range nb.local {
@@ -211,11 +224,18 @@ func (nb *neighbours) rehash(v rules.Value) (changed, ok bool) {
 	node := &nb.view.G.Nodes[id]
 	changed = nb.isChanged(id)
 	for _, a := range node.Args {
-		c, ok := nb.rehash(a)
-		if !ok {
-			return false, false
+		switch {
+		case a.IsInput() || a.Node < nb.first:
+			// unchanged: checked here, since most operands are
+		case nb.state[a.Node] == visited:
+			changed = changed || nb.isChanged(a.Node)
+		default:
+			c, ok := nb.rehash(a)
+			if !ok {
+				return false, false
+			}
+			changed = changed || c
 		}
-		changed = changed || c
 	}
 	nb.state[id] = visited
 	if changed {
@@ -401,7 +421,7 @@ func (nb *neighbours) visit(id int) {
 	nb.state[id] = visiting
 	node := &nb.view.G.Nodes[id]
 	for _, a := range node.Args {
-		if !a.IsInput() {
+		if !a.IsInput() && nb.state[a.Node] == unvisited {
 			nb.visit(a.Node)
 		}
 	}
@@ -508,11 +528,7 @@ func (nb *neighbours) markRepriced() {
 			nb.markRepricing(id)
 		}
 	}
-	for i := range nb.n {
-		if (nb.state[i] == visited) != nb.live[i] || nb.usesV[i] != nb.uses[i] {
-			nb.markRepricing(i)
-		}
-	}
+	nb.markRecounted()
 	for _, i := range nb.repriced[:len(nb.repriced):len(nb.repriced)] {
 		if i < nb.n && nb.partner[i] >= 0 {
 			nb.markRepricing(nb.partner[i])
@@ -533,6 +549,54 @@ func (nb *neighbours) markRepriced() {
 			}
 		}
 	}
+}
+
+// markRecounted marks the nodes of g whose liveness or first output's
+// use count changed. Only a node a changed reader read, or reads now, can
+// lose or gain readers: a redirected value's, a patched node's operands
+// before and after, the replacement's operands, and those of a node that
+// died or came alive, in turn.
+func (nb *neighbours) markRecounted() {
+	nb.gen++
+	stack := nb.stack[:0]
+	push := func(v rules.Value) {
+		if !v.IsInput() && v.Node < nb.n && nb.stamp[v.Node] != nb.gen {
+			nb.stamp[v.Node] = nb.gen
+			stack = append(stack, v.Node)
+		}
+	}
+	for _, r := range nb.redirect {
+		push(r[0])
+		push(r[1])
+	}
+	for _, v := range nb.deadReads {
+		push(v) // g's count has dead readers, the neighbour's has not
+	}
+	for _, id := range nb.changed[:nb.patched] {
+		for i, a := range nb.view.G.Nodes[id].Args {
+			push(a)
+			push(nb.g.G.Nodes[id].Args[i])
+		}
+	}
+	for j := nb.n; j < len(nb.view.G.Nodes); j++ {
+		for _, a := range nb.view.G.Nodes[j].Args {
+			push(a)
+		}
+	}
+	for len(stack) > 0 {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		live := nb.state[x] == visited
+		if live != nb.live[x] || nb.usesV[x] != nb.uses[x] {
+			nb.markRepricing(x)
+		}
+		if live != nb.live[x] {
+			for _, a := range nb.view.G.Nodes[x].Args {
+				push(a)
+			}
+		}
+	}
+	nb.stack = stack
 }
 
 func (nb *neighbours) markRepricing(i int) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"rulebook/rewrite"
+	"rulebook/rules"
 )
 
 // The key, type check and cost that neighbours derives from what a rewrite
@@ -31,6 +32,37 @@ func TestNeighboursMatchBuiltGraphs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A mapped model may hold nodes nothing reads, which a built neighbour
+// drops: their reads must not count (a convolution read by a dead node
+// too may fuse its bias in the neighbour). resnet50 with a dead Relu on
+// every fourth node's output.
+func TestNeighboursOfGraphWithDeadNodes(t *testing.T) {
+	rs, err := LoadBundle(bundle3Ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, rws, _ := rs.variants()
+	m, rt := load(t, "resnet50.onnx")
+	g, err := FromONNX(m, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relu, ok := g.reg.Lookup("relu")
+	if !ok {
+		t.Fatal("no relu in the registry")
+	}
+	for i := 0; i < len(g.G.Nodes); i += 4 {
+		node := rules.Node{Op: relu, Args: []rules.Value{{Node: i}}}
+		if out, err := g.inferNode(&node); err == nil {
+			g.G.Nodes, g.Shapes = append(g.G.Nodes, node), append(g.Shapes, out)
+		}
+	}
+	if live := g.liveNodes(); live[len(live)-1] {
+		t.Fatal("the added Relus are live")
+	}
+	checkNeighbours(t, g, vs, rws, 0)
 }
 
 // checkNeighbours compares every neighbour of g as neighbours evaluates it
