@@ -6,6 +6,7 @@ require (
 	github.com/ebitengine/purego v0.11.3
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2
+	github.com/yalue/onnxruntime_go v1.27.0
 	github.com/zeebo/xxh3 v1.1.0
 	gonum.org/v1/gonum v0.17.0
 	google.golang.org/protobuf v1.36.12

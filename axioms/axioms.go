@@ -67,10 +67,20 @@ type Axiom struct {
 // partial sums. Z3 does not model layouts, so the solver's formula leaves
 // layout conditions out (SolverFormula) and the verifier tests the proofs
 // that use such an axiom at other layouts (verify.ConditionalAxioms).
+//
+// A conjunct may also be a shape condition on a tensor variable, written
+// as a rule's condition is (rules.Condition): (kernel w 1 1), w is a
+// kernel of height and width 1. Z3 sees it as an uninterpreted predicate
+// (Declarations), which only a rule with the same condition asserts, so
+// such an axiom proves conditioned rules and no others; the concrete
+// check decides it at each shape.
 type Guard struct {
-	Op   string   // "=", ">=", "<=", "and", "or", "not", or a layout condition (NoSums)
+	Op   string   // "=", ">=", "<=", "and", "or", "not", a layout condition (NoSums), or a shape condition's keyword
 	Args []*Guard // operands of and/or/not
-	L, R *Term    // operands of a comparison; L is the tensor variable of a layout condition
+	L, R *Term    // operands of a comparison; L is the tensor variable of a layout or shape condition
+	// Kind and Dims are a shape condition's (Kind 0 for other guards).
+	Kind rules.CondKind
+	Dims [2]int
 }
 
 // NoSums is the layout condition (no-sums x): x holds no partial sums.
@@ -79,9 +89,43 @@ const NoSums = "no-sums"
 // IsLayout reports whether the guard is a layout condition.
 func (g *Guard) IsLayout() bool { return g.Op == NoSums }
 
+// IsShape reports whether the guard is a shape condition.
+func (g *Guard) IsShape() bool { return g.Kind != 0 }
+
+// ShapeConditions lists the guard's shape conditions: the guard itself or
+// the conjuncts of a top-level and (the parser allows them nowhere else).
+func (g *Guard) ShapeConditions() []*Guard {
+	switch {
+	case g == nil:
+		return nil
+	case g.IsShape():
+		return []*Guard{g}
+	case g.Op != "and":
+		return nil
+	}
+	var out []*Guard
+	for _, a := range g.Args {
+		if a.IsShape() {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// ShapeHolds decides a shape condition at the shapes of the tensor
+// variables.
+func (g *Guard) ShapeHolds(shapes map[string]rules.Shape) bool {
+	s, ok := shapes[g.L.Sym]
+	return !ok || rules.Condition{Kind: g.Kind, Dims: g.Dims}.Holds(s)
+}
+
 // Holds evaluates the guard with integer variables bound by env. Layout
-// conditions hold here; LayoutHolds decides them once shapes are known.
+// and shape conditions hold here; LayoutHolds and ShapeHolds decide them
+// once shapes are known.
 func (g *Guard) Holds(env map[string]int) bool {
+	if g.IsShape() {
+		return true
+	}
 	switch g.Op {
 	case NoSums:
 		return true
@@ -178,6 +222,9 @@ func (t *Term) IntValue(env map[string]int) int {
 }
 
 func (g *Guard) String() string {
+	if g.IsShape() {
+		return fmt.Sprintf("(%s %s %d %d)", g.Op, g.L, g.Dims[0], g.Dims[1])
+	}
 	switch g.Op {
 	case "=", ">=", "<=":
 		return "(" + g.Op + " " + g.L.String() + " " + g.R.String() + ")"
@@ -283,8 +330,23 @@ func Declarations(reg *rules.Registry) string {
 			fmt.Fprintf(&b, "(declare-fun %s (%s) %s)\n", sym, strings.Join(dom, " "), TensorSort)
 		}
 	}
+	b.WriteString(ConditionDeclarations())
 	for _, name := range slices.Sorted(mapsKeys(NamedValues(reg))) {
 		fmt.Fprintf(&b, "; %s = %d\n", name, NamedValues(reg)[name])
+	}
+	return b.String()
+}
+
+// ConditionDeclarations declares the shape conditions' predicates
+// (rules.CondKinds): "kernel" over a tensor and two integers.
+func ConditionDeclarations() string {
+	var b strings.Builder
+	for _, k := range rules.CondKinds() {
+		dom := []string{TensorSort}
+		for range k.Arity() {
+			dom = append(dom, IntSort)
+		}
+		fmt.Fprintf(&b, "(declare-fun %s (%s) Bool)\n", k.Keyword(), strings.Join(dom, " "))
 	}
 	return b.String()
 }
@@ -326,6 +388,10 @@ func (a *Axiom) SolverFormula() string { return a.formula(a.Guard.withoutLayout(
 // Conditional reports whether the axiom holds only under a layout
 // condition.
 func (a *Axiom) Conditional() bool { return len(a.Guard.LayoutConditions()) > 0 }
+
+// ShapeConditioned reports whether the axiom holds only under a shape
+// condition: only a rule with that condition can use it.
+func (a *Axiom) ShapeConditioned() bool { return len(a.Guard.ShapeConditions()) > 0 }
 
 func (a *Axiom) formula(guard *Guard) string {
 	body := "(= " + a.LHS.String() + " " + a.RHS.String() + ")"

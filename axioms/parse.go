@@ -272,8 +272,33 @@ func (p *interp) guard(s *sexp, vars map[string]string, top bool) (*Guard, error
 		}
 		return g, nil
 	default:
-		return nil, p.r.errorf(s.list[0].line, s.list[0].col, "expected =, >=, <=, and, or, not or %s in a guard, got %q", NoSums, op)
+		if kind, ok := rules.CondKindOf(op); ok {
+			return p.shapeGuard(s, vars, top, kind)
+		}
+		return nil, p.r.errorf(s.list[0].line, s.list[0].col, "expected =, >=, <=, and, or, not, %s or a shape condition in a guard, got %q", NoSums, op)
 	}
+}
+
+// shapeGuard reads a shape condition, (kernel w 1 1): a tensor variable
+// and positive integer literals, as a rule's condition is written.
+func (p *interp) shapeGuard(s *sexp, vars map[string]string, top bool, kind rules.CondKind) (*Guard, error) {
+	op := kind.Keyword()
+	if !top {
+		return nil, p.r.errorf(s.line, s.col, "a shape condition (%s x ...) may only be the guard or a conjunct of its top-level and", op)
+	}
+	if len(s.list) != 2+kind.Arity() || s.list[1].isList || vars[s.list[1].atom] != TensorSort {
+		return nil, p.r.errorf(s.line, s.col, "(%s x ...) takes one tensor variable and %d positive integers", op, kind.Arity())
+	}
+	g := &Guard{Op: op, Kind: kind, L: &Term{Sym: s.list[1].atom, IsVar: true, Line: s.list[1].line, Col: s.list[1].col}}
+	for i := range g.Dims {
+		a := s.list[2+i]
+		n, err := strconv.Atoi(a.atom)
+		if a.isList || err != nil || n <= 0 {
+			return nil, p.r.errorf(a.line, a.col, "(%s x ...) takes positive integer literals", op)
+		}
+		g.Dims[i] = n
+	}
+	return g, nil
 }
 
 func isIntLeaf(t *Term) bool { return t.IsInt || t.IsVar }

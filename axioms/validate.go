@@ -304,11 +304,11 @@ func layoutShapes(b Bound) []rules.Shape {
 	return out
 }
 
-// layoutConditionsHold decides the axiom's layout conditions at the
-// current shapes.
+// layoutConditionsHold decides the axiom's layout and shape conditions at
+// the current shapes.
 func (c *checker) layoutConditionsHold() bool {
-	conds := c.a.Guard.LayoutConditions()
-	if len(conds) == 0 {
+	layouts, shapeConds := c.a.Guard.LayoutConditions(), c.a.Guard.ShapeConditions()
+	if len(layouts) == 0 && len(shapeConds) == 0 {
 		return true
 	}
 	shapes := map[string]rules.Shape{}
@@ -317,8 +317,13 @@ func (c *checker) layoutConditionsHold() bool {
 			shapes[sl.name] = c.shapeTab.Shape(c.assignID[i])
 		}
 	}
-	for _, g := range conds {
+	for _, g := range layouts {
 		if !g.LayoutHolds(shapes) {
+			return false
+		}
+	}
+	for _, g := range shapeConds {
+		if !g.ShapeHolds(shapes) {
 			return false
 		}
 	}

@@ -31,6 +31,10 @@ type Config struct {
 	// Tolerance of the float64 check, relative to max(1, |a|, |b|).
 	Tolerance float64
 	Progress  func(Progress)
+	// ConditionKernels, if set, are kernel extents ({1, 1}) at which to
+	// look for conditioned rules too (GenerateConditioned): opt-in, since
+	// it enumerates again.
+	ConditionKernels [][2]int
 }
 
 // Progress reports work done within a stage.
@@ -165,7 +169,18 @@ func Generate(ctx context.Context, cfg Config) (*Result, error) {
 		if cfg.Degrees != nil {
 			return nil, fmt.Errorf("degrees %v given, but operator set %v has no degree parameters", cfg.Degrees, cfg.Registry.Names())
 		}
-		return generateAt(ctx, cfg, 0)
+		res, err := generateAt(ctx, cfg, 0)
+		for _, dims := range cfg.ConditionKernels {
+			if err != nil {
+				break
+			}
+			var more *Result
+			if more, err = GenerateConditioned(ctx, cfg, dims); err == nil {
+				res.Candidates = append(res.Candidates, more.Candidates...)
+				res.Stats.Candidates += more.Stats.Candidates
+			}
+		}
+		return res, err
 	}
 	degrees := cfg.Degrees
 	if degrees == nil {

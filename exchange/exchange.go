@@ -110,7 +110,7 @@ func WriteSexpr(w io.Writer, h Header, rs []rules.Text) error {
 	}
 	fmt.Fprintf(bw, "; rulebook rules, version %s%s, %d rules\n", h.Version, hash, len(rs))
 	for _, r := range rs {
-		fmt.Fprintf(bw, "%s => %s", r.Src, r.Dst)
+		fmt.Fprint(bw, r.String())
 		if r.Inputs != "" || r.Constants != "" {
 			fmt.Fprintf(bw, "  ; %s | %s", r.Inputs, r.Constants)
 		}

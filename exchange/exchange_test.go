@@ -10,6 +10,8 @@ import (
 var sample = []rules.Text{
 	{Src: "(transpose (transpose ?a))", Dst: "?a", Inputs: "?a:4x4"},
 	{Src: "(let ((%0 (concat 0 ?a ?b))) (outputs (split0 0 %0) (split1 0 %0)))", Dst: "(outputs ?a ?b)", Inputs: "?a:2x4 ?b:2x4"},
+	{Src: "(conv2d 1 same none 1 (pool_avg 3 1 same ?a) ?b)", Dst: "(pool_avg 3 1 same (conv2d 1 same none 1 ?a ?b))", Cond: "(kernel ?b 1 1)",
+		Inputs: "?a:1x4x5x5 ?b:2x4x1x1"},
 }
 
 func TestJSONAndSexprRoundTrip(t *testing.T) {
@@ -31,7 +33,7 @@ func TestJSONAndSexprRoundTrip(t *testing.T) {
 	}
 	// A checked Text carries its parsed rule: compare the written fields.
 	plain := func(t rules.Text) rules.Text {
-		return rules.Text{Src: t.Src, Dst: t.Dst, Inputs: t.Inputs, Constants: t.Constants}
+		return rules.Text{Src: t.Src, Dst: t.Dst, Cond: t.Cond, Inputs: t.Inputs, Constants: t.Constants}
 	}
 	for i, want := range sample {
 		if fromJSON[i] != want || plain(fromSexpr[i]) != want {
@@ -65,4 +67,29 @@ func FuzzReadSexpr(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ReadSexpr("fuzz.sexpr", data, reg) // must not panic
 	})
+}
+
+// TestConditionedRulesNotForeign checks that TASO's and FlexFlow's
+// formats, which cannot say a rule holds only for some shapes, skip a
+// conditioned rule rather than write it as one that holds everywhere.
+func TestConditionedRulesNotForeign(t *testing.T) {
+	reg := rules.Default()
+	cond, err := sample[2].Checked(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writers := map[string]func(*bytes.Buffer, []*rules.Rule) ([]Skip, error){
+		"TASO":     func(b *bytes.Buffer, rs []*rules.Rule) ([]Skip, error) { return WriteTASO(b, rs) },
+		"FlexFlow": func(b *bytes.Buffer, rs []*rules.Rule) ([]Skip, error) { return WriteFlexFlow(b, rs) },
+	}
+	for name, write := range writers {
+		var b bytes.Buffer
+		skipped, err := write(&b, []*rules.Rule{cond.Rule()})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(skipped) != 1 || !bytes.Contains([]byte(skipped[0].Reason), []byte("condition")) {
+			t.Errorf("%s: skipped %+v, want the conditioned rule skipped for its condition", name, skipped)
+		}
+	}
 }

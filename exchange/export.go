@@ -38,6 +38,11 @@ func exportRules(rs []*rules.Rule, format string, degree int) ([]xRule, []Skip) 
 	var skipped []Skip
 	for i, r := range rs {
 		name := fmt.Sprintf("rule %d", i+1)
+		if r.Conditional() {
+			// Applied without its condition, the rule would be false.
+			skipped = append(skipped, Skip{Name: name, Reason: "a condition on shapes, which " + format + "'s format cannot carry"})
+			continue
+		}
 		r, reason := atDegree(r, degree)
 		if reason != "" {
 			skipped = append(skipped, Skip{Name: name, Reason: reason})
@@ -116,6 +121,9 @@ func exportRule(r *rules.Rule, format string) (xRule, string) {
 			if format == tasoFormat && n.Op.TASO.None || format == flexFlowFormat && n.Op.FlexFlow.None {
 				return x, fmt.Sprintf("%s has no %s operator type", n.Op.Name, format)
 			}
+			if symmetricPadding(n) {
+				return x, fmt.Sprintf("%s pads symmetrically, which %s's PM_PAD cannot say", n.Op.Name, format)
+			}
 			ops[j] = xOp{typ: n.Op.TASO.Type, name: n.Op.FlexFlow.Type, para: exportParams(r, s, g, j, ranks)}
 			if format == flexFlowFormat {
 				for k := range ops[j].para { // FlexFlow names its keys
@@ -137,6 +145,18 @@ func exportRule(r *rules.Rule, format string) (xRule, string) {
 		x.out = append(x.out, xMap{srcOp: a.op, srcTs: a.ts, dstOp: b.op, dstTs: b.ts})
 	}
 	return x, ""
+}
+
+// symmetricPadding reports whether a node pads its window symmetrically
+// (rules.PadSym), which TASO and FlexFlow, padding same or valid only,
+// cannot express.
+func symmetricPadding(n rules.Node) bool {
+	for i, p := range n.Op.Params {
+		if p.Name == "padding" && n.Params[i] == rules.PadSym {
+			return true
+		}
+	}
+	return false
 }
 
 // exportParams writes node j's parameters as TASO's keys, with what TASO

@@ -36,6 +36,9 @@ type Graph struct {
 	// inputShapes are the inputs' shapes as the registry's, made once:
 	// the search reads them for every node it prices.
 	inputShapes []rules.Shape
+	// computing counts the model's nodes that compute at run time: all
+	// but those the runtime folded into constants at load.
+	computing int
 	// prefix starts every name the optimizer makes up; no name in the
 	// model starts with it, so made-up names never collide with the
 	// model's (a model optimized before has "rb." names already).
@@ -176,9 +179,19 @@ func (b *builder) weight(name string) error {
 }
 
 // typed is the model's tensor of that name, an initializer or a Constant
-// node's value, when it is inline and not float.
+// node's value, when it is inline and not float; or the integers the
+// runtime folded shape arithmetic into, which ONNX's Slice, Reshape and
+// the like read as int64.
 func (b *builder) typed(name string) *onnx.Tensor {
 	t := b.g.model.Graph.Initializer(name)
+	if ints, ok := b.rt.Integers(name); ok && t == nil && !b.isConstantNode(name) {
+		shape, _ := b.rt.Shape(name)
+		dims := make([]int64, len(shape))
+		for i, d := range shape {
+			dims[i] = int64(d)
+		}
+		return &onnx.Tensor{Name: name, Dims: dims, DataType: onnx.Int64, Int64Data: ints}
+	}
 	for _, n := range b.g.model.Graph.Nodes {
 		if a := n.Attr(rules.ONNXAttrValue); t == nil && n.OpType == rules.ONNXConstant && len(n.Outputs) == 1 && n.Outputs[0] == name && a != nil {
 			t = a.T
@@ -192,9 +205,19 @@ func (b *builder) typed(name string) *onnx.Tensor {
 	return &typed
 }
 
+// isConstantNode reports whether a Constant node makes the value.
+func (b *builder) isConstantNode(name string) bool {
+	return slices.ContainsFunc(b.g.model.Graph.Nodes, func(n *onnx.Node) bool {
+		return n.OpType == rules.ONNXConstant && slices.Contains(n.Outputs, name)
+	})
+}
+
 // node maps one ONNX node: onto registry operators where the semantics
 // agree exactly, else as an opaque node.
 func (b *builder) node(n *onnx.Node) error {
+	if !b.folded(n) {
+		b.g.computing++
+	}
 	switch {
 	case n.OpType == rules.ONNXIdentity && len(n.Inputs) == 1:
 		b.byName[n.Outputs[0]] = b.byName[n.Inputs[0]]
@@ -282,12 +305,39 @@ func (b *builder) opaqueNode(n *onnx.Node, args []rules.Value) error {
 	shapes := make([]rules.Shape, len(n.Outputs))
 	for i, name := range n.Outputs {
 		shape, _ := b.rt.Shape(name) // unknown for outputs nothing reads after folding
-		shapes[i] = rules.NewShape(shape...)
+		shapes[i] = rules.NewShape(collapse(shape, rules.MaxRank)...)
 		b.byName[name] = rules.Value{Node: len(b.g.G.Nodes) - 1, Out: i}
 	}
 	b.g.opaque = append(b.g.opaque, opaqueNode{node: n, shapes: shapes, why: cmp.Or(b.why, noOperator)})
 	b.g.Shapes = append(b.g.Shapes, shapes)
 	return nil
+}
+
+// maxRank is the largest rank among a node's inputs and outputs, as the
+// runtime infers them.
+func (b *builder) maxRank(n *onnx.Node) int {
+	r := 0
+	for _, name := range slices.Concat(n.Inputs, n.Outputs) {
+		if shape, ok := b.rt.Shape(name); ok {
+			r = max(r, len(shape))
+		}
+	}
+	return r
+}
+
+// collapse merges the leading axes of a shape of more than rank axes
+// into one, keeping its size: an opaque node's value of rank 5 (a channel
+// shuffle's) is priced by its size and read only by opaque nodes, since
+// every node with such an operand stays opaque.
+func collapse(shape []int, rank int) []int {
+	if len(shape) <= rank {
+		return shape
+	}
+	lead := 1
+	for _, d := range shape[:len(shape)-rank+1] {
+		lead *= d
+	}
+	return append([]int{lead}, shape[len(shape)-rank+1:]...)
 }
 
 // shape is a value's concrete dimensions.
@@ -382,4 +432,45 @@ func (g *Graph) OpaqueReasons() []OpaqueReason {
 		return cmp.Or(cmp.Compare(a.Operator, b.Operator), cmp.Compare(a.Reason, b.Reason))
 	})
 	return out
+}
+
+// OpaqueShare is how much of a model the rules cannot see. Nodes whose
+// operator the registry lacks (Softmax, Erf, Flatten, …) are outside every
+// rule family; the rest of the opaque nodes are forms of registry
+// operators that the mapping refuses (a rank-4 transpose, say), the share
+// the mapping could still reduce.
+type OpaqueShare struct {
+	// Nodes are the model's nodes that compute at run time: all but those
+	// folded into constants at load.
+	Nodes  int `json:"nodes"`
+	Opaque int `json:"opaque"`
+	// Uncovered are the opaque nodes of operators the registry lacks, and
+	// UncoveredOperators their ONNX types.
+	Uncovered          int      `json:"uncovered"`
+	UncoveredOperators []string `json:"uncovered_operators"`
+	// Refused are the opaque nodes of operators the registry has, and
+	// RefusedShare their fraction of Nodes.
+	Refused      int     `json:"refused"`
+	RefusedShare float64 `json:"refused_share"`
+}
+
+// OpaqueShare counts the opaque nodes by whether a rule family covers
+// their operator.
+func (g *Graph) OpaqueShare() OpaqueShare {
+	s := OpaqueShare{Nodes: g.computing, UncoveredOperators: []string{}}
+	for _, r := range g.OpaqueReasons() {
+		s.Opaque += r.Nodes
+		if !strings.HasPrefix(r.Reason, noOperator) {
+			s.Refused += r.Nodes
+			continue
+		}
+		s.Uncovered += r.Nodes
+		if !slices.Contains(s.UncoveredOperators, r.Operator) {
+			s.UncoveredOperators = append(s.UncoveredOperators, r.Operator)
+		}
+	}
+	if s.Nodes > 0 {
+		s.RefusedShare = float64(s.Refused) / float64(s.Nodes)
+	}
+	return s
 }

@@ -32,9 +32,12 @@ type Job struct {
 	Output, Report string
 	// Compare, when positive, times both models that many runs each after
 	// the search, with Threads CPU threads, on inputs drawn from Seed (see
-	// MeasureSideBySide).
+	// MeasureSideBySide), on each of Backends with the executors Open
+	// makes; with no Backends, on the CPU runtime.
 	Compare, Threads int
 	Seed             uint64
+	Backends         []string
+	Open             func(m *runtime.Model, backend string) (runtime.Executor, error)
 }
 
 // SideBySideError is a failure to time the rewritten model against the
@@ -76,14 +79,10 @@ func (j *Job) Run(ctx context.Context) (*Report, error) {
 	case ctx.Err() != nil:
 		interrupted = PhaseConfirmation
 	}
-	var measured *SideBySide
+	var measured []*SideBySide
 	if j.Compare > 0 && interrupted == "" {
 		announce(j.Options.Phase, PhaseComparison)
-		out, err := res.Graph.ToONNX()
-		if err != nil {
-			return nil, err
-		}
-		measured, err = MeasureSideBySide(ctx, j.Runtime, out, j.Compare, j.Threads, j.Seed)
+		measured, err = j.compare(ctx, res)
 		switch {
 		case ctx.Err() != nil:
 			measured, interrupted = nil, PhaseComparison
@@ -105,9 +104,32 @@ func (j *Job) Run(ctx context.Context) (*Report, error) {
 	return rep, nil
 }
 
+// compare times the rewritten model against the original on each backend.
+func (j *Job) compare(ctx context.Context, res *Result) ([]*SideBySide, error) {
+	out, err := res.Graph.ToONNX()
+	if err != nil {
+		return nil, err
+	}
+	backends, open := j.Backends, j.Open
+	if len(backends) == 0 || open == nil {
+		backends = []string{runtime.BackendCPU}
+		open = func(m *runtime.Model, _ string) (runtime.Executor, error) { return CPUOpener(j.Threads)(m) }
+	}
+	var all []*SideBySide
+	for _, b := range backends {
+		m, err := MeasureSideBySide(ctx, j.Runtime, out, j.Compare, j.Threads, j.Seed, func(m *runtime.Model) (runtime.Executor, error) { return open(m, b) })
+		if err != nil {
+			return nil, fmt.Errorf("on %s: %w", b, err)
+		}
+		m.Backend = b
+		all = append(all, m)
+	}
+	return all, nil
+}
+
 // write writes the rewritten model, referring to the input's external
 // weights where it can, and the report, which it returns.
-func (j *Job) write(res *Result, measured *SideBySide) (*Report, error) {
+func (j *Job) write(res *Result, measured []*SideBySide) (*Report, error) {
 	file, err := res.Graph.ToONNXKeepingExternal()
 	if err != nil {
 		return nil, err

@@ -421,7 +421,7 @@ func (l *lowering) conv(i int, out, bias string) []*onnx.Node {
 	}
 	nodes := []*onnx.Node{{Name: out, OpType: n.Op.ONNXType(), Inputs: inputs, Outputs: []string{convOut}, Attributes: []*onnx.Attribute{
 		intsAttr(rules.ONNXAttrKernelShape, w[2], w[3]), intsAttr(rules.ONNXAttrStrides, stride, stride),
-		intsAttr(rules.ONNXAttrPads, windowPads(x[2:], w[2], stride, padding)...), intAttr(rules.ONNXAttrGroup, groups)}}}
+		intsAttr(rules.ONNXAttrPads, windowPads(x[2:], w[2:], stride, padding)...), intAttr(rules.ONNXAttrGroup, groups)}}}
 	if act == rules.ActRelu {
 		nodes = append(nodes, &onnx.Node{Name: l.g.gen("relu", out), OpType: l.g.onnxType("relu"), Inputs: []string{convOut}, Outputs: []string{out}})
 	}
@@ -434,7 +434,7 @@ func (l *lowering) pool(i int, out string) []*onnx.Node {
 	x := l.g.shape(n.Args[0])
 	k, stride, padding := n.Params[0], n.Params[1], n.Params[2]
 	attrs := []*onnx.Attribute{intsAttr(rules.ONNXAttrKernelShape, k, k), intsAttr(rules.ONNXAttrStrides, stride, stride),
-		intsAttr(rules.ONNXAttrPads, windowPads(x[2:], k, stride, padding)...)}
+		intsAttr(rules.ONNXAttrPads, windowPads(x[2:], []int{k, k}, stride, padding)...)}
 	if n.Op.Name == "pool_avg" {
 		attrs = append(attrs, intAttr(rules.ONNXAttrCountIncludePad, 1))
 	}
@@ -455,11 +455,14 @@ func (l *lowering) split(i int) *onnx.Node {
 }
 
 // windowPads are ONNX's pads for the registry's padding.
-func windowPads(in []int, k, stride, padding int) []int {
-	if padding == rules.PadValid {
+func windowPads(in, kernel []int, stride, padding int) []int {
+	switch padding {
+	case rules.PadValid:
 		return []int{0, 0, 0, 0}
+	case rules.PadSym:
+		return symPads(kernel)
 	}
-	return samePads(in, k, stride)
+	return samePads(in, kernel, stride)
 }
 
 // concatInputs flattens a chain of absorbed concats into one input list.

@@ -2,6 +2,7 @@ package optimizer
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"rulebook/onnx"
@@ -14,32 +15,54 @@ import (
 // node opaque, with the reason in b.why when the registry has the
 // operator. The node types are the operators' ONNX names in the registry.
 func (b *builder) mapped(n *onnx.Node, args []rules.Value) (ok bool, err error) {
-	switch n.OpType {
-	case b.g.onnxType("relu"):
-		return b.emit(n, "relu", nil, args...)
-	case b.g.onnxType("ewadd"), b.g.onnxType("ewmul"):
-		return b.elementwise(n, args)
-	case b.g.onnxType("matmul"):
-		return b.matmul(n, args)
-	case rules.ONNXGemm:
-		return b.gemm(n, args)
-	case b.g.onnxType("transpose"):
-		perm, rank := attrInts(n, rules.ONNXAttrPerm), len(b.g.shape(args[0]))
-		switch {
-		case rank != 2:
-			return b.refuse("a transpose of rank %d (the registry transposes matrices)", rank)
-		case perm != nil && !slices.Equal(perm, []int{1, 0}):
-			return b.refuse("perm %v", perm)
-		}
-		return b.emit(n, "transpose", nil, args...)
-	case b.g.onnxType("conv2d"):
-		return b.conv(n, args)
-	case b.g.onnxType("pool_max"), b.g.onnxType("pool_avg"):
-		return b.pool(n, args)
-	case b.g.onnxType("concat"):
-		return b.concat(n, args)
+	mapper := b.mapper(n.OpType)
+	if mapper == nil {
+		return false, nil
 	}
-	return false, nil
+	if r := b.maxRank(n); r > rules.MaxRank {
+		return b.refuse("operands of rank %d (the registry's have at most %d axes)", r, rules.MaxRank)
+	}
+	return mapper(n, args)
+}
+
+// mapper is the method that maps nodes of an ONNX type, nil for a type
+// the registry has no operator for.
+func (b *builder) mapper(onnxType string) func(*onnx.Node, []rules.Value) (bool, error) {
+	switch onnxType {
+	case b.g.onnxType("relu"):
+		return func(n *onnx.Node, args []rules.Value) (bool, error) { return b.emit(n, "relu", nil, args...) }
+	case b.g.onnxType("ewadd"), b.g.onnxType("ewmul"):
+		return b.elementwise
+	case b.g.onnxType("matmul"):
+		return b.matmul
+	case rules.ONNXGemm:
+		return b.gemm
+	case rules.ONNXBatchNormalization:
+		return b.batchNorm
+	case rules.ONNXClip:
+		return b.clip
+	case b.g.onnxType("transpose"):
+		return b.transpose
+	case b.g.onnxType("conv2d"):
+		return b.conv
+	case b.g.onnxType("pool_max"), b.g.onnxType("pool_avg"):
+		return b.pool
+	case b.g.onnxType("concat"):
+		return b.concat
+	}
+	return nil
+}
+
+// transpose maps a Transpose of a matrix.
+func (b *builder) transpose(n *onnx.Node, args []rules.Value) (bool, error) {
+	perm, rank := attrInts(n, rules.ONNXAttrPerm), len(b.g.shape(args[0]))
+	switch {
+	case rank != 2:
+		return b.refuse("a transpose of rank %d (the registry transposes matrices)", rank)
+	case perm != nil && !slices.Equal(perm, []int{1, 0}):
+		return b.refuse("perm %v", perm)
+	}
+	return b.emit(n, "transpose", nil, args...)
 }
 
 // refuse keeps the node being mapped opaque and says why, for the report.
@@ -172,22 +195,84 @@ func (b *builder) gemm(n *onnx.Node, args []rules.Value) (bool, error) {
 	return true, b.bind(n, sum)
 }
 
+// batchNorm maps inference-mode BatchNormalization onto x·S + T with
+// S = scale/√(var+ε) and T = bias − mean·S per channel, weights broadcast
+// along every axis but the channels: in these terms rules can move the
+// normalisation and fold its weights into a neighbour's, where a
+// BatchNormalization node would stay opaque.
+func (b *builder) batchNorm(n *onnx.Node, args []rules.Value) (bool, error) {
+	x := b.g.shape(args[0])
+	if len(args) != 5 || len(n.Outputs) != 1 || attrInt(n, rules.ONNXAttrTrainingMode, 0) != 0 || len(x) < 2 {
+		return b.refuse("training mode, or running statistics as outputs")
+	}
+	var p [4][]float32 // scale, bias, mean, variance
+	for i, a := range args[1:] {
+		if !a.IsInput() || b.g.Inputs[a.Input()].Data == nil || len(b.g.Inputs[a.Input()].Data.Data) != x[1] {
+			return b.refuse("scale, bias, mean and variance are not weights of %d channels", x[1])
+		}
+		p[i] = b.g.Inputs[a.Input()].Data.Data
+	}
+	eps := float64(attrFloat(n, rules.ONNXAttrEpsilon, 1e-5))
+	scale, shift := make([]float32, x[1]), make([]float32, x[1])
+	for c := range scale {
+		scale[c] = float32(float64(p[0][c]) / math.Sqrt(float64(p[3][c])+eps))
+		shift[c] = p[1][c] - p[2][c]*scale[c]
+	}
+	perChannel := func(role string, data []float32) rules.Value {
+		shape := append([]int{x[1]}, slices.Repeat([]int{1}, len(x)-2)...)
+		return b.addInput(Value{Name: b.g.gen(role, n.Outputs[0]), Shape: slices.Clone(x), Compact: &runtime.Tensor{Shape: shape, Data: data}})
+	}
+	prod, err := b.add("ewmul", nil, args[0], perChannel("bn_scale", scale))
+	if err != nil {
+		return false, fmt.Errorf("a batch normalisation's scale: %w", err)
+	}
+	sum, err := b.add("ewadd", nil, prod[0], perChannel("bn_shift", shift))
+	if err != nil {
+		return false, fmt.Errorf("a batch normalisation's shift: %w", err)
+	}
+	return true, b.bind(n, sum)
+}
+
+// clip maps Clip at zero with no upper bound onto relu; ReLU6's Clip(0, 6)
+// has no registry operator.
+func (b *builder) clip(n *onnx.Node, args []rules.Value) (bool, error) {
+	bound := func(i int) (float32, bool, bool) { // value, present, known
+		if len(n.Inputs) <= i || n.Inputs[i] == "" {
+			return 0, false, true
+		}
+		t, ok := b.rt.Constant(n.Inputs[i])
+		if !ok || len(t.Data) != 1 {
+			return 0, true, false
+		}
+		return t.Data[0], true, true
+	}
+	lo, hasLo, knownLo := bound(1)
+	_, hasHi, knownHi := bound(2)
+	if opset, _ := b.g.model.Opset(""); opset < 11 {
+		lo, hasLo, knownLo = attrFloat(n, "min", 0), n.Attr("min") != nil, true
+		hasHi, knownHi = n.Attr("max") != nil, true
+	}
+	if !knownLo || !knownHi || !hasLo || lo != 0 || hasHi {
+		return b.refuse("%s: bounds other than [0, ∞) (the registry has relu, not relu6)", noOperator)
+	}
+	return b.emit(n, "relu", nil, args[0])
+}
+
 // window is the geometry of a 2-D convolution or pooling window in the
-// registry's terms.
+// registry's terms: a kernel of any height and width, equal strides, and
+// same or valid padding.
 type window struct {
-	kernel, stride, padding int
+	kernel          []int
+	stride, padding int
 }
 
 // window2D reads kernel, strides, pads, auto_pad and dilations of a 2-D
 // window over an NCHW input of spatial extent in; why says what the
-// registry cannot express (unequal sides, dilation, padding that is
+// registry cannot express (unequal strides, dilation, padding that is
 // neither SAME_UPPER nor none), and is empty when it can.
 func window2D(n *onnx.Node, kernel []int, in []int) (w window, why string) {
-	switch {
-	case len(kernel) != 2 || len(in) != 2:
+	if len(kernel) != 2 || len(in) != 2 {
 		return window{}, fmt.Sprintf("kernel %v over %d spatial axes (the registry's windows are 2-D)", kernel, len(in))
-	case kernel[0] != kernel[1]:
-		return window{}, fmt.Sprintf("a %d×%d kernel (the registry's are square)", kernel[0], kernel[1])
 	}
 	strides := attrIntsDefault(n, rules.ONNXAttrStrides, []int{1, 1})
 	dilations := attrIntsDefault(n, rules.ONNXAttrDilations, []int{1, 1})
@@ -197,7 +282,7 @@ func window2D(n *onnx.Node, kernel []int, in []int) (w window, why string) {
 	case !slices.Equal(dilations, []int{1, 1}):
 		return window{}, fmt.Sprintf("dilations %v (the registry's windows are not dilated)", dilations)
 	}
-	w = window{kernel: kernel[0], stride: strides[0]}
+	w = window{kernel: kernel, stride: strides[0]}
 	same := samePads(in, w.kernel, w.stride)
 	pads := attrIntsDefault(n, rules.ONNXAttrPads, []int{0, 0, 0, 0})
 	switch autoPad := attrString(n, rules.ONNXAttrAutoPad, "NOTSET"); autoPad {
@@ -209,26 +294,35 @@ func window2D(n *onnx.Node, kernel []int, in []int) (w window, why string) {
 	default:
 		return window{}, fmt.Sprintf("auto_pad %s (the registry pads as SAME_UPPER or not at all)", autoPad)
 	}
-	// Where same and valid padding coincide (1×1 windows), same is the
+	// Where paddings coincide (1×1 windows, stride 1), same is the
 	// canonical choice: it is the padding rules are generated with.
 	switch {
 	case slices.Equal(pads, same):
 		w.padding = rules.PadSame
 	case slices.Equal(pads, []int{0, 0, 0, 0}):
 		w.padding = rules.PadValid
+	case kernel[0]%2 == 1 && kernel[1]%2 == 1 && slices.Equal(pads, symPads(kernel)):
+		w.padding = rules.PadSym
 	default:
-		return window{}, fmt.Sprintf("stride %d with pads %v, neither none nor SAME_UPPER's %v", w.stride, pads, same)
+		return window{}, fmt.Sprintf("stride %d with pads %v, neither none, SAME_UPPER's %v nor symmetric %v", w.stride, pads, same, symPads(kernel))
 	}
 	return w, ""
 }
 
-// samePads are SAME_UPPER's pads [top, left, bottom, right] for a square
-// window: as many cells as the output needs, the odd one at the end.
-func samePads(in []int, k, stride int) []int {
+// symPads are symmetric padding's pads [top, left, bottom, right]: half
+// the (odd) window on every side.
+func symPads(kernel []int) []int {
+	return []int{kernel[0] / 2, kernel[1] / 2, kernel[0] / 2, kernel[1] / 2}
+}
+
+// samePads are SAME_UPPER's pads [top, left, bottom, right] for a window
+// of kernel[0]×kernel[1]: as many cells as the output needs, the odd one
+// at the end.
+func samePads(in, kernel []int, stride int) []int {
 	pads := make([]int, 4)
 	for d, extent := range in {
 		out := (extent + stride - 1) / stride
-		total := max(0, (out-1)*stride+k-extent)
+		total := max(0, (out-1)*stride+kernel[d]-extent)
 		pads[d], pads[d+2] = total/2, total-total/2
 	}
 	return pads
@@ -290,7 +384,11 @@ func (b *builder) pool(n *onnx.Node, args []rules.Value) (bool, error) {
 	case attrInt(n, rules.ONNXAttrStorageOrder, 0) != 0:
 		return b.refuse("storage_order %d", attrInt(n, rules.ONNXAttrStorageOrder, 0))
 	}
-	win, why := window2D(n, attrInts(n, rules.ONNXAttrKernelShape), x[2:])
+	kernel := attrInts(n, rules.ONNXAttrKernelShape)
+	if len(kernel) == 2 && kernel[0] != kernel[1] {
+		return b.refuse("a %d×%d window (the registry's pools are square)", kernel[0], kernel[1])
+	}
+	win, why := window2D(n, kernel, x[2:])
 	if why != "" {
 		return b.refuse("%s", why)
 	}
@@ -301,7 +399,7 @@ func (b *builder) pool(n *onnx.Node, args []rules.Value) (bool, error) {
 			return b.refuse("padding without count_include_pad (the registry's average counts padded cells)")
 		}
 	}
-	return b.emit(n, op, []int{win.kernel, win.stride, win.padding}, args...)
+	return b.emit(n, op, []int{win.kernel[0], win.stride, win.padding}, args...)
 }
 
 // padsPool reports whether a Pad only feeds an AveragePool so that the two
@@ -325,7 +423,7 @@ func (b *builder) padsPool(n *onnx.Node) bool {
 		!slices.Contains([]string{"NOTSET", "VALID"}, attrString(pool, rules.ONNXAttrAutoPad, "NOTSET")) {
 		return false
 	}
-	same := samePads(x[2:], kernel[0], strides[0])
+	same := samePads(x[2:], kernel, strides[0])
 	return slices.Equal(pads, []int{0, 0, same[0], same[1], 0, 0, same[2], same[3]})
 }
 

@@ -10,8 +10,10 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 
 	"rulebook/internal/outfile"
+	"rulebook/runtime"
 	"rulebook/store"
 )
 
@@ -48,6 +50,11 @@ type Report struct {
 	// ExternalData are the weights files the rewritten model refers to
 	// for the weights it keeps as the input stored them.
 	ExternalData []ExternalData `json:"external_data"`
+	// OpaqueShare counts the opaque nodes against the model's.
+	OpaqueShare OpaqueShare `json:"opaque_share"`
+	// MeasuredOn are the side-by-side runs on every backend asked for,
+	// Measured's first.
+	MeasuredOn []*SideBySide `json:"measured_on,omitempty"`
 }
 
 // ExternalData is a weights file (ONNX external data) that the rewritten
@@ -130,10 +137,13 @@ type ConfirmedGain struct {
 // NewReport describes the search that turned start into res.Graph with
 // the rules of rs, priced by costModel ("analytic" or "measured");
 // measured is the side-by-side run of both models, if there was one.
-func NewReport(model, costModel string, rs *RuleSet, start *Graph, res *Result, measured *SideBySide) *Report {
+func NewReport(model, costModel string, rs *RuleSet, start *Graph, res *Result, measured []*SideBySide) *Report {
 	r := &Report{Model: model, CostModel: costModel, CostUnit: CostUnit(costModel), Before: res.Before, After: res.After, Speedup: ratio(res.Before, res.After),
-		Applied: appliedRules(rs, res), Opaque: start.Opaque(), OpaqueReasons: start.OpaqueReasons(),
-		MemoryBefore: start.Memory(), MemoryAfter: res.Graph.Memory(), Measured: measured, ExternalData: []ExternalData{}}
+		Applied: appliedRules(rs, res), Opaque: start.Opaque(), OpaqueReasons: start.OpaqueReasons(), OpaqueShare: start.OpaqueShare(),
+		MemoryBefore: start.Memory(), MemoryAfter: res.Graph.Memory(), MeasuredOn: measured, ExternalData: []ExternalData{}}
+	if len(measured) > 0 {
+		r.Measured = measured[0]
+	}
 	r.Rules = ReportRules{Version: rs.Version, Hash: rs.Hash, Count: len(rs.Rules)}
 	r.Search = SearchStats{Explored: res.Explored, Seen: res.Seen, Seconds: res.Elapsed.Seconds(), Stopped: res.Stopped, OverMemory: res.OverMemory}
 	r.Unshaped = res.Unshaped
@@ -238,6 +248,7 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	writeChanges(w, r.ByOperator, unit)
 	if len(r.OpaqueReasons) > 0 {
+		writeOpaqueShare(w, r.OpaqueShare)
 		fmt.Fprintln(w, "opaque nodes (rules do not cross them), and why:")
 	}
 	for _, o := range r.OpaqueReasons {
@@ -247,9 +258,13 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "%d rules left out: they record no shapes, so the ranks they hold at are unknown\n", r.Unshaped)
 	}
 	writeConfirmation(w, r.Confirmed, r.Before)
-	if m := r.Measured; m != nil {
-		fmt.Fprintf(w, "measured (CPU runtime, %d runs each): original %.3f ms, rewritten %.3f ms (%.2fx); outputs differ by %.2g at most (relative)\n",
-			m.Runs, m.Original, m.Optimized, m.Speedup, m.MaxRelDiff)
+	measured := r.MeasuredOn
+	if len(measured) == 0 && r.Measured != nil {
+		measured = []*SideBySide{r.Measured}
+	}
+	for _, m := range measured {
+		fmt.Fprintf(w, "measured (%s, %d runs each): original %.3f ms, rewritten %.3f ms (%.2fx); outputs differ by %.2g at most (relative)\n",
+			backendName(m.Backend), m.Runs, m.Original, m.Optimized, m.Speedup, m.MaxRelDiff)
 	}
 }
 
@@ -310,4 +325,25 @@ func (r *Report) Optimization(runID int64) store.Optimization {
 		o.Uses = append(o.Uses, store.RuleUse{Rule: a.Rule, Count: a.Count})
 	}
 	return o
+}
+
+// writeOpaqueShare says how many of the model's nodes rules cannot see,
+// and how many of those no rule family could.
+func writeOpaqueShare(w io.Writer, s OpaqueShare) {
+	fmt.Fprintf(w, "opaque: %d of %d nodes; %d (%.1f%%) are forms of registry operators the mapping refuses", s.Opaque, s.Nodes, s.Refused, 100*s.RefusedShare)
+	if s.Uncovered > 0 {
+		fmt.Fprintf(w, ", %d are operators no rule family covers (%s)", s.Uncovered, strings.Join(s.UncoveredOperators, ", "))
+	}
+	fmt.Fprintln(w)
+}
+
+// backendName names a side-by-side run's backend for people.
+func backendName(b string) string {
+	switch b {
+	case "", runtime.BackendCPU:
+		return "CPU runtime"
+	case "ort":
+		return "ONNX Runtime"
+	}
+	return b + " backend"
 }

@@ -22,6 +22,7 @@ func TestReportLayout(t *testing.T) {
 	r := &Report{Model: "m.onnx", Rules: ReportRules{Version: "v1", Hash: "ab", Count: 2}, CostModel: "measured", CostUnit: "ms", Device: "cpu/2",
 		Before: 2, After: 1, Speedup: 2, Applied: []AppliedRule{{Index: 1, Hash: "cd", Rule: "(relu (relu ?a)) => (relu ?a)", Count: 3}},
 		Opaque: map[string]int{"MaxPool": 1}, OpaqueReasons: []OpaqueReason{{Operator: "MaxPool", Nodes: 1, Reason: "ceil_mode 1"}},
+		OpaqueShare: OpaqueShare{Nodes: 4, Opaque: 1, UncoveredOperators: []string{}, Refused: 1, RefusedShare: 0.25},
 		Search: SearchStats{Explored: 4, Seen: 5, Seconds: 0.5, Stopped: BudgetSpent,
 			Trace: []TracePoint{{Best: 2}}}, ByOperator: []OperatorChange{{Operator: "Relu", NodesBefore: 2, Before: 2, NodesAfter: 1, After: 1}},
 		MemoryBefore: 10, MemoryAfter: 9, Measured: &SideBySide{Runs: 3, Threads: 2, Original: 2.5, Optimized: 2, Speedup: 1.25, MaxRelDiff: 1e-7},
@@ -113,7 +114,15 @@ func TestReportLayout(t *testing.T) {
       "beside_output": false,
       "beside_input": true
     }
-  ]
+  ],
+  "opaque_share": {
+    "nodes": 4,
+    "opaque": 1,
+    "uncovered": 0,
+    "uncovered_operators": [],
+    "refused": 1,
+    "refused_share": 0.25
+  }
 }
 `
 	if string(got) != want {

@@ -380,6 +380,9 @@ func (s *search) expand(cur *candidate) {
 		if !cur.g.fitsRanks(&s.vs[rw.Rule], m) {
 			return true // proved for other ranks
 		}
+		if !cur.g.fitsConditions(&s.vs[rw.Rule], m) {
+			return true // proved where its conditions hold, not here
+		}
 		defer nb.undo()
 		key, out := nb.apply(rw, m)
 		if out != applied || s.seen[key] {

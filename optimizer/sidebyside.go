@@ -12,9 +12,9 @@ import (
 	"rulebook/timing"
 )
 
-// SideBySide is the measured comparison of a model and its rewrite on the
-// CPU runtime: the same weights and inputs, runs interleaved so that both
-// see the same machine conditions.
+// SideBySide is the measured comparison of a model and its rewrite on one
+// backend: the same weights and inputs, runs interleaved so that both see
+// the same machine conditions.
 type SideBySide struct {
 	Runs      int     `json:"runs"`
 	Threads   int     `json:"threads"`
@@ -24,13 +24,26 @@ type SideBySide struct {
 	// MaxRelDiff is the largest output difference relative to the
 	// output's largest magnitude.
 	MaxRelDiff float64 `json:"max_relative_difference"`
+	// Backend is what both ran on: "cpu" (our runtime) or "ort" (ONNX
+	// Runtime).
+	Backend string `json:"backend,omitempty"`
+}
+
+// Opener opens an executor for a model on one backend.
+type Opener func(m *runtime.Model) (runtime.Executor, error)
+
+// CPUOpener opens CPU runtime sessions of threads threads (0: all cores).
+func CPUOpener(threads int) Opener {
+	return func(m *runtime.Model) (runtime.Executor, error) {
+		return m.NewSession(runtime.SessionOptions{Threads: threads})
+	}
 }
 
 // MeasureSideBySide runs the original model (as loaded, random weights
 // included) and the rewritten one, whose weights are inline, on the same
 // random inputs, runs times each after a warm-up run, alternating which
-// goes first, and compares their outputs.
-func MeasureSideBySide(ctx context.Context, orig *runtime.Model, rewritten *onnx.Model, runs, threads int, seed uint64) (*SideBySide, error) {
+// goes first, on the executors open makes, and compares their outputs.
+func MeasureSideBySide(ctx context.Context, orig *runtime.Model, rewritten *onnx.Model, runs, threads int, seed uint64, open Opener) (*SideBySide, error) {
 	decoded, err := onnx.DecodeModel(onnx.EncodeModel(rewritten))
 	if err != nil {
 		return nil, err
@@ -43,12 +56,13 @@ func MeasureSideBySide(ctx context.Context, orig *runtime.Model, rewritten *onnx
 	outs := make([]map[string]*runtime.Tensor, 2)
 	contenders := make([]func() error, 2)
 	for i, m := range []*runtime.Model{orig, opt} {
-		s, err := m.NewSession(runtime.SessionOptions{Threads: threads})
+		e, err := open(m)
 		if err != nil {
 			return nil, err
 		}
+		defer e.Close()
 		contenders[i] = func() (err error) {
-			outs[i], err = s.Run(ctx, feeds)
+			outs[i], err = e.Run(ctx, feeds)
 			return err
 		}
 	}

@@ -28,6 +28,9 @@ type variant struct {
 	// ranks are the ranks the rule's inputs must have; nil for any.
 	ranks  []int
 	lifted bool
+	// conds are the rule's conditions on its inputs' shapes; a match
+	// must meet them (fitsConditions).
+	conds []rules.Condition
 }
 
 // batchwise are the operators that act on each matrix of a rank-3 batch
@@ -70,9 +73,9 @@ func (rs *RuleSet) variants() (vs []variant, rws []rewrite.Rewrite, unshaped int
 			unshaped++
 			continue
 		}
-		add(variant{rule: i, ranks: ranks}, r)
+		add(variant{rule: i, ranks: ranks, conds: r.Conds}, r)
 		if liftable(r, ranks) {
-			add(variant{rule: i, ranks: liftRanks(ranks), lifted: true}, lift(r))
+			add(variant{rule: i, ranks: liftRanks(ranks), lifted: true, conds: r.Conds}, lift(r))
 		}
 	}
 	return vs, rws, unshaped
@@ -167,6 +170,18 @@ func (g *Graph) fitsRanks(v *variant, m *rewrite.Match) bool {
 	}
 	for i, bound := range m.Bound {
 		if bound && g.shapeOf(m.Inputs[i]).Rank != v.ranks[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// fitsConditions reports whether a match binds each input the variant's
+// conditions name to a value whose shape meets them: a conditioned rule
+// is proved only there (a 1×1 kernel, say), and is false elsewhere.
+func (g *Graph) fitsConditions(v *variant, m *rewrite.Match) bool {
+	for _, c := range v.conds {
+		if c.Input >= len(m.Bound) || !m.Bound[c.Input] || !c.Holds(g.shapeOf(m.Inputs[c.Input])) {
 			return false
 		}
 	}

@@ -10,7 +10,7 @@
 //   - its arity and operands (Op.Operands), with the roles the generator
 //     respects: data, weight, scalar, and inputs-only operands;
 //   - its integer parameters (ParamSpec): bounds, symbolic values such as
-//     padding "same" and "valid", named values such as conv2d's groups "dw",
+//     padding "same", "valid" and "sym", named values such as conv2d's groups "dw",
 //     and the values the generator enumerates and the axiom check tries;
 //   - shape inference (Op.InferShapes), which also carries each axis's
 //     concat history (SplitTree) so that split can undo the latest concat;

@@ -27,13 +27,16 @@ type ONNXForm struct {
 
 // ONNX node types the optimizer maps beside each operator's own: Gemm
 // onto matmul, transpose and ewadd; a zero Pad together with the
-// AveragePool it feeds onto pool_avg; Identity passes a value on and
-// Constant holds one.
+// AveragePool it feeds onto pool_avg; inference-mode BatchNormalization
+// onto ewmul and ewadd by per-channel weights; Clip at zero with no upper
+// bound onto relu; Identity passes a value on and Constant holds one.
 const (
-	ONNXGemm     = "Gemm"
-	ONNXPad      = "Pad"
-	ONNXIdentity = "Identity"
-	ONNXConstant = "Constant"
+	ONNXGemm               = "Gemm"
+	ONNXPad                = "Pad"
+	ONNXBatchNormalization = "BatchNormalization"
+	ONNXClip               = "Clip"
+	ONNXIdentity           = "Identity"
+	ONNXConstant           = "Constant"
 )
 
 // ONNX attribute names, as the operators' rows list them.
@@ -45,6 +48,7 @@ const (
 	ONNXAttrCeilMode        = "ceil_mode"
 	ONNXAttrCountIncludePad = "count_include_pad"
 	ONNXAttrDilations       = "dilations"
+	ONNXAttrEpsilon         = "epsilon"
 	ONNXAttrGroup           = "group"
 	ONNXAttrKernelShape     = "kernel_shape"
 	ONNXAttrMode            = "mode"
@@ -56,6 +60,7 @@ const (
 	ONNXAttrStrides         = "strides"
 	ONNXAttrTransA          = "transA"
 	ONNXAttrTransB          = "transB"
+	ONNXAttrTrainingMode    = "training_mode"
 	ONNXAttrValue           = "value"
 )
 

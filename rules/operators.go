@@ -6,14 +6,18 @@ import (
 
 // Symbols of the enumerated parameters.
 var (
-	paddingSymbols    = []string{"same", "valid"}
+	paddingSymbols    = []string{"same", "valid", "sym"}
 	activationSymbols = []string{"none", "relu"}
 )
 
 // Padding and activation values, as stored in parameter lists.
 const (
-	PadSame   = 0
-	PadValid  = 1
+	PadSame  = 0
+	PadValid = 1
+	// PadSym pads ⌊k/2⌋ cells on every side of an odd window, as
+	// PyTorch's padding=k//2 does: at stride 1 it is same padding, at
+	// stride 2 it starts the window a cell earlier than SAME_UPPER.
+	PadSym    = 2
 	ActNone   = 0
 	ActRelu   = 1
 	maxKernel = 15
@@ -28,7 +32,9 @@ func strideParam() ParamSpec {
 
 // paddingParam generates same padding only, as TASO does: valid padding
 // shrinks the pool's 5×5 maps to 1×1, where pooling and convolution satisfy
-// identities of that size only.
+// identities of that size only. Symmetric padding is for mapping models
+// (ResNet's stride-2 convolutions and pools); TASO and FlexFlow have no
+// such value.
 func paddingParam() ParamSpec {
 	return ParamSpec{Name: "padding", Symbols: paddingSymbols, Generate: []int{PadSame}}
 }
@@ -266,8 +272,15 @@ func matmulShape(_ []int, in []Shape) ([]Shape, error) {
 }
 
 // windowOut returns the output extent and leading padding of a sliding
-// window; same padding is ONNX's SAME_UPPER.
+// window; same padding is ONNX's SAME_UPPER, symmetric padding PyTorch's
+// k//2.
 func windowOut(in, k, stride, padding int) (out, padBegin int, err error) {
+	if padding == PadSym {
+		if k%2 == 0 || in+k/2*2 < k {
+			return 0, 0, shapeErrorf("symmetric padding of an even window %d, or of extent %d", k, in)
+		}
+		return (in+k/2*2-k)/stride + 1, k / 2, nil
+	}
 	if padding == PadValid {
 		if in < k {
 			return 0, 0, shapeErrorf("window %d exceeds extent %d with valid padding", k, in)

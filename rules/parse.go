@@ -7,7 +7,7 @@ package rules
 // accepts, in EBNF (Go's spec notation: | alternation, {} repetition,
 // "…" a token spelled so):
 //
-//	rule      = side "=>" side .
+//	rule      = side "=>" side [ "if" condition { condition } ] .
 //	side      = "(" "let" "(" { binding } ")" body ")" | body .
 //	binding   = "(" binder term ")" .
 //	body      = "(" "outputs" term term { term } ")" | term .
@@ -16,6 +16,8 @@ package rules
 //	binder    = "%" atomchar { atomchar } .
 //	symbol    = an operator's Z3 symbol in the registry (Op.Z3) .
 //	param     = a parameter value as ParamSpec.Format writes it .
+//	condition = "(" "kernel" input extent extent ")" .
+//	extent    = a positive integer .
 //	atomchar  = any character but space, tab, CR, LF, "(", ")" and ";" .
 //
 // Lexically the text is a sequence of "(", ")" and atoms, an atom being a
@@ -52,6 +54,10 @@ package rules
 //     more than once.
 //   - Both sides have the same number of outputs; outputs correspond by
 //     position.
+//   - A condition names an input of the rule: "(kernel ?b 1 1)" says the
+//     rule holds where ?b is a rank-4 kernel of height 1 and width 1
+//     (Condition). A rule with conditions holds only where all of them do;
+//     canonical text lists them sorted by input, without repeats.
 //   - A side holds at most MaxNodes operators and MaxOutputs outputs, and
 //     no chain of operators from an input to an output, let bindings
 //     included, is longer than MaxDepth: every later stage walks rules
@@ -214,13 +220,17 @@ func ParseRule(reg *Registry, text string) (*Rule, error) {
 	if err != nil {
 		return nil, err
 	}
+	conds, err := p.conditions()
+	if err != nil {
+		return nil, err
+	}
 	if t := p.peek(); t.text != "" {
 		return nil, p.fail(t, "expected end of rule")
 	}
 	if len(src.Outputs) != len(dst.Outputs) {
 		return nil, &SyntaxError{Line: 1, Col: 1, Msg: fmt.Sprintf("source has %d outputs but target has %d", len(src.Outputs), len(dst.Outputs))}
 	}
-	r := &Rule{NumInputs: len(p.inputs), Src: *src, Dst: *dst}
+	r := &Rule{NumInputs: len(p.inputs), Src: *src, Dst: *dst, Conds: conds}
 	r.Src.NumInputs, r.Dst.NumInputs = r.NumInputs, r.NumInputs
 	return r, nil
 }

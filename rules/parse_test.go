@@ -13,7 +13,7 @@ func TestSyntaxErrorsSayWhere(t *testing.T) {
 		{"(ewadd ?a ?b)", "1:14: expected \"=>\""},
 		{"(ewadd ?a) => ?a", "1:10: ewadd expects 2 operands"},
 		{"(frobnicate ?a) => ?a", "1:2: expected an operator"},
-		{"(conv2d 1 sideways none 1 ?a ?b) => ?a", "1:11: conv2d: parameter padding: expected one of same|valid"},
+		{"(conv2d 1 sideways none 1 ?a ?b) => ?a", "1:11: conv2d: parameter padding: expected one of same|valid|sym"},
 		{"(relu ?a) =>\n  (relu %0)", "2:9: binding %0 is not defined"},
 		{"(outputs ?a ?b) => ?a", "source has 2 outputs but target has 1"},
 		{"(relu ?a) => (relu ?a) extra", "1:24: expected end of rule"},

@@ -186,3 +186,31 @@ func TestOperandRoles(t *testing.T) {
 		}
 	}
 }
+
+// Symmetric padding pads half an odd window on every side: PyTorch's
+// stride-2 convolutions and pools of ResNet's stem and stages.
+func TestSymmetricPadding(t *testing.T) {
+	reg := Default()
+	cases := []struct {
+		op     string
+		params []int
+		in     []Shape
+		want   []int
+	}{
+		{"conv2d", []int{2, PadSym, ActNone, 1}, []Shape{NewShape(1, 3, 224, 224), NewShape(8, 3, 7, 7)}, []int{1, 8, 112, 112}},
+		{"conv2d", []int{2, PadSym, ActNone, 1}, []Shape{NewShape(1, 4, 56, 56), NewShape(4, 4, 3, 3)}, []int{1, 4, 28, 28}},
+		{"conv2d", []int{1, PadSym, ActNone, 1}, []Shape{NewShape(1, 4, 17, 17), NewShape(4, 4, 1, 7)}, []int{1, 4, 17, 17}},
+		{"pool_max", []int{3, 2, PadSym}, []Shape{NewShape(1, 4, 112, 112)}, []int{1, 4, 56, 56}},
+	}
+	for _, c := range cases {
+		op, _ := reg.Lookup(c.op)
+		out, err := op.InferShapes(c.params, c.in)
+		if err != nil || !slices.Equal(out[0].DimList(), c.want) {
+			t.Errorf("%s %v %v: %v (%v), want %v", c.op, c.params, c.in, out, err, c.want)
+		}
+	}
+	op, _ := reg.Lookup("pool_max")
+	if _, err := op.InferShapes([]int{2, 2, PadSym}, []Shape{NewShape(1, 4, 8, 8)}); err == nil {
+		t.Error("symmetric padding of an even window: no error")
+	}
+}

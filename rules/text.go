@@ -16,6 +16,9 @@ type Rule struct {
 	// empty when unknown (rules themselves are shape-agnostic).
 	InputShapes []Shape
 	Src, Dst    Graph
+	// Conds are the rule's preconditions on its inputs' shapes: the sides
+	// agree where all of them hold. Most rules have none.
+	Conds []Condition
 }
 
 // Text is a rule as it is written, exchanged and stored: the text of its
@@ -38,6 +41,9 @@ type Text struct {
 	// Constants lists the shapes of constant nodes in order of first
 	// appearance in the text, when known.
 	Constants string `json:"constants,omitempty"`
+	// Cond lists the rule's conditions ("(kernel ?b 1 1)"), empty for a
+	// rule that holds everywhere; String writes them after " if ".
+	Cond string `json:"cond,omitempty"`
 
 	rule *Rule // parsed, with the shapes; nil until checked
 }
@@ -50,11 +56,13 @@ func NewText(reg *Registry, src, dst, inputs, constants string) (Text, error) {
 	return checkText(reg, t, t.String())
 }
 
-// ParseText is NewText for a rule written whole, "SRC => DST": a
-// *SyntaxError's position is one in text.
+// ParseText is NewText for a rule written whole, "SRC => DST" or "SRC =>
+// DST if CONDITIONS": a *SyntaxError's position is one in text.
 func ParseText(reg *Registry, text, inputs, constants string) (Text, error) {
-	src, dst, _ := strings.Cut(text, " => ")
-	return checkText(reg, Text{Src: strings.TrimSpace(src), Dst: strings.TrimSpace(dst), Inputs: inputs, Constants: constants}, text)
+	src, rest, _ := strings.Cut(text, " => ")
+	dst, cond, _ := strings.Cut(rest, " if ")
+	return checkText(reg, Text{Src: strings.TrimSpace(src), Dst: strings.TrimSpace(dst), Cond: strings.TrimSpace(cond),
+		Inputs: inputs, Constants: constants}, text)
 }
 
 // checkText parses text, the whole of t, and attaches t's shapes.
@@ -75,7 +83,8 @@ func checkText(reg *Registry, t Text, text string) (Text, error) {
 // Checked parses and checks a Text that arrived as plain fields (see
 // NewText), so that Rule can be used.
 func (t Text) Checked(reg *Registry) (Text, error) {
-	return NewText(reg, t.Src, t.Dst, t.Inputs, t.Constants)
+	t.rule = nil
+	return checkText(reg, t, t.String())
 }
 
 // Rule is the parsed rule, with its shapes when the text records them. It
@@ -88,8 +97,14 @@ func (t Text) Rule() *Rule {
 	return t.rule
 }
 
-// String joins source and target.
-func (t Text) String() string { return t.Src + " => " + t.Dst }
+// String joins source and target, and the conditions if there are any,
+// so that a rule without conditions reads (and hashes) as it always has.
+func (t Text) String() string {
+	if t.Cond == "" {
+		return t.Src + " => " + t.Dst
+	}
+	return t.Src + " => " + t.Dst + " if " + t.Cond
+}
 
 // Hash is the rule's identity: xxh3 of the canonical text.
 func (t Text) Hash() string { return fmt.Sprintf("%016x", xxh3.HashString(t.String())) }
@@ -349,12 +364,13 @@ func (r *Rule) Canonical() (*Rule, Text) {
 	// Among orders giving the same text (a rule symmetric in some inputs),
 	// the recorded shapes decide, so that they are canonical too.
 	var best rendering
-	var bestShapes string
+	var bestShapes, bestCond string
 	for i, order := range r.outputOrders() {
 		rd := r.render(order)
 		shapes := r.shapesInOrder(rd.inputOrder)
-		if i == 0 || rd.text < best.text || rd.text == best.text && shapes < bestShapes {
-			best, bestShapes = rd, shapes
+		cond := formatConditions(r.Conds, func(old int) int { return slices.Index(rd.inputOrder, old) })
+		if i == 0 || rd.text < best.text || rd.text == best.text && (cond < bestCond || cond == bestCond && shapes < bestShapes) {
+			best, bestShapes, bestCond = rd, shapes, cond
 		}
 	}
 	c := &Rule{NumInputs: len(best.inputOrder)}
@@ -367,8 +383,14 @@ func (r *Rule) Canonical() (*Rule, Text) {
 	}
 	c.Src = renumber(&r.Src, best.src.nodeOrder(), best.outputs, newInput)
 	c.Dst = renumber(&r.Dst, best.dst.nodeOrder(), best.outputs, newInput)
+	for _, cd := range r.Conds {
+		cd.Input = newInput[cd.Input]
+		c.Conds = append(c.Conds, cd)
+	}
+	slices.SortFunc(c.Conds, compareConditions)
+	c.Conds = slices.Compact(c.Conds)
 	srcText, dstText, _ := strings.Cut(best.text, " => ")
-	t := Text{Src: srcText, Dst: dstText, rule: c}
+	t := Text{Src: srcText, Dst: dstText, Cond: bestCond, rule: c}
 	if len(c.InputShapes) > 0 {
 		parts := make([]string, c.NumInputs)
 		for i, s := range c.InputShapes {
@@ -446,7 +468,7 @@ func (r *Rule) Format() Text {
 // the smaller text first), so a rule and its mirror image are one rule.
 func (r *Rule) Oriented() (*Rule, Text) {
 	fwd, ft := r.Canonical()
-	mirror := &Rule{NumInputs: r.NumInputs, InputShapes: r.InputShapes, Src: r.Dst, Dst: r.Src}
+	mirror := &Rule{NumInputs: r.NumInputs, InputShapes: r.InputShapes, Src: r.Dst, Dst: r.Src, Conds: r.Conds}
 	rev, rt := mirror.Canonical()
 	fs, rs := len(fwd.Src.Nodes), len(rev.Src.Nodes)
 	if rs > fs || (rs == fs && rt.String() < ft.String()) {

@@ -11,7 +11,8 @@ import (
 	"rulebook/runtime/cuda"
 )
 
-// Executor runs a loaded model: a CPU Session or a CUDASession.
+// Executor runs a loaded model: a CPU Session, a CUDASession, or ONNX
+// Runtime's session (package runtime/ort).
 type Executor interface {
 	Run(ctx context.Context, inputs map[string]*Tensor) (map[string]*Tensor, error)
 	// TimeNode times node i of Model.Nodes alone (see Session.TimeNode).

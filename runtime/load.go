@@ -82,6 +82,7 @@ func build(m *onnx.Model, dir, source string, opt LoadOptions) (*Model, *LoadRep
 	if err != nil {
 		return fail(err)
 	}
+	model.src = structure(m)
 	return model, report, nil
 }
 
@@ -360,7 +361,7 @@ func (b *builder) addNode(index int, n *onnx.Node) error {
 	if err != nil {
 		return fail(err)
 	}
-	nd := &node{op: n.OpType, name: n.Name, in: ids, out: outs, kernel: p.kernel, params: p.params}
+	nd := &node{op: n.OpType, name: n.Name, in: ids, out: outs, kernel: p.kernel, params: p.params, src: index}
 	if b.foldable(nd) {
 		b.fold(nd)
 		return nil
@@ -497,6 +498,9 @@ func (b *builder) keepIntegers(nd *node) {
 		v.ints = make([]int64, len(v.konst.Data))
 		for i, f := range v.konst.Data {
 			v.ints[i] = int64(f)
+			// The float view agrees, so that readers of Constant (the
+			// optimizer) see 24 where integer division made 49/2 24.
+			v.konst.Data[i] = float32(v.ints[i])
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"rulebook/onnx"
 )
 
 // WeightsMode says where initializer data stored in an external file comes
@@ -102,6 +104,10 @@ type Model struct {
 	// outputNames are the graph output names, parallel to outputs: an
 	// output may be an alias of another value (through Identity).
 	outputNames []string
+	// src is the structure of the decoded model this one was built from
+	// (see structure): ONNX and NodeModel hand it, or one node of it, to
+	// another runtime.
+	src *onnx.Model
 }
 
 // value is one tensor of the graph: a graph input, an initializer or
@@ -126,6 +132,9 @@ type node struct {
 	out    []int
 	kernel kernel
 	params string
+	// src indexes the node in the file, attributes and input names
+	// included, in Model.src's nodes (see Model.NodeModel).
+	src int
 }
 
 // Inputs returns the graph inputs a Run needs, in graph order.

@@ -74,6 +74,7 @@ func buildOpTable() map[string]opDef {
 		"AveragePool":        {1, 1, 1, 1, preparePool(poolAverage)},
 		"GlobalAveragePool":  {1, 1, 1, 1, prepareGlobalPool(poolAverage)},
 		"MatMul":             {2, 2, 1, 1, prepareMatMul},
+		"Einsum":             {1, 2, 1, 1, prepareEinsum},
 		"Gemm":               {2, 3, 1, 1, prepareGemm},
 		"Concat":             {1, -1, 1, 1, prepareConcat},
 		"Split":              {1, 2, 1, -1, prepareSplit},

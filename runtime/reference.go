@@ -84,11 +84,15 @@ type Mismatch struct {
 	Tolerance Tolerance
 	// Differ of Total elements are out of tolerance.
 	Differ, Total int
+	// RelErr is the whole output's relative error, ‖got − want‖ / ‖want‖
+	// (Euclidean norms): near-zero elements can miss an element-wise
+	// tolerance while the output as a whole agrees closely.
+	RelErr float64
 }
 
 func (e *Mismatch) Error() string {
-	return fmt.Sprintf("output %q differs from its reference at flat index %d, index %v: got %.8g, want %.8g (rtol %g, atol %g); %d of %d elements differ",
-		e.Output, e.Index, e.At, e.Got, e.Want, e.Tolerance.RTol, e.Tolerance.ATol, e.Differ, e.Total)
+	return fmt.Sprintf("output %q differs from its reference at flat index %d, index %v: got %.8g, want %.8g (rtol %g, atol %g); %d of %d elements differ; relative error of the output %.2g",
+		e.Output, e.Index, e.At, e.Got, e.Want, e.Tolerance.RTol, e.Tolerance.ATol, e.Differ, e.Total, e.RelErr)
 }
 
 // ReadReferences reads the expected outputs of a run from serialized
@@ -145,7 +149,31 @@ func firstMismatch(name string, got, want *Tensor, tol Tolerance) error {
 	if e == nil {
 		return nil
 	}
+	e.RelErr = relativeError(got, want)
 	return e
+}
+
+// RelativeError is the largest relative error of the outputs against
+// their references, ‖got − want‖ / ‖want‖ in Euclidean norms.
+func (m *Model) RelativeError(outs map[string]*Tensor, refs []*Tensor) float64 {
+	worst := 0.0
+	for i, o := range m.Outputs() {
+		worst = max(worst, relativeError(outs[o.Name], refs[i]))
+	}
+	return worst
+}
+
+func relativeError(got, want *Tensor) float64 {
+	var diff, norm float64
+	for i, w := range want.Data {
+		d := float64(got.Data[i]) - float64(w)
+		diff += d * d
+		norm += float64(w) * float64(w)
+	}
+	if norm == 0 {
+		return math.Sqrt(diff)
+	}
+	return math.Sqrt(diff / norm)
 }
 
 // multiIndex turns a row-major flat index into one index per dimension.

@@ -383,17 +383,7 @@ func (s *Session) TimeNode(ctx context.Context, i int, repeat int) (time.Duratio
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := m.nodes[i]
-	in := make([]*Tensor, len(n.in))
-	for j, id := range n.in {
-		switch {
-		case id < 0:
-		case m.values[id].isConst():
-			in[j] = m.values[id].konst
-		default:
-			in[j] = NewTensor(m.values[id].shape...)
-			fillUniform(in[j].Data, streamSeed(uint64(i), m.values[id].name), 1)
-		}
-	}
+	in := m.nodeInputs(i)
 	out := make([]*Tensor, len(n.out))
 	for j, id := range n.out {
 		if id >= 0 {
@@ -406,4 +396,24 @@ func (s *Session) TimeNode(ctx context.Context, i int, repeat int) (time.Duratio
 		return 0, fmt.Errorf("runtime: TimeNode: %w", err)
 	}
 	return d, nil
+}
+
+// nodeInputs are the inputs TimeNode runs node i on: constant inputs keep
+// their values, the others are uniform in [-1, 1), seeded by the node's
+// index and the input's name, so that every timing of the node, in any
+// runtime (see NodeModel), sees the same data.
+func (m *Model) nodeInputs(i int) []*Tensor {
+	n := m.nodes[i]
+	in := make([]*Tensor, len(n.in))
+	for j, id := range n.in {
+		switch {
+		case id < 0:
+		case m.values[id].isConst():
+			in[j] = m.values[id].konst
+		default:
+			in[j] = NewTensor(m.values[id].shape...)
+			fillUniform(in[j].Data, streamSeed(uint64(i), m.values[id].name), 1)
+		}
+	}
+	return in
 }

@@ -23,6 +23,16 @@ func (m *Model) Constant(name string) (*Tensor, bool) {
 	return v.konst, true
 }
 
+// Integers returns the data of a constant that ONNX types as an integer
+// (shape arithmetic folded at load), exactly.
+func (m *Model) Integers(name string) ([]int64, bool) {
+	v := m.value(name)
+	if v == nil || v.ints == nil {
+		return nil, false
+	}
+	return slices.Clone(v.ints), true
+}
+
 func (m *Model) value(name string) *value {
 	for _, v := range m.values {
 		if v.name == name {

@@ -69,9 +69,9 @@ func (s *Store) InsertRules(ctx context.Context, batch []Rule) (int64, error) {
 	}
 	defer tx.Rollback() // no-op after Commit
 
-	insRule, err := tx.PrepareContext(ctx, `INSERT INTO rules(hash, src, dst, inputs, constants,
+	insRule, err := tx.PrepareContext(ctx, `INSERT INTO rules(hash, src, dst, cond, inputs, constants,
 		src_ops, dst_ops, num_inputs, num_outputs, fingerprint, status, run_id, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(hash) DO NOTHING`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(hash) DO NOTHING`)
 	if err != nil {
 		return fail("", err)
 	}
@@ -100,7 +100,7 @@ func (s *Store) InsertRules(ctx context.Context, batch []Rule) (int64, error) {
 		if status == "" {
 			status = rules.StatusCandidate
 		}
-		res, err := insRule.ExecContext(ctx, r.Hash, r.Src, r.Dst, r.Inputs, r.Constants,
+		res, err := insRule.ExecContext(ctx, r.Hash, r.Src, r.Dst, r.Cond, r.Inputs, r.Constants,
 			r.SrcOps, r.DstOps, r.NumInputs, r.NumOutputs, int64(r.Fingerprint), status, r.RunID, now)
 		if err != nil {
 			return fail(fmt.Sprintf("rule %s: ", r.Hash), err)
@@ -143,7 +143,7 @@ type Filter struct {
 	Unpruned       bool         // only rules not pruned
 }
 
-const ruleColumns = `r.id, r.hash, r.src, r.dst, r.inputs, r.constants, r.src_ops, r.dst_ops,
+const ruleColumns = `r.id, r.hash, r.src, r.dst, r.cond, r.inputs, r.constants, r.src_ops, r.dst_ops,
 	r.num_inputs, r.num_outputs, r.fingerprint, r.status, r.run_id,
 	(SELECT json_group_array(o.operator) FROM rule_operators o WHERE o.rule_id = r.id),
 	coalesce(r.pruned_by, 0), coalesce(r.prune_reason, '')`
@@ -222,7 +222,7 @@ func scanRule(sc interface{ Scan(...any) error }, extra ...any) (Rule, error) {
 		fp  int64
 		ops string
 	)
-	dest := append([]any{&r.ID, &r.Hash, &r.Src, &r.Dst, &r.Inputs, &r.Constants, &r.SrcOps, &r.DstOps,
+	dest := append([]any{&r.ID, &r.Hash, &r.Src, &r.Dst, &r.Cond, &r.Inputs, &r.Constants, &r.SrcOps, &r.DstOps,
 		&r.NumInputs, &r.NumOutputs, &fp, &r.Status, &r.RunID, &ops, &r.PrunedBy, &r.PruneReason}, extra...)
 	if err := sc.Scan(dest...); err != nil {
 		return Rule{}, err

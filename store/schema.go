@@ -2,7 +2,7 @@ package store
 
 // SchemaVersion is the newest schema this build knows. It is stored in
 // PRAGMA user_version; a file with a larger value is refused.
-const SchemaVersion = 8
+const SchemaVersion = 9
 
 // ApplicationID marks a file as a rulebook database ("RULB"). It is stored in
 // PRAGMA application_id.
@@ -24,7 +24,23 @@ var migrations = []string{
 	6: schemaV6,
 	7: schemaV7,
 	8: schemaV8,
+	9: schemaV9,
 }
+
+// schemaV9 lets a rule carry conditions on its inputs' shapes
+// (rules.Condition, "(kernel ?b 1 1)"): the rule holds only where they do.
+// rules.hash, the proofs' claims and the versions' content hashes cover
+// the conditions, but only where there are any, so the hashes of rules
+// without conditions, and of every version released before, are unchanged.
+// rule_text shows the conditions after " if ", as rule text writes them.
+const schemaV9 = `
+ALTER TABLE rules ADD COLUMN cond TEXT NOT NULL DEFAULT '';
+DROP VIEW rule_text;
+CREATE VIEW rule_text AS
+	SELECT id, hash, status, src || ' => ' || dst || CASE WHEN cond = '' THEN '' ELSE ' if ' || cond END AS rule,
+		max(src_ops, dst_ops) AS size
+	FROM rules;
+`
 
 // schemaV8 makes the store's bookkeeping checkable.
 //

@@ -88,8 +88,11 @@ func ContentHash(texts []string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// ruleText is the text a version's content hash covers, "SRC => DST".
-func ruleText(src, dst string) string { return rules.Text{Src: src, Dst: dst}.String() }
+// ruleText is the text a version's content hash covers, "SRC => DST",
+// with " if CONDITIONS" for a rule that has them (rules.Text.String).
+func ruleText(src, dst, cond string) string {
+	return rules.Text{Src: src, Dst: dst, Cond: cond}.String()
+}
 
 // Release freezes every proved, unpruned rule as version tag, with the
 // previous version as parent, and records the release as a run; both are
@@ -145,7 +148,7 @@ func (p *releasable) version(tag string) Version {
 // provedRules reads the unpruned rules whose latest proof proves their
 // current text, and the ids of those that only say they are proved.
 func provedRules(ctx context.Context, tx *sql.Tx) (*releasable, []int64, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT r.id, r.src, r.dst, r.inputs, r.constants, r.status,
+	rows, err := tx.QueryContext(ctx, `SELECT r.id, r.src, r.dst, r.cond, r.inputs, r.constants, r.status,
 		coalesce(p.status, ''), coalesce(p.claim, ''), coalesce(p.axiom_set, ''), coalesce(p.solver, ''), coalesce(p.budget, 0), u.config,
 		(SELECT json_group_array(o.operator) FROM rule_operators o WHERE o.rule_id = r.id)
 		FROM rules r LEFT JOIN latest_proofs p ON p.rule_id = r.id JOIN runs u ON u.id = r.run_id
@@ -161,14 +164,14 @@ func provedRules(ctx context.Context, tx *sql.Tx) (*releasable, []int64, error) 
 		var t rules.Text
 		var ruleStatus, proofStatus rules.Status
 		var claim, set, solver, gen, opsJSON string
-		if err := rows.Scan(&id, &t.Src, &t.Dst, &t.Inputs, &t.Constants, &ruleStatus, &proofStatus, &claim, &set, &solver, &budget, &gen, &opsJSON); err != nil {
+		if err := rows.Scan(&id, &t.Src, &t.Dst, &t.Cond, &t.Inputs, &t.Constants, &ruleStatus, &proofStatus, &claim, &set, &solver, &budget, &gen, &opsJSON); err != nil {
 			return nil, nil, err
 		}
 		if proofStatus != rules.StatusProved || claim != Claim(t, set, solver, uint64(budget), rules.StatusProved) {
 			leftOut = append(leftOut, id)
 			continue
 		}
-		out.ids, out.texts = append(out.ids, id), append(out.texts, ruleText(t.Src, t.Dst))
+		out.ids, out.texts = append(out.ids, id), append(out.texts, ruleText(t.Src, t.Dst, t.Cond))
 		out.sets[set], out.gens[gen], out.provers[ProverName(solver, uint64(budget))] = true, true, true
 		var names []string
 		_ = json.Unmarshal([]byte(opsJSON), &names)
@@ -272,18 +275,18 @@ func (s *Store) LoadVersion(ctx context.Context, ref string) (Version, []string,
 	if err != nil {
 		return v, nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT r.src, r.dst FROM version_rules vr JOIN rules r ON r.id = vr.rule_id WHERE vr.version_id = ?`, v.ID)
+	rows, err := s.db.QueryContext(ctx, `SELECT r.src, r.dst, r.cond FROM version_rules vr JOIN rules r ON r.id = vr.rule_id WHERE vr.version_id = ?`, v.ID)
 	if err != nil {
 		return v, nil, fmt.Errorf("store: version %s: %w", v.Tag, err)
 	}
 	defer rows.Close()
 	var texts []string
 	for rows.Next() {
-		var src, dst string
-		if err := rows.Scan(&src, &dst); err != nil {
+		var src, dst, cond string
+		if err := rows.Scan(&src, &dst, &cond); err != nil {
 			return v, nil, fmt.Errorf("store: version %s: %w", v.Tag, err)
 		}
-		texts = append(texts, ruleText(src, dst))
+		texts = append(texts, ruleText(src, dst, cond))
 	}
 	if err := rows.Err(); err != nil {
 		return v, nil, fmt.Errorf("store: version %s: %w", v.Tag, err)
@@ -346,7 +349,7 @@ func (s *Store) VersionRules(ctx context.Context, ref string) (Version, []Rule, 
 		return v, nil, err
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT `+ruleColumns+` FROM version_rules vr JOIN rules r ON r.id = vr.rule_id
-		WHERE vr.version_id = ? ORDER BY r.src || ' => ' || r.dst`, v.ID)
+		WHERE vr.version_id = ? ORDER BY r.src || ' => ' || r.dst, r.cond`, v.ID)
 	if err != nil {
 		return v, nil, fmt.Errorf("store: version %s: %w", v.Tag, err)
 	}

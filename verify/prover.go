@@ -97,6 +97,7 @@ func newProver(set *axioms.Set, axs []*axioms.Axiom, parallel map[string]bool) (
 			p.decls[sym] = c.FuncDecl(sym, dom, p.tensor)
 		}
 	}
+	p.declareConditions(axs)
 	// One parse for all axioms: Z3's parser costs more per call than per
 	// assertion, and a fresh context per rule parses them every time.
 	sorts := map[string]z3.Sort{axioms.TensorSort: p.tensor}
@@ -120,6 +121,49 @@ func newProver(set *axioms.Set, axs []*axioms.Axiom, parallel map[string]bool) (
 	return p, nil
 }
 
+// declareConditions declares the shape conditions' predicates
+// (axioms.ConditionDeclarations) where an axiom of axs has one; before
+// the axioms are parsed, but after the operators, and only then, so that
+// proofs without conditions see the context they always did.
+func (p *prover) declareConditions(axs []*axioms.Axiom) {
+	if !slices.ContainsFunc(axs, (*axioms.Axiom).ShapeConditioned) {
+		return
+	}
+	for _, k := range rules.CondKinds() {
+		dom := []z3.Sort{p.tensor}
+		for range k.Arity() {
+			dom = append(dom, p.ctx.IntSort())
+		}
+		p.decls[k.Keyword()] = p.ctx.FuncDecl(k.Keyword(), dom, p.ctx.BoolSort())
+	}
+}
+
+// hypotheses are a rule's conditions about its input constants, true in
+// every model the proof considers: a conditioned rule is proved where its
+// conditions hold. Without the axioms that use them (none were loaded),
+// the conditions say nothing, and the rule is not proved.
+func (p *prover) hypotheses(r *rules.Rule) []z3.AST {
+	var out []z3.AST
+	for _, c := range r.Conds {
+		d, ok := p.decls[c.Kind.Keyword()]
+		if !ok {
+			return nil
+		}
+		in := p.ctx.Const(fmt.Sprintf("input%d", c.Input), p.tensor)
+		out = append(out, p.ctx.Apply(d, in, p.ctx.Int(c.Dims[0]), p.ctx.Int(c.Dims[1])))
+	}
+	return out
+}
+
+// withHypotheses conjoins the rule's conditions to a goal.
+func (p *prover) withHypotheses(r *rules.Rule, goal z3.AST) z3.AST {
+	hyps := p.hypotheses(r)
+	if len(hyps) == 0 {
+		return goal
+	}
+	return p.ctx.And(append(hyps, goal)...)
+}
+
 // newSetProver loads every axiom of the set, for the checks of the set
 // itself.
 func newSetProver(set *axioms.Set) (*prover, error) {
@@ -140,6 +184,10 @@ func newRuleProver(set *axioms.Set, r *rules.Rule) (*prover, error) {
 		keys[s] = true
 	}
 	axs, par := RelevantAxioms(set, keys), parallelOpSymbols()
+	if !r.Conditional() {
+		// Only a rule's own conditions can make a shape condition hold.
+		axs = slices.DeleteFunc(axs, (*axioms.Axiom).ShapeConditioned)
+	}
 	for _, a := range axs {
 		parallelSymbols(a.LHS, par, present)
 		parallelSymbols(a.RHS, par, present)
@@ -259,6 +307,7 @@ func (p *prover) prove(ctx context.Context, r *rules.Rule, b Budget) (Result, er
 	if err != nil {
 		return Result{}, err
 	}
+	goal = p.withHypotheses(r, goal)
 	res := ph.run(goal, nil)
 	if !ph.open(res) {
 		return ph.result(res), ph.err
@@ -277,7 +326,7 @@ func (p *prover) prove(ctx context.Context, r *rules.Rule, b Budget) (Result, er
 			ph.err = err
 			break
 		}
-		res = ph.run(g, lemmas)
+		res = ph.run(p.withHypotheses(r, g), lemmas)
 	}
 	return ph.result(res), ph.err
 }

@@ -26,6 +26,9 @@ func Query(reg *rules.Registry, set *axioms.Set, r *rules.Rule) string {
 	if r.HasDegreeVar() {
 		fmt.Fprintf(&b, "(declare-const %s %s)\n(assert (>= %s 1))\n", DegreeVarName, axioms.IntSort, DegreeVarName)
 	}
+	for _, c := range r.Conds {
+		fmt.Fprintf(&b, "(assert (%s input%d %d %d))\n", c.Kind.Keyword(), c.Input, c.Dims[0], c.Dims[1])
+	}
 	src, dst := smtTerms(&r.Src), smtTerms(&r.Dst)
 	var eqs []string
 	for i := range src {

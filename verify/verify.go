@@ -446,6 +446,8 @@ func otherShapes(ctx context.Context, r *rules.Rule, seed uint64) (string, bool,
 			if parallel {
 				candidates[i] = withLayout(candidates[i], s)
 			}
+			// A conditioned rule is claimed only where its conditions hold.
+			candidates[i] = slices.DeleteFunc(candidates[i], func(s rules.Shape) bool { return !r.InputHolds(i, s) })
 		}
 		why, found, err := firstDifference(ctx, r, in, candidates, consts, otherShapeVisits)
 		if found || err != nil {

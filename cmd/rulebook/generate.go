@@ -22,6 +22,7 @@ type generateOptions struct {
 	workers    int
 	exhaustive bool
 	noProgress bool
+	kernel1x1  bool
 }
 
 func newGenerateCmd() *cobra.Command {
@@ -44,11 +45,16 @@ activations and linear weights, laid out in every way, and enumerates it once
 per degree of --degrees (each 2 to 1024; refused for other sets). A rule found
 at every degree is stored once with the degree variable d: (partition 0 d ?a).
 
+--kernel-1x1 enumerates again with 1x1 kernels and also stores the pairs that
+agree only there, conditioned: '... if (kernel ?b 1 1)' (see README,
+"Conditioned rules"); pooling after a 1x1 convolution is one.
+
 Re-running the same generation adds no duplicates. Ctrl-C stops cleanly: the
 run is recorded as interrupted and no rules of it are written.`,
 		Example: `  rulebook generate --max-ops 3
   rulebook generate --max-ops 2 --ops matmul,ewadd,transpose --db small.db
-  rulebook generate --max-ops 2 --ops parallel --degrees 2,3 --db pcg.db`,
+  rulebook generate --max-ops 2 --ops parallel --degrees 2,3 --db pcg.db
+  rulebook generate --max-ops 2 --ops conv2d,pool_avg --kernel-1x1 --db cond.db`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runGenerate(cmd.Context(), cmd, o)
@@ -58,6 +64,7 @@ run is recorded as interrupted and no rules of it are written.`,
 	f.IntVar(&o.maxOps, "max-ops", 3, fmt.Sprintf("largest graph size in operators (1..%d)", enumerate.MaxOps))
 	f.StringVar(&o.ops, "ops", "", "comma-separated operators, or 'parallel' for the parallel set (default: TASO's set; see 'rulebook ops')")
 	f.StringVar(&o.degrees, "degrees", "2", "parallel degrees to enumerate, comma-separated (parallel operators only)")
+	f.BoolVar(&o.kernel1x1, "kernel-1x1", false, "also find rules that hold only for 1x1 kernels, conditioned on them")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of the fingerprint and float-test inputs")
 	f.IntVar(&o.workers, "workers", runtime.GOMAXPROCS(0), "parallel workers")
 	f.BoolVar(&o.exhaustive, "exhaustive", false, "extend every graph, not only class representatives (slow)")
@@ -85,7 +92,7 @@ func runGenerate(ctx context.Context, cmd *cobra.Command, o generateOptions) err
 	start := time.Now()
 	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
 	cfg := enumerate.Config{Registry: reg, Pool: rules.DefaultPool(), Degrees: degrees, MaxOps: o.maxOps, Seed: o.seed, Workers: o.workers,
-		Exhaustive: o.exhaustive, Progress: func(p enumerate.Progress) { bar.Update(p.Stage, p.Level, p.Done, p.Total) }}
+		Exhaustive: o.exhaustive, ConditionKernels: kernelConditions(o.kernel1x1), Progress: func(p enumerate.Progress) { bar.Update(p.Stage, p.Level, p.Done, p.Total) }}
 	res, err := enumerate.GenerateInto(ctx, db, cfg, version)
 	bar.Finish()
 	if err != nil {
@@ -93,5 +100,13 @@ func runGenerate(ctx context.Context, cmd *cobra.Command, o generateOptions) err
 	}
 	res.WriteText(cmd.OutOrStdout(), time.Since(start))
 	fmt.Fprintf(cmd.OutOrStdout(), "run %d written to %s\n", res.RunID, db.Path())
+	return nil
+}
+
+// kernelConditions are the kernel extents --kernel-1x1 asks for.
+func kernelConditions(on bool) [][2]int {
+	if on {
+		return [][2]int{{1, 1}}
+	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"rulebook/internal/progress"
 	"rulebook/optimizer"
 	"rulebook/runtime"
+	"rulebook/runtime/backend"
 	"rulebook/store"
 )
 
@@ -27,6 +28,8 @@ type optimizeOptions struct {
 	noProgress            bool
 	dims                  []string
 	dimValues             map[string]int // dims parsed
+	compareOn             string
+	backends              backend.Options // --compare-on's, checked
 }
 
 func newOptimizeCmd() *cobra.Command {
@@ -67,7 +70,8 @@ from; with a bundle, in the one --db or RULEBOOK_DB names (created if need
 be), else in ./rulebook.db if it exists, else nowhere. --compare N runs the
 original and the rewritten model N times each, interleaved, on the same
 random input with the CPU runtime, and reports both median latencies and the
-largest output difference.`,
+largest output difference; --compare-on ort (or cpu,ort) does the same on
+ONNX Runtime (see 'rulebook run --help' for finding its library).`,
 		Example: `  rulebook optimize ../shared/models/squeezenet1_1.onnx --rules optimizer/testdata/rules-3ops.json
   rulebook optimize ../shared/models/resnet50.onnx --rules optimizer/testdata/rules-3ops.json --timeout 10s -o resnet50.opt.onnx
   rulebook optimize ../shared/models/bert_base.onnx --rules optimizer/testdata/rules-3ops.json --cost measured --budget 20 --compare 5`,
@@ -89,6 +93,7 @@ largest output difference.`,
 	f.IntVar(&o.opt.ConfirmRounds, "confirm", o.opt.ConfirmRounds,
 		"with measured costs, rounds that time the search's changes against the original side by side before they are kept (0: keep them untimed)")
 	f.IntVar(&o.compare, "compare", 0, "time the original and the rewritten model this many runs each (0: do not)")
+	f.StringVar(&o.compareOn, "compare-on", "cpu", "backends --compare runs on: cpu (our runtime), ort (ONNX Runtime) or both, cpu,ort")
 	f.IntVar(&o.threads, "threads", 0, "CPU threads for measured costs and --compare (default: all cores)")
 	f.StringVar(&o.weights, "weights", "auto", "auto, file or random (see rulebook run)")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of generated weights and of --compare's input")
@@ -115,7 +120,7 @@ func (o *optimizeOptions) check() error {
 		return fmt.Errorf("--weights must be auto, file or random, got %q", o.weights)
 	}
 	var err error
-	o.dimValues, err = parseDims(o.dims)
+	o.dimValues, err = backend.ParseDims(o.dims)
 	return err
 }
 
@@ -126,6 +131,10 @@ func runOptimize(cmd *cobra.Command, path string, o optimizeOptions) error {
 	var err error
 	if o.output, o.report, err = optimizer.OutputPaths(path, o.output, o.report); err != nil {
 		return err
+	}
+	o.backends.Threads = o.threads
+	if _, err := o.backends.Check(cmd.Context(), o.compareOn); err != nil {
+		return fmt.Errorf("--compare-on: %w", err)
 	}
 	rs, err := loadRuleSet(cmd, o.rules)
 	if err != nil {
@@ -211,7 +220,10 @@ func optimizeAndWrite(cmd *cobra.Command, path string, o optimizeOptions, rs *op
 		}
 	}
 	job := optimizer.Job{Path: path, Runtime: rt, Graph: g, Rules: rs, Options: opt, CostModel: o.cost, Device: rec.Device,
-		Output: o.output, Report: o.report, Compare: o.compare, Threads: o.threads, Seed: o.seed}
+		Output: o.output, Report: o.report, Compare: o.compare, Threads: o.threads, Seed: o.seed, Backends: strings.Split(o.compareOn, ","),
+		Open: func(m *runtime.Model, name string) (runtime.Executor, error) {
+			return backend.Open(cmd.ErrOrStderr(), m, name, o.backends)
+		}}
 	rep, err := job.Run(cmd.Context())
 	bar.Finish()
 	if sbs := (*optimizer.SideBySideError)(nil); errors.As(err, &sbs) {

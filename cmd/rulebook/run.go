@@ -15,72 +15,48 @@ import (
 	"rulebook/internal/progress"
 	"rulebook/optimizer"
 	"rulebook/runtime"
+	"rulebook/runtime/backend"
 	"rulebook/store"
-	"rulebook/timing"
 )
 
 // modelOptions are the flags every command that loads a model shares.
 type modelOptions struct {
-	backend, weights string
-	seed             uint64
-	threads          int
-	dims             []string
+	backend, weights, ortLib string
+	seed                     uint64
+	threads                  int
+	dims                     []string
 }
 
 func (o *modelOptions) register(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&o.backend, "backend", "cpu", "cpu or cuda")
+	f.StringVar(&o.backend, "backend", "cpu", "cpu, cuda or ort (ONNX Runtime); run takes a list, cpu,ort, to time them side by side")
+	f.StringVar(&o.ortLib, "ort-lib", "", "libonnxruntime.so for --backend ort (default: $ONNXRUNTIME_LIB, then python3's onnxruntime package, then the library directories)")
 	f.StringVar(&o.weights, "weights", "auto", "auto (the model's weights file, else random), file, or random")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of generated weights and inputs")
 	f.IntVar(&o.threads, "threads", 0, "CPU threads (default: all cores)")
 	f.StringSliceVar(&o.dims, "dim", nil, "value of a symbolic input dimension, NAME=N (repeatable)")
 }
 
-// load reads a model and opens an executor on the chosen backend;
-// warnings (generated weights) go to w. The caller closes the executor.
-func (o *modelOptions) load(w io.Writer, path string) (*runtime.Model, runtime.Executor, error) {
-	if err := runtime.CheckBackend(o.backend); err != nil {
-		return nil, nil, fmt.Errorf("--%w", err)
+// load reads a model and opens an executor on each backend named, in
+// order; notes (generated weights) go to stderr. The caller closes them.
+func (o *modelOptions) load(cmd *cobra.Command, path string) (*runtime.Model, []runtime.Executor, []string, error) {
+	opt := backend.Options{Threads: o.threads, ORTLibrary: o.ortLib, Load: runtime.LoadOptions{Seed: o.seed}}
+	names, err := opt.Check(cmd.Context(), o.backend)
+	if err == nil {
+		opt.Load.Weights, err = backend.ParseWeights(o.weights)
 	}
-	mode := runtime.WeightsMode(o.weights)
-	if mode != "auto" && mode != "file" && mode != "random" {
-		return nil, nil, fmt.Errorf("--weights must be auto, file or random, got %q", o.weights)
+	if err == nil {
+		opt.Load.Dims, err = backend.ParseDims(o.dims)
 	}
-	dims, err := parseDims(o.dims)
-	if err != nil {
-		return nil, nil, err
-	}
-	m, report, err := runtime.Load(path, runtime.LoadOptions{Weights: mode, Seed: o.seed, Dims: dims})
-	if err != nil {
-		return nil, nil, err
-	}
-	if n := len(report.RandomWeights); n > 0 {
-		fmt.Fprintf(w, "note: %d initializers have no data here (weights file absent); using random weights, seed %d\n", n, o.seed)
-	}
-	s, err := m.Open(o.backend, o.threads)
-	if err != nil && o.backend == runtime.BackendCUDA {
-		err = fmt.Errorf("--backend cuda: %w", err)
+	var m *runtime.Model
+	if err == nil {
+		m, err = backend.Load(cmd.ErrOrStderr(), path, opt)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	if gpu, ok := s.(*runtime.CUDASession); ok && len(gpu.Fallbacks()) > 0 {
-		fmt.Fprintf(w, "note: %d nodes run on the CPU: %s\n", len(gpu.Fallbacks()), strings.Join(gpu.Fallbacks(), "; "))
-	}
-	return m, s, nil
-}
-
-func parseDims(specs []string) (map[string]int, error) {
-	dims := map[string]int{}
-	for _, s := range specs {
-		name, value, ok := strings.Cut(s, "=")
-		n, err := strconv.Atoi(value)
-		if !ok || name == "" || err != nil || n < 1 {
-			return nil, fmt.Errorf("--dim %q: expected NAME=N with N ≥ 1", s)
-		}
-		dims[name] = n
-	}
-	return dims, nil
+	execs, err := backend.OpenAll(cmd.ErrOrStderr(), m, names, opt)
+	return m, execs, names, err
 }
 
 func newRunCmd() *cobra.Command {
@@ -110,10 +86,19 @@ test_data_set_N/output_K.pb: every element must satisfy
 tests. The command fails at the first element out of tolerance and names
 it.
 
+--backend ort runs the model in ONNX Runtime (its CPU provider, --threads
+intra-op threads, sequentially) with the same weights and inputs; the
+library is loaded at run time from --ort-lib, $ONNXRUNTIME_LIB or pip's
+onnxruntime package. A list, --backend cpu,ort, runs the backends side by
+side in one process, alternating after a warm-up run each, and prints each
+median, its ratio to the first's and how far its outputs are from the
+first's.
+
 Operators: ` + strings.Join(runtime.Ops(), ", ") + `.`,
 		Example: `  rulebook run ../shared/models/resnet50.onnx --repeat 10
   rulebook run ../shared/models/squeezenet1_1-full.onnx --input ../shared/models/squeezenet1_1-full_test_data_set_0/input_0.pb
-  rulebook run ../shared/models/squeezenet1_1-full.onnx --input ../shared/models/squeezenet1_1-full_test_data_set_0/input_0.pb --expect ../shared/models/squeezenet1_1-full_test_data_set_0/output_0.pb`,
+  rulebook run ../shared/models/squeezenet1_1-full.onnx --input ../shared/models/squeezenet1_1-full_test_data_set_0/input_0.pb --expect ../shared/models/squeezenet1_1-full_test_data_set_0/output_0.pb
+  rulebook run ../shared/models/squeezenet1_1.onnx --backend cpu,ort --repeat 20 --threads 2`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if repeat < 1 {
@@ -122,11 +107,11 @@ Operators: ` + strings.Join(runtime.Ops(), ", ") + `.`,
 			if !(tol.RTol >= 0 && tol.ATol >= 0) || math.IsInf(tol.RTol+tol.ATol, 0) {
 				return fmt.Errorf("--rtol and --atol must be finite and not negative, got %g and %g", tol.RTol, tol.ATol)
 			}
-			m, s, err := o.load(cmd.ErrOrStderr(), args[0])
+			m, execs, names, err := o.load(cmd, args[0])
 			if err != nil {
 				return err
 			}
-			defer s.Close()
+			defer backend.CloseAll(execs)
 			if n := len(m.Inputs()); len(inputs) > 0 && len(inputs) != n {
 				return fmt.Errorf("--input: the model has %d inputs, got %d files", n, len(inputs))
 			}
@@ -142,25 +127,24 @@ Operators: ` + strings.Join(runtime.Ops(), ", ") + `.`,
 					return err
 				}
 			}
-			var outs map[string]*runtime.Tensor
-			median, err := timing.Repeat(cmd.Context(), repeat, timing.Wall(func() (err error) {
-				outs, err = s.Run(cmd.Context(), feeds)
-				return err
-			}))
+			results, err := backend.SideBySide(cmd.Context(), execs, feeds, repeat)
 			if err != nil {
 				return err
 			}
-			printOutputs(cmd.OutOrStdout(), m, outs)
-			fmt.Fprintf(cmd.OutOrStdout(), "median latency %s over %d runs (%s backend, %s)\n",
-				median.Round(time.Microsecond), repeat, o.backend, filepath.Base(args[0]))
-			if len(expect) == 0 {
-				return nil
+			if len(execs) > 1 {
+				err = backend.WriteSideBySide(cmd.OutOrStdout(), m, names, results, repeat)
+			} else {
+				printOutputs(cmd.OutOrStdout(), m, results[0].Outputs)
+				fmt.Fprintf(cmd.OutOrStdout(), "median latency %s over %d runs (%s backend, %s)\n",
+					results[0].Median.Round(time.Microsecond), repeat, o.backend, filepath.Base(args[0]))
 			}
-			if err := m.CheckOutputs(outs, refs, tol); err != nil {
-				return fmt.Errorf("--expect: %w", err)
+			for i := 0; err == nil && len(expect) > 0 && i < len(results); i++ {
+				if err = m.CheckOutputs(results[i].Outputs, refs, tol); err != nil {
+					return fmt.Errorf("--expect (%s backend): %w", names[i], err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s outputs match their references (rtol %g, atol %g); relative error %.2g\n", names[i], tol.RTol, tol.ATol, m.RelativeError(results[i].Outputs, refs))
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "outputs match their references (rtol %g, atol %g)\n", tol.RTol, tol.ATol)
-			return nil
+			return err
 		},
 	}
 	o.register(cmd)
@@ -203,25 +187,29 @@ func newBenchOpsCmd() *cobra.Command {
 it (operator, input and output shapes, and the attributes that affect
 cost) alone, on random inputs, --repeat times, and stores the median in the
 database's op_costs table for the device (e.g. cpu/2 for the CPU backend with
-2 threads). A configuration measured before is replaced. The optimizer
-reads the table back by (device, operator, shapes, parameters).`,
+2 threads, ort-cpu/2 for ONNX Runtime with 2, each configuration a one-node
+model). A configuration measured before is replaced. The optimizer reads
+the table back by (device, operator, shapes, parameters).`,
 		Example: "  rulebook bench-ops ../shared/models/resnet50.onnx --repeat 10",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if repeat < 1 {
 				return fmt.Errorf("--repeat must be at least 1, got %d", repeat)
 			}
-			m, s, err := o.load(cmd.ErrOrStderr(), args[0])
+			m, execs, _, err := o.load(cmd, args[0])
 			if err != nil {
 				return err
 			}
-			defer s.Close()
+			defer backend.CloseAll(execs)
 			db, err := store.Open(cmd.Context(), dbPath(cmd))
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			return benchOps(cmd, db, m, s, args[0], o, repeat)
+			for i := 0; err == nil && i < len(execs); i++ {
+				err = benchOps(cmd, db, m, execs[i], args[0], o, repeat)
+			}
+			return err
 		},
 	}
 	o.register(cmd)

@@ -11,6 +11,7 @@ import (
 
 	"rulebook/internal/testfiles"
 	"rulebook/onnx"
+	"rulebook/runtime/ort"
 	"rulebook/store"
 )
 
@@ -65,7 +66,10 @@ func TestRunBadInput(t *testing.T) {
 		{"truncated model", []string{"run", truncated}, `cut\.onnx.*byte \d+`},
 		{"input of another shape", []string{"run", model, "--input", relu}, `input "input" has shape \[3 4 5\], but the model expects \[1 3 224 224\]`},
 		{"cuda without a GPU", []string{"run", model, "--backend", "cuda"}, `--backend cuda: `},
-		{"unknown backend", []string{"run", model, "--backend", "tpu"}, `--backend must be cpu or cuda, got "tpu"`},
+		{"unknown backend", []string{"run", model, "--backend", "tpu"}, `--backend must be cpu, cuda or ort, or a comma-separated list of them, got "tpu"`},
+		{"backend twice", []string{"run", model, "--backend", "cpu,cpu"}, `--backend cpu is named twice in "cpu,cpu"`},
+		{"ort library named but missing", []string{"run", model, "--backend", "ort", "--ort-lib", "/nonexistent/libonnxruntime.so"},
+			`^--backend ort: the ONNX Runtime library was not found \(looked in --ort-lib /nonexistent/libonnxruntime.so\); install it with "pip install onnxruntime==1.32.0" or point ONNXRUNTIME_LIB at libonnxruntime.so$`},
 		{"bad weights mode", []string{"run", model, "--weights", "zeros"}, `--weights must be auto, file or random`},
 		{"weights file required", []string{"run", sharedModel(t, "resnet50.onnx"), "--weights", "file"}, `resnet50\.weights`},
 	}
@@ -194,5 +198,75 @@ func TestRunExpect(t *testing.T) {
 				t.Errorf("got %v, want an error matching %s\n%s", err, c.want, out)
 			}
 		})
+	}
+}
+
+// TestORTLibraryMissing: with ONNXRUNTIME_LIB naming a missing file, the
+// ort backend stops before reading the model, in one line that says where
+// it looked and how to get the library.
+func TestORTLibraryMissing(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "libonnxruntime.so")
+	t.Setenv("ONNXRUNTIME_LIB", missing)
+	for _, cmd := range []string{"run", "bench-ops"} {
+		out, err := run(context.Background(), cmd, filepath.Join(t.TempDir(), "absent.onnx"), "--backend", "cpu,ort", "--db", filepath.Join(t.TempDir(), "r.db"))
+		want := "--backend ort: the ONNX Runtime library was not found (looked in ONNXRUNTIME_LIB=" + missing +
+			`); install it with "pip install onnxruntime==1.32.0" or point ONNXRUNTIME_LIB at libonnxruntime.so`
+		if err == nil || err.Error() != want {
+			t.Errorf("%s: got %v, want\n%s\n%s", cmd, err, want, out)
+		}
+	}
+}
+
+// ortLibrary skips a test where ONNX Runtime is not installed (CI installs
+// it, so there it must be found).
+func ortLibrary(t *testing.T) {
+	t.Helper()
+	if _, err := ort.DefaultSearch("").Find(context.Background()); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+}
+
+// TestRunSideBySide runs squeezenet on both backends: one line each, the
+// ratio to the first, and ONNX Runtime's outputs within 1e-4 of ours.
+func TestRunSideBySide(t *testing.T) {
+	ortLibrary(t)
+	out, err := run(context.Background(), "run", sharedModel(t, "squeezenet1_1.onnx"), "--backend", "cpu,ort", "--repeat", "3", "--threads", "2")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{
+		`(?m)^BACKEND +DEVICE +MEDIAN +× cpu +OUTPUTS AGAINST cpu$`,
+		`(?m)^cpu +cpu/2 +\S+ +1\.00 +-$`,
+		`(?m)^ort +ort-cpu/2 +\S+ +\d+\.\d\d +largest difference (\d(\.\d)?e-0[5-9]|0) of largest \|output\|$`,
+		`(?m)^medians of 3 runs each, alternating, after a warm-up run each$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("output lacks %s:\n%s", want, out)
+		}
+	}
+}
+
+// TestBenchOpsORT stores ONNX Runtime's timings under their own device.
+func TestBenchOpsORT(t *testing.T) {
+	ortLibrary(t)
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "r.db")
+	out, err := run(ctx, "bench-ops", sharedModel(t, "squeezenet1_1.onnx"), "--backend", "ort", "--repeat", "1", "--threads", "2", "--db", db)
+	if err != nil || !regexp.MustCompile(`stored \d+ operator configurations for ort-cpu/2`).MatchString(out) {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	s, err := store.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for device, want := range map[string]bool{"ort-cpu/2": true, "cpu/2": false} {
+		costs, err := s.Costs(ctx, device)
+		if err != nil || (len(costs) > 0) != want {
+			t.Errorf("%s: %d costs (%v)", device, len(costs), err)
+		}
 	}
 }

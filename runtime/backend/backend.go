@@ -1,0 +1,153 @@
+// Package backend opens models on the backends the model commands name:
+// the runtime's own CPU and CUDA sessions and ONNX Runtime (runtime/ort),
+// and runs several of them side by side on one model. It is what run and
+// bench-ops share, so that the command line only parses flags and prints;
+// its errors therefore name the flags (--backend, --weights, --dim).
+package backend
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"rulebook/runtime"
+	"rulebook/runtime/ort"
+)
+
+// ORT names ONNX Runtime's CPU execution provider as a backend.
+const ORT = "ort"
+
+// Options are what the model commands' flags say about loading and
+// running a model.
+type Options struct {
+	// Threads is the CPU threads of a session (0: all cores).
+	Threads int
+	Load    runtime.LoadOptions
+	// ORTLibrary is the ONNX Runtime library: a path from the command line,
+	// or "" to search (ort.DefaultSearch). Check sets it to the library
+	// found.
+	ORTLibrary string
+}
+
+// Check splits a comma-separated list of backends and checks each cheaply,
+// before a model is read: the name, a GPU for cuda, the library for ort,
+// which it loads. It resolves o.ORTLibrary to the library's path.
+func (o *Options) Check(ctx context.Context, list string) ([]string, error) {
+	names := strings.Split(list, ",")
+	for i, name := range names {
+		names[i] = strings.TrimSpace(name)
+		if slices.Contains(names[:i], names[i]) {
+			return nil, fmt.Errorf("--backend %s is named twice in %q", names[i], list)
+		}
+		if err := o.check(ctx, names[i]); err != nil {
+			return nil, err
+		}
+	}
+	return names, nil
+}
+
+func (o *Options) check(ctx context.Context, name string) error {
+	switch name {
+	case runtime.BackendCPU, runtime.BackendCUDA:
+		if err := runtime.CheckBackend(name); err != nil {
+			return fmt.Errorf("--%w", err)
+		}
+		return nil
+	case ORT:
+		lib, err := ort.DefaultSearch(o.ORTLibrary).Find(ctx)
+		if err == nil {
+			err = ort.Load(lib)
+		}
+		if err != nil {
+			return fmt.Errorf("--backend ort: %w", err)
+		}
+		o.ORTLibrary = lib
+		return nil
+	}
+	return fmt.Errorf("--backend must be cpu, cuda or ort, or a comma-separated list of them, got %q", name)
+}
+
+// ParseWeights checks the --weights mode.
+func ParseWeights(mode string) (runtime.WeightsMode, error) {
+	switch m := runtime.WeightsMode(mode); m {
+	case runtime.WeightsAuto, runtime.WeightsFile, runtime.WeightsRandom:
+		return m, nil
+	}
+	return "", fmt.Errorf("--weights must be auto, file or random, got %q", mode)
+}
+
+// ParseDims reads the --dim values of symbolic input dimensions, NAME=N
+// each.
+func ParseDims(specs []string) (map[string]int, error) {
+	dims := map[string]int{}
+	for _, s := range specs {
+		name, value, ok := strings.Cut(s, "=")
+		n, err := strconv.Atoi(value)
+		if !ok || name == "" || err != nil || n < 1 {
+			return nil, fmt.Errorf("--dim %q: expected NAME=N with N ≥ 1", s)
+		}
+		dims[name] = n
+	}
+	return dims, nil
+}
+
+// Load reads a model as the options say, and notes on w that weights were
+// generated when they were.
+func Load(w io.Writer, path string, o Options) (*runtime.Model, error) {
+	m, report, err := runtime.Load(path, o.Load)
+	if err != nil {
+		return nil, err
+	}
+	if n := len(report.RandomWeights); n > 0 {
+		fmt.Fprintf(w, "note: %d initializers have no data here (weights file absent); using random weights, seed %d\n", n, o.Load.Seed)
+	}
+	return m, nil
+}
+
+// OpenAll opens an executor for m on each of names, in order; on an error
+// it closes those it opened. The caller closes them (CloseAll).
+func OpenAll(w io.Writer, m *runtime.Model, names []string, o Options) ([]runtime.Executor, error) {
+	var execs []runtime.Executor
+	for _, name := range names {
+		e, err := Open(w, m, name, o)
+		if err != nil {
+			CloseAll(execs)
+			return nil, err
+		}
+		execs = append(execs, e)
+	}
+	return execs, nil
+}
+
+// CloseAll closes executors, keeping the first error.
+func CloseAll(execs []runtime.Executor) error {
+	var first error
+	for _, e := range execs {
+		if err := e.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Open opens an executor for m on a backend Check accepted; notes (nodes
+// the CUDA backend leaves to the CPU) go to w. The caller closes it.
+func Open(w io.Writer, m *runtime.Model, name string, o Options) (runtime.Executor, error) {
+	var e runtime.Executor
+	var err error
+	if name == ORT {
+		e, err = ort.Open(m, ort.Options{Library: o.ORTLibrary, Threads: o.Threads})
+	} else {
+		e, err = m.Open(name, o.Threads)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--backend %s: %w", name, err)
+	}
+	if gpu, ok := e.(*runtime.CUDASession); ok && len(gpu.Fallbacks()) > 0 {
+		fmt.Fprintf(w, "note: %d nodes run on the CPU: %s\n", len(gpu.Fallbacks()), strings.Join(gpu.Fallbacks(), "; "))
+	}
+	return e, nil
+}

@@ -1,0 +1,62 @@
+// Package ort runs models through ONNX Runtime's CPU execution provider,
+// as a second backend beside rulebook's own runtime: the same loaded
+// model (weights included, generated ones too), the same inputs, the same
+// thread count, so that outputs and timings compare directly.
+//
+// The library, libonnxruntime.so, is loaded when the first session
+// opens (github.com/yalue/onnxruntime_go, which dlopens it), so nothing
+// of it is needed to build; Search finds it. Its cost tables key the
+// device as "ort-cpu/N", N intra-op threads (see DeviceKey).
+package ort
+
+import (
+	"fmt"
+	"sync"
+
+	onnxruntime "github.com/yalue/onnxruntime_go"
+)
+
+// APIVersion is the ONNX Runtime C API version the binding asks for
+// (onnxruntime_go v1.27.0's header); a library serves its own version
+// and every older one, so ONNX Runtime 1.24 and later will do.
+const APIVersion = 24
+
+// loaded is the library this process loaded. ONNX Runtime's environment
+// is process-wide and the binding can load one library per process, so
+// this one piece of state is global too; the mutex makes opening
+// sessions from several goroutines safe.
+var loaded struct {
+	sync.Mutex
+	path string
+}
+
+// Load loads the library at path and creates the process's ONNX Runtime
+// environment, once; later calls with the same path do nothing, and a
+// different path is refused.
+func Load(path string) error {
+	loaded.Lock()
+	defer loaded.Unlock()
+	switch loaded.path {
+	case path:
+		return nil
+	case "":
+	default:
+		return fmt.Errorf("ort: the ONNX Runtime library is already loaded from %s in this process; cannot load %s too", loaded.path, path)
+	}
+	onnxruntime.SetSharedLibraryPath(path)
+	if err := onnxruntime.InitializeEnvironment(onnxruntime.WithLogLevelError()); err != nil {
+		return fmt.Errorf("ort: loading %s (the binding needs C API version %d, ONNX Runtime 1.%d or later): %w", path, APIVersion, APIVersion, err)
+	}
+	loaded.path = path
+	return nil
+}
+
+// Version is the loaded library's version, e.g. "1.32.0"; "" before Load.
+func Version() string {
+	loaded.Lock()
+	defer loaded.Unlock()
+	if loaded.path == "" {
+		return ""
+	}
+	return onnxruntime.GetVersion()
+}
