@@ -87,6 +87,10 @@ type neighbours struct {
 	// matched with commutative operands swapped, often do: most of a
 	// transformer's neighbours repeat another one's.
 	done map[rewrite.Hash]bool
+	// changes and repeats count the changes remembered and the repeated
+	// ones: where few repeat (inception_v3: none), remembering them costs
+	// more than it saves, and repeats stops.
+	changes, repeats int
 	// local identifies each node of the view for signatures: g's nodes
 	// by index, the replacement's by operator, parameters and operands.
 	local []rewrite.Hash
@@ -100,8 +104,9 @@ const (
 )
 
 // newNeighbours prepares to evaluate g's neighbours; cost is the search's
-// cost model.
-func newNeighbours(g *Graph, cost CostModel) *neighbours {
+// cost model, done a map to remember changes in (emptied first: kept from
+// one expansion to the next, it keeps its room).
+func newNeighbours(g *Graph, cost CostModel, done map[rewrite.Hash]bool) *neighbours {
 	n := len(g.G.Nodes)
 	nb := &neighbours{g: g, n: n, hasher: rewrite.Hasher{Commutative: true}, users: make([][]int, n), partner: make([]int, n), contrib: make([]float64, n)}
 	nb.pricer, _ = cost.(pricer)
@@ -139,7 +144,8 @@ func newNeighbours(g *Graph, cost CostModel) *neighbours {
 			nb.deadReads = append(nb.deadReads, node.Args...)
 		}
 	}
-	nb.done = map[rewrite.Hash]bool{}
+	clear(done)
+	nb.done = done
 	nb.local = make([]rewrite.Hash, n)
 	for i := range nb.local {
 		nb.local[i] = rewrite.Hash{Hi: uint64(i), Lo: localTag}
@@ -187,7 +193,7 @@ func (nb *neighbours) apply(rw *rewrite.Rewrite, m *rewrite.Match) (string, outc
 	if !nb.redirectOutputs(rw, m) || !nb.addReplacement(rw, m) {
 		return "", failed
 	}
-	if nb.repeats() {
+	if nb.repeated() {
 		return "", repeated
 	}
 	nb.patchReaders()
@@ -272,14 +278,23 @@ func (nb *neighbours) walk() {
 // and remembers this one's. A change is which values of g are redirected
 // to what (see signature): the graph after it is g with exactly those
 // values replaced, so an equal change gives an equal graph.
-func (nb *neighbours) repeats() bool {
+func (nb *neighbours) repeated() bool {
+	if nb.changes >= rememberAtLeast && nb.repeats*100 < nb.changes {
+		return false // an unnoticed repeat is keyed, and found seen
+	}
 	sig := xxh3.Hash128(nb.signature()) // as collision-free as keys
 	if nb.done[sig] {
+		nb.repeats++
 		return true
 	}
 	nb.done[sig] = true
+	nb.changes++
 	return false
 }
+
+// rememberAtLeast is how many changes an expansion remembers before it
+// judges whether repeats are common enough (1%) to go on.
+const rememberAtLeast = 512
 
 // signature describes the change: each redirected value of g, in order,
 // with the value that replaces it, a value of g by its identity and a

@@ -70,7 +70,7 @@ func TestNeighboursOfGraphWithDeadNodes(t *testing.T) {
 func checkNeighbours(t *testing.T, g *Graph, vs []variant, rws []rewrite.Rewrite, keep int) []*Graph {
 	t.Helper()
 	cost := DefaultCPU()
-	nb := newNeighbours(g, cost)
+	nb := newNeighbours(g, cost, map[rewrite.Hash]bool{})
 	var kept []*Graph
 	checked, priced, repeats := 0, 0, 0
 	// The key in place is the built graph's, each for one graph.
@@ -130,16 +130,18 @@ func checkNeighbours(t *testing.T, g *Graph, vs []variant, rws []rewrite.Rewrite
 	return kept
 }
 
-// rewrite.Matches replays the matches of a pattern shared by several
+// rewrite.Matcher replays the matches of a pattern shared by several
 // rules: the sequence it yields is the one searching for each rewrite's
 // pattern in turn finds, on each shared model under the released
-// rulebook, whose rules share hundreds of patterns.
+// rulebook, whose rules share hundreds of patterns, with one matcher
+// going from model to model.
 func TestMatchesReplaySharedPatterns(t *testing.T) {
 	rs, err := LoadBundle(bundle3Ops)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rws, _ := rs.variants()
+	matcher := rewrite.NewMatcher(rws) // one for all models, as a search keeps one
 	for _, model := range []string{"squeezenet1_1.onnx", "resnet50.onnx", "inception_v3.onnx", "bert_base.onnx"} {
 		m, rt := load(t, model)
 		g, err := FromONNX(m, rt)
@@ -158,7 +160,7 @@ func TestMatchesReplaySharedPatterns(t *testing.T) {
 			index[&rws[i]] = i
 		}
 		k := 0
-		rewrite.Matches(&g.G, rws, func(rw *rewrite.Rewrite, m *rewrite.Match) bool {
+		matcher.Matches(&g.G, func(rw *rewrite.Rewrite, m *rewrite.Match) bool {
 			if got := describeMatch(index[rw], m); k >= len(want) || got != want[k] {
 				t.Fatalf("%s: match %d is %s, want the %d found one by one", model, k, got, len(want))
 			}

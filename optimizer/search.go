@@ -207,10 +207,11 @@ func Optimize(ctx context.Context, g *Graph, rs *RuleSet, opt Options) (*Result,
 		return nil, fmt.Errorf("optimizer: the model needs %d MiB, above the memory limit of %d MiB", g.Memory()>>20, opt.MemoryLimit>>20)
 	}
 	announce(opt.Phase, PhaseSearch)
-	s := &search{ctx: ctx, opt: opt, start: time.Now(), seen: map[string]bool{rewrite.CommutativeKey(&g.G): true}}
+	s := &search{ctx: ctx, opt: opt, start: time.Now(), seen: map[string]bool{rewrite.CommutativeKey(&g.G): true}, done: map[rewrite.Hash]bool{}}
 	s.deadline, s.reported = s.start.Add(opt.Timeout), s.start
 	var unshaped int
 	s.vs, s.rws, unshaped = rs.variants()
+	s.matcher = rewrite.NewMatcher(s.rws)
 	s.best = &candidate{g: g, cost: opt.Cost.Cost(g)}
 	s.queue = candidates{s.best}
 	s.res = &Result{Before: s.best.cost, Trace: []Progress{{Best: s.best.cost}}, Unshaped: unshaped}
@@ -289,7 +290,9 @@ type search struct {
 	deadline, reported time.Time
 	vs                 []variant
 	rws                []rewrite.Rewrite
-	seen               map[string]bool // keys of the graphs generated so far
+	seen               map[string]bool       // keys of the graphs generated so far
+	done               map[rewrite.Hash]bool // scratch of each expansion (see neighbours)
+	matcher            *rewrite.Matcher
 	queue              candidates
 	best               *candidate
 	res                *Result
@@ -371,9 +374,9 @@ func (s *search) consider(next *candidate) {
 // priced in place (see neighbours); only a cost model that prices whole
 // graphs, or a memory limit, needs each new one built.
 func (s *search) expand(cur *candidate) {
-	nb := newNeighbours(cur.g, s.opt.Cost)
+	nb := newNeighbours(cur.g, s.opt.Cost, s.done)
 	build := nb.pricer == nil || s.opt.MemoryLimit > 0
-	rewrite.Matches(&cur.g.G, s.rws, func(rw *rewrite.Rewrite, m *rewrite.Match) bool {
+	s.matcher.Matches(&cur.g.G, func(rw *rewrite.Rewrite, m *rewrite.Match) bool {
 		if s.halted() {
 			return false
 		}

@@ -73,29 +73,58 @@ func Neighbours(g *rules.Graph, rws []Rewrite, yield func(rw *Rewrite, m *Match,
 // does not depend on the numbering, so the matches and their order are
 // those a search would find.
 func Matches(g *rules.Graph, rws []Rewrite, yield func(rw *Rewrite, m *Match) bool) {
-	idx := indexHost(g)
-	forms := make([]patternForm, len(rws))
+	NewMatcher(rws).Matches(g, yield)
+}
+
+// Matcher matches a list of rewrites in graph after graph, as Matches
+// does, having worked out once which rewrites share a pattern; it keeps
+// its record of matches from one graph to the next, so one goroutine uses
+// it at a time.
+type Matcher struct {
+	rws   []Rewrite
+	forms []patternForm
+	// lists records the matches of each pattern form that more than one
+	// rewrite has; filled says which have been searched for in this graph.
+	lists  map[string]*matchList
+	filled map[*matchList]bool
+}
+
+// NewMatcher prepares to match rws.
+func NewMatcher(rws []Rewrite) *Matcher {
+	mt := &Matcher{rws: rws, forms: make([]patternForm, len(rws)), lists: map[string]*matchList{}, filled: map[*matchList]bool{}}
 	count := map[string]int{}
 	for i := range rws {
-		forms[i] = formOf(&rws[i])
-		count[forms[i].key]++
+		mt.forms[i] = formOf(&rws[i])
+		count[mt.forms[i].key]++
 	}
-	found := map[string]*matchList{}
-	for i := range rws {
-		rw, form := &rws[i], &forms[i]
+	for i, f := range mt.forms {
+		if count[f.key] > 1 && mt.lists[f.key] == nil {
+			mt.lists[f.key] = &matchList{nodes: len(rws[i].From.Nodes), inputs: len(f.inputs)}
+		}
+	}
+	return mt
+}
+
+// Matches calls yield with every match in g of every rewrite's pattern
+// (see the function Matches), until yield returns false.
+func (mt *Matcher) Matches(g *rules.Graph, yield func(rw *Rewrite, m *Match) bool) {
+	idx := indexHost(g)
+	clear(mt.filled)
+	for i := range mt.rws {
+		rw, form := &mt.rws[i], &mt.forms[i]
 		if !rw.fits(idx.byOp) {
 			continue
 		}
-		if list, ok := found[form.key]; ok {
+		list := mt.lists[form.key]
+		if mt.filled[list] {
 			if !list.replay(rw, form, yield) {
 				return
 			}
 			continue
 		}
-		var list *matchList
-		if count[form.key] > 1 {
-			list = &matchList{nodes: len(rw.From.Nodes), inputs: len(form.inputs)}
-			found[form.key] = list
+		if list != nil {
+			list.matched, list.bound = list.matched[:0], list.bound[:0]
+			mt.filled[list] = true
 		}
 		stop := false
 		find(rw.From, g, idx, rw.Commutative, func(m *Match) bool {
