@@ -107,12 +107,12 @@ func (a Analytic) node(g *Graph, i int) float64 {
 		if arg.IsInput() && g.Inputs[arg.Input()].Compact != nil {
 			bytes += 4 * len(g.Inputs[arg.Input()].Compact.Data)
 		} else {
-			bytes += 4 * elements(g.shape(arg))
+			bytes += 4 * g.shapeOf(arg).Size()
 		}
 	}
 	out := 0
 	for _, s := range g.Shapes[i] {
-		out += elements(s.DimList())
+		out += s.Size()
 	}
 	bytes += 4 * out
 	return a.Launch + float64(bytes)/a.Bandwidth + flops(g, n, out)/a.FLOPS
@@ -123,11 +123,11 @@ func (a Analytic) node(g *Graph, i int) float64 {
 func flops(g *Graph, n *rules.Node, out int) float64 {
 	switch n.Op.Name {
 	case "conv2d":
-		w := g.shape(n.Args[1])
+		w := g.shapeOf(n.Args[1]).Dims
 		return 2 * float64(out) * float64(w[1]*w[2]*w[3])
 	case "matmul":
-		x := g.shape(n.Args[0])
-		return 2 * float64(out) * float64(x[len(x)-1])
+		x := g.shapeOf(n.Args[0])
+		return 2 * float64(out) * float64(x.Dims[x.Rank-1])
 	case "pool_avg", "pool_max":
 		k := n.Params[0]
 		return float64(out * k * k)

@@ -12,7 +12,10 @@
 //   - Optimize is TASO's cost-based backtracking search: it applies the
 //     rules in both directions where their inputs have the ranks the rules
 //     hold at (variants.go says when a rule holds at other ranks), keeps
-//     results that type-check, and expands the cheapest graph first.
+//     results that type-check, and expands the cheapest graph first. It
+//     builds only the graphs it expands: a neighbour is keyed,
+//     type-checked and priced from what its rewrite changed (neighbours.go),
+//     to the same key, verdict and cost as the built graph.
 //   - A CostModel prices a graph: Analytic from FLOPs, bytes and launches,
 //     or Measured from the runtime's timings, cached in the store
 //     (CostCache); a measured gain is timed again side by side before it is

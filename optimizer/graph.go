@@ -33,6 +33,9 @@ type Graph struct {
 	// reg is the registry G's operators come from, and with them their
 	// ONNX names.
 	reg *rules.Registry
+	// inputShapes are the inputs' shapes as the registry's, made once:
+	// the search reads them for every node it prices.
+	inputShapes []rules.Shape
 	// computing counts the model's nodes that compute at run time: all
 	// but those the runtime folded into constants at load.
 	computing int
@@ -117,6 +120,9 @@ func FromONNX(m *onnx.Model, rt *runtime.Model) (*Graph, error) {
 		b.g.Outputs = append(b.g.Outputs, o.Name)
 	}
 	b.g.G.NumInputs = len(b.g.Inputs)
+	for _, in := range b.g.Inputs {
+		b.g.inputShapes = append(b.g.inputShapes, rules.NewShape(in.Shape...))
+	}
 	if err := b.g.G.Validate(); err != nil {
 		return nil, fmt.Errorf("optimizer: %w", err)
 	}
@@ -341,6 +347,9 @@ func (g *Graph) shape(v rules.Value) []int {
 
 func (g *Graph) shapeOf(v rules.Value) rules.Shape {
 	if v.IsInput() {
+		if i := v.Input(); i < len(g.inputShapes) {
+			return g.inputShapes[i]
+		}
 		return rules.NewShape(g.Inputs[v.Input()].Shape...)
 	}
 	return g.Shapes[v.Node][v.Out]
@@ -376,7 +385,12 @@ func (g *Graph) Infer() error {
 
 // opaqueOf returns the ONNX node behind an opaque node.
 func (g *Graph) opaqueOf(n *rules.Node) (opaqueNode, bool) {
-	if len(n.Params) != 1 || n.Params[0] >= len(g.opaque) || n.Op.Name != "onnx."+g.opaque[n.Params[0]].node.OpType {
+	if len(n.Params) != 1 || n.Params[0] >= len(g.opaque) {
+		return opaqueNode{}, false
+	}
+	// Compared in parts: the search asks for every node it prices.
+	name, found := strings.CutPrefix(n.Op.Name, "onnx.")
+	if !found || name != g.opaque[n.Params[0]].node.OpType {
 		return opaqueNode{}, false
 	}
 	return g.opaque[n.Params[0]], true

@@ -207,10 +207,11 @@ func Optimize(ctx context.Context, g *Graph, rs *RuleSet, opt Options) (*Result,
 		return nil, fmt.Errorf("optimizer: the model needs %d MiB, above the memory limit of %d MiB", g.Memory()>>20, opt.MemoryLimit>>20)
 	}
 	announce(opt.Phase, PhaseSearch)
-	s := &search{ctx: ctx, opt: opt, start: time.Now(), seen: map[string]bool{rewrite.CommutativeKey(&g.G): true}}
+	s := &search{ctx: ctx, opt: opt, start: time.Now(), seen: map[string]bool{rewrite.CommutativeKey(&g.G): true}, done: map[rewrite.Hash]bool{}}
 	s.deadline, s.reported = s.start.Add(opt.Timeout), s.start
 	var unshaped int
 	s.vs, s.rws, unshaped = rs.variants()
+	s.matcher = rewrite.NewMatcher(s.rws)
 	s.best = &candidate{g: g, cost: opt.Cost.Cost(g)}
 	s.queue = candidates{s.best}
 	s.res = &Result{Before: s.best.cost, Trace: []Progress{{Best: s.best.cost}}, Unshaped: unshaped}
@@ -219,6 +220,13 @@ func Optimize(ctx context.Context, g *Graph, rs *RuleSet, opt Options) (*Result,
 			return nil, err
 		}
 	}
+	// The search prices neighbours without building them: the best is
+	// built once, here.
+	best, err := s.best.graph()
+	if err != nil {
+		return nil, err
+	}
+	s.best.g = best
 	s.report()
 	s.confirm(ctx, g)
 	res := s.res
@@ -282,7 +290,9 @@ type search struct {
 	deadline, reported time.Time
 	vs                 []variant
 	rws                []rewrite.Rewrite
-	seen               map[string]bool // keys of the graphs generated so far
+	seen               map[string]bool       // keys of the graphs generated so far
+	done               map[rewrite.Hash]bool // scratch of each expansion (see neighbours)
+	matcher            *rewrite.Matcher
 	queue              candidates
 	best               *candidate
 	res                *Result
@@ -310,7 +320,7 @@ func (s *search) step() error {
 	}
 	cur.g, cur.expanded = g, true
 	s.res.Explored++
-	expand(cur, s.vs, s.rws, s.seen, s.consider, s.halted)
+	s.expand(cur)
 	s.report()
 	return nil
 }
@@ -340,15 +350,10 @@ func (s *search) report() {
 	s.opt.Progress(Progress{Elapsed: elapsed, Explored: s.res.Explored, Best: s.best.cost, Fraction: fraction})
 }
 
-// consider prices a new graph, keeps it if it is the best so far, and
-// queues it if it is within Alpha of the best. Only the best and the
-// expanded graphs stay built; the others are rebuilt when expanded.
+// consider keeps a priced graph if it is the best so far, and queues it
+// if it is within Alpha of the best. Only the expanded graphs stay built;
+// the others are rebuilt when expanded, the best at the end.
 func (s *search) consider(next *candidate) {
-	if s.opt.MemoryLimit > 0 && next.g.Memory() > s.opt.MemoryLimit {
-		s.res.OverMemory++
-		return
-	}
-	next.cost = s.opt.Cost.Cost(next.g)
 	if next.cost < s.best.cost*(1-max(s.opt.MinGain, tieTolerance)) {
 		if !s.best.expanded {
 			s.best.g = nil
@@ -365,30 +370,55 @@ func (s *search) consider(next *candidate) {
 }
 
 // expand hands consider the new graphs one rewrite away that type-check,
-// until halted says to stop.
-func expand(cur *candidate, vs []variant, rws []rewrite.Rewrite, seen map[string]bool, consider func(*candidate), halted func() bool) {
-	rewrite.Neighbours(&cur.g.G, rws, func(rw *rewrite.Rewrite, m *rewrite.Match, next *rules.Graph) bool {
-		if halted() {
+// until halted says to stop. Neighbours are keyed, type-checked and
+// priced in place (see neighbours); only a cost model that prices whole
+// graphs, or a memory limit, needs each new one built.
+func (s *search) expand(cur *candidate) {
+	nb := newNeighbours(cur.g, s.opt.Cost, s.done)
+	build := nb.pricer == nil || s.opt.MemoryLimit > 0
+	s.matcher.Matches(&cur.g.G, func(rw *rewrite.Rewrite, m *rewrite.Match) bool {
+		if s.halted() {
 			return false
 		}
-		if !cur.g.fitsRanks(&vs[rw.Rule], m) {
+		if !cur.g.fitsRanks(&s.vs[rw.Rule], m) {
 			return true // proved for other ranks
 		}
-		if !cur.g.fitsConditions(&vs[rw.Rule], m) {
+		if !cur.g.fitsConditions(&s.vs[rw.Rule], m) {
 			return true // proved where its conditions hold, not here
 		}
-		key := rewrite.CommutativeKey(next)
-		if seen[key] {
-			return true
+		defer nb.undo()
+		key, out := nb.apply(rw, m)
+		if out != applied || s.seen[key] {
+			return true // a repeated change gives a graph seen already
 		}
-		seen[key] = true
-		g := cur.g.with(next)
-		if err := g.Infer(); err != nil {
-			return true // the rule does not fit these shapes here
+		s.seen[key] = true
+		next := &candidate{parent: cur, rw: rw, match: cloneMatch(m)}
+		var ok bool
+		if build {
+			ok = s.build(next)
+		} else {
+			next.cost, ok = nb.price()
 		}
-		consider(&candidate{g: g, parent: cur, rw: rw, match: cloneMatch(m)})
+		if ok {
+			s.consider(next)
+		}
 		return true
 	})
+}
+
+// build builds and prices a neighbour whole; it reports false for one
+// that does not type-check or is over the memory limit.
+func (s *search) build(next *candidate) bool {
+	g, err := next.graph()
+	if err != nil {
+		return false // the rule does not fit these shapes here
+	}
+	if s.opt.MemoryLimit > 0 && g.Memory() > s.opt.MemoryLimit {
+		s.res.OverMemory++
+		return false
+	}
+	next.g, next.cost = g, s.opt.Cost.Cost(g)
+	return true
 }
 
 func cloneMatch(m *rewrite.Match) rewrite.Match {

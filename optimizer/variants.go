@@ -169,7 +169,7 @@ func (g *Graph) fitsRanks(v *variant, m *rewrite.Match) bool {
 		return true
 	}
 	for i, bound := range m.Bound {
-		if bound && len(g.shape(m.Inputs[i])) != v.ranks[i] {
+		if bound && g.shapeOf(m.Inputs[i]).Rank != v.ranks[i] {
 			return false
 		}
 	}

@@ -145,18 +145,24 @@ func firstAlong(data []float32, shape []int, ax int) []float32 {
 // never runs them, lowering folds them into initializers.
 func (g *Graph) weightNodes() []bool {
 	weight := make([]bool, len(g.G.Nodes))
-	for i, n := range g.G.Nodes {
-		if _, opaque := g.opaqueOf(&n); opaque {
-			continue
-		}
-		weight[i] = true
-		for _, a := range n.Args {
-			if a.IsInput() && !g.Inputs[a.Input()].IsWeight() || !a.IsInput() && !weight[a.Node] {
-				weight[i] = false
-			}
-		}
+	for i := range g.G.Nodes {
+		weight[i] = g.computedFromWeights(&g.G.Nodes[i], weight)
 	}
 	return weight
+}
+
+// computedFromWeights reports whether a registry node reads weights only,
+// given which of its operand nodes do.
+func (g *Graph) computedFromWeights(n *rules.Node, weight []bool) bool {
+	if _, opaque := g.opaqueOf(n); opaque {
+		return false
+	}
+	for _, a := range n.Args {
+		if a.IsInput() && !g.Inputs[a.Input()].IsWeight() || !a.IsInput() && !weight[a.Node] {
+			return false
+		}
+	}
+	return true
 }
 
 // channelBias reports whether a weight-only value is constant over every
@@ -170,7 +176,7 @@ func (g *Graph) channelBias(v rules.Value, weight []bool) bool {
 // channelBiasMemo remembers each node's answer, since weight-only
 // computations share operands.
 func (g *Graph) channelBiasMemo(v rules.Value, weight []bool, memo map[int]bool) bool {
-	if len(g.shape(v)) != 4 {
+	if v.IsInput() && len(g.Inputs[v.Input()].Shape) != 4 || !v.IsInput() && g.Shapes[v.Node][v.Out].Rank != 4 {
 		return false
 	}
 	if v.IsInput() {

@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"context"
+	"encoding/binary"
 
 	"rulebook/rules"
 )
@@ -55,27 +56,168 @@ func (rw *Rewrite) fits(host map[string][]int) bool {
 // Neighbours calls yield with every graph one rewrite away from g, until
 // yield returns false. Replacements that would be cyclic are skipped.
 func Neighbours(g *rules.Graph, rws []Rewrite, yield func(rw *Rewrite, m *Match, next *rules.Graph) bool) {
-	idx := indexHost(g)
+	Matches(g, rws, func(rw *Rewrite, m *Match) bool {
+		next, err := Apply(g, rw.From, rw.To, m)
+		return err != nil || yield(rw, m, next)
+	})
+}
+
+// Matches calls yield with every match of every rewrite's pattern in g, in
+// the order Neighbours visits them, until yield returns false. It builds
+// no graph: a caller that can tell what a rewrite would give without
+// copying g (the optimizer's search) applies only the ones it keeps.
+//
+// Rule sets hold many rules with one pattern (up to the numbering of its
+// inputs) and different replacements: such a pattern is searched for once
+// and its matches replayed, renumbered, for the other rewrites. Matching
+// does not depend on the numbering, so the matches and their order are
+// those a search would find.
+func Matches(g *rules.Graph, rws []Rewrite, yield func(rw *Rewrite, m *Match) bool) {
+	NewMatcher(rws).Matches(g, yield)
+}
+
+// Matcher matches a list of rewrites in graph after graph, as Matches
+// does, having worked out once which rewrites share a pattern; it keeps
+// its record of matches from one graph to the next, so one goroutine uses
+// it at a time.
+type Matcher struct {
+	rws   []Rewrite
+	forms []patternForm
+	// lists records the matches of each pattern form that more than one
+	// rewrite has; filled says which have been searched for in this graph.
+	lists  map[string]*matchList
+	filled map[*matchList]bool
+}
+
+// NewMatcher prepares to match rws.
+func NewMatcher(rws []Rewrite) *Matcher {
+	mt := &Matcher{rws: rws, forms: make([]patternForm, len(rws)), lists: map[string]*matchList{}, filled: map[*matchList]bool{}}
+	count := map[string]int{}
 	for i := range rws {
-		rw := &rws[i]
+		mt.forms[i] = formOf(&rws[i])
+		count[mt.forms[i].key]++
+	}
+	for i, f := range mt.forms {
+		if count[f.key] > 1 && mt.lists[f.key] == nil {
+			mt.lists[f.key] = &matchList{nodes: len(rws[i].From.Nodes), inputs: len(f.inputs)}
+		}
+	}
+	return mt
+}
+
+// Matches calls yield with every match in g of every rewrite's pattern
+// (see the function Matches), until yield returns false.
+func (mt *Matcher) Matches(g *rules.Graph, yield func(rw *Rewrite, m *Match) bool) {
+	idx := indexHost(g)
+	clear(mt.filled)
+	for i := range mt.rws {
+		rw, form := &mt.rws[i], &mt.forms[i]
 		if !rw.fits(idx.byOp) {
 			continue
 		}
+		list := mt.lists[form.key]
+		if mt.filled[list] {
+			if !list.replay(rw, form, yield) {
+				return
+			}
+			continue
+		}
+		if list != nil {
+			list.matched, list.bound = list.matched[:0], list.bound[:0]
+			mt.filled[list] = true
+		}
 		stop := false
 		find(rw.From, g, idx, rw.Commutative, func(m *Match) bool {
-			next, err := Apply(g, rw.From, rw.To, m)
-			if err != nil {
-				return true
-			}
-			if !yield(rw, m, next) {
-				stop = true
-			}
+			list.add(m, form)
+			stop = !yield(rw, m)
 			return !stop
 		})
 		if stop {
 			return
 		}
 	}
+}
+
+// patternForm is a pattern with its inputs numbered in the order its
+// nodes first read them: key encodes it (and whether it matches
+// commutatively), inputs[k] is the pattern's number of the k-th input.
+type patternForm struct {
+	key    string
+	inputs []int
+}
+
+func formOf(rw *Rewrite) patternForm {
+	var f patternForm
+	canon := map[int]int{}
+	var b []byte
+	value := func(v rules.Value) {
+		if !v.IsInput() {
+			b = binary.LittleEndian.AppendUint64(append(b, 'n'), uint64(v.Node))
+			b = binary.LittleEndian.AppendUint64(b, uint64(v.Out))
+			return
+		}
+		k, ok := canon[v.Input()]
+		if !ok {
+			k = len(f.inputs)
+			canon[v.Input()] = k
+			f.inputs = append(f.inputs, v.Input())
+		}
+		b = binary.LittleEndian.AppendUint64(append(b, 'i'), uint64(k))
+	}
+	if rw.Commutative {
+		b = append(b, 'c')
+	}
+	for i := range rw.From.Nodes {
+		n := &rw.From.Nodes[i]
+		b = kindKey(append(b, '('), n)
+		for _, a := range n.Args {
+			value(a)
+		}
+	}
+	b = append(b, ')')
+	for _, o := range rw.From.Outputs {
+		value(o)
+	}
+	f.key = string(b)
+	return f
+}
+
+// matchList records a pattern's matches, its inputs in the pattern
+// form's numbering, to replay them for another pattern of the same form.
+type matchList struct {
+	nodes, inputs int
+	matched       []int
+	bound         []rules.Value
+}
+
+// add records m; a nil list records nothing.
+func (l *matchList) add(m *Match, form *patternForm) {
+	if l == nil {
+		return
+	}
+	l.matched = append(l.matched, m.Nodes...)
+	for _, in := range form.inputs {
+		l.bound = append(l.bound, m.Inputs[in])
+	}
+}
+
+// replay yields the recorded matches as matches of rw's pattern, whose
+// form is form, until yield returns false.
+func (l *matchList) replay(rw *Rewrite, form *patternForm, yield func(rw *Rewrite, m *Match) bool) bool {
+	m := &Match{Inputs: make([]rules.Value, rw.From.NumInputs), Bound: make([]bool, rw.From.NumInputs)}
+	for _, in := range form.inputs {
+		m.Bound[in] = true
+	}
+	for k := 0; k*l.nodes < len(l.matched); k++ {
+		m.Nodes = l.matched[k*l.nodes : (k+1)*l.nodes]
+		for j, in := range form.inputs {
+			m.Inputs[in] = l.bound[k*l.inputs+j]
+		}
+		if !yield(rw, m) {
+			return false
+		}
+	}
+	return true
 }
 
 // Step is one rewrite of a derivation.

@@ -45,19 +45,45 @@ func FindCommutative(pattern, host *rules.Graph, yield func(*Match) bool) {
 	find(pattern, host, indexHost(host), true, yield)
 }
 
-// hostIndex lists a host graph's nodes by operator and each node's users,
-// so that matching a pattern node looks only at nodes that can match it:
-// the users of the node its first operand matched, or else the nodes of
-// its operator.
+// hostIndex lists a host graph's nodes by operator and parameters, and
+// each node's users, so that matching a pattern node looks only at nodes
+// that can match it: the users of the node its first operand matched, or
+// else the nodes of its operator and parameters.
 type hostIndex struct {
-	byOp  map[string][]int
-	users [][]int // of each node, ascending, each user once
+	byOp map[string][]int
+	// kinds numbers the host's combinations of operator and parameters
+	// (see kindKey); kind is each node's, byKind the nodes of each.
+	kinds  map[string]int
+	kind   []int
+	byKind [][]int
+	users  [][]int // of each node, ascending, each user once
+}
+
+// kindKey appends what a node must share with a pattern node to match it:
+// its operator's name, a zero byte that no name holds, its parameters.
+func kindKey(b []byte, n *rules.Node) []byte {
+	b = append(b, n.Op.Name...)
+	b = append(b, 0)
+	for _, p := range n.Params {
+		b = binary.LittleEndian.AppendUint64(b, uint64(p))
+	}
+	return b
 }
 
 func indexHost(g *rules.Graph) *hostIndex {
-	idx := &hostIndex{byOp: map[string][]int{}, users: make([][]int, len(g.Nodes))}
+	idx := &hostIndex{byOp: map[string][]int{}, kinds: map[string]int{}, kind: make([]int, len(g.Nodes)), users: make([][]int, len(g.Nodes))}
+	var key []byte
 	for i, n := range g.Nodes {
 		idx.byOp[n.Op.Name] = append(idx.byOp[n.Op.Name], i)
+		key = kindKey(key[:0], &g.Nodes[i])
+		k, ok := idx.kinds[string(key)]
+		if !ok {
+			k = len(idx.byKind)
+			idx.kinds[string(key)] = k
+			idx.byKind = append(idx.byKind, nil)
+		}
+		idx.kind[i] = k
+		idx.byKind[k] = append(idx.byKind[k], i)
 		for _, a := range n.Args {
 			if a.IsInput() {
 				continue
@@ -70,14 +96,14 @@ func indexHost(g *rules.Graph) *hostIndex {
 	return idx
 }
 
-// candidates are the host nodes pattern node pn may match.
-func (f *finder) candidates(pn *rules.Node) []int {
-	for _, a := range pn.Args {
+// candidates are the host nodes pattern node i may match.
+func (f *finder) candidates(i int) []int {
+	for _, a := range f.pattern.Nodes[i].Args {
 		if !a.IsInput() {
 			return f.idx.users[f.m.Nodes[a.Node]]
 		}
 	}
-	return f.idx.byOp[pn.Op.Name]
+	return f.idx.byKind[f.kind[i]]
 }
 
 func find(pattern, host *rules.Graph, idx *hostIndex, commutative bool, yield func(*Match) bool) {
@@ -85,18 +111,34 @@ func find(pattern, host *rules.Graph, idx *hostIndex, commutative bool, yield fu
 		return
 	}
 	f := &finder{pattern: pattern, host: host, idx: idx, yield: yield, commutative: commutative,
-		m: &Match{Nodes: make([]int, len(pattern.Nodes)), Inputs: make([]rules.Value, pattern.NumInputs), Bound: make([]bool, pattern.NumInputs)}}
+		m:    &Match{Nodes: make([]int, len(pattern.Nodes)), Inputs: make([]rules.Value, pattern.NumInputs), Bound: make([]bool, pattern.NumInputs)},
+		kind: make([]int, len(pattern.Nodes))}
+	var key []byte
+	for i := range pattern.Nodes {
+		key = kindKey(key[:0], &pattern.Nodes[i])
+		k, ok := idx.kinds[string(key)]
+		if !ok {
+			return // no host node has this operator with these parameters
+		}
+		f.kind[i] = k
+	}
 	f.search(0)
 }
 
 type finder struct {
 	pattern, host *rules.Graph
 	idx           *hostIndex
-	yield         func(*Match) bool
-	m             *Match
-	stopped       bool
-	commutative   bool
-	swapped       []rules.Value // scratch: a host node's operands swapped
+	// kind is each pattern node's kind in the host index, looked up
+	// once: deeper pattern nodes are matched once per partial match.
+	kind        []int
+	yield       func(*Match) bool
+	m           *Match
+	stopped     bool
+	commutative bool
+	swapped     []rules.Value // scratch: a host node's operands swapped
+	// bound lists the pattern inputs bound so far, in binding order, so
+	// that backtracking unbinds them without allocating a list a try.
+	bound []int
 }
 
 func (f *finder) search(i int) {
@@ -110,11 +152,11 @@ func (f *finder) search(i int) {
 		return
 	}
 	pn := &f.pattern.Nodes[i]
-	for _, h := range f.candidates(pn) {
-		hn := &f.host.Nodes[h]
-		if hn.Op.Name != pn.Op.Name || !slices.Equal(hn.Params, pn.Params) {
+	for _, h := range f.candidates(i) {
+		if f.idx.kind[h] != f.kind[i] {
 			continue
 		}
+		hn := &f.host.Nodes[h]
 		f.try(i, h, pn, hn.Args)
 		if f.commutative && hn.Op.Commutative && hn.Args[0] != hn.Args[1] {
 			f.swapped = append(f.swapped[:0], hn.Args[1], hn.Args[0])
@@ -132,39 +174,40 @@ func (f *finder) try(i, h int, pn *rules.Node, args []rules.Value) {
 	if f.stopped {
 		return
 	}
-	bound, ok := f.bindArgs(pn, args)
-	if ok {
+	mark := len(f.bound)
+	if f.bindArgs(pn, args) {
 		f.m.Nodes[i] = h
 		f.search(i + 1)
 	}
-	for _, in := range bound {
+	for _, in := range f.bound[mark:] {
 		f.m.Bound[in] = false
 	}
+	f.bound = f.bound[:mark]
 }
 
 // bindArgs checks a candidate host node's operands against the pattern
-// node's, binding pattern inputs seen for the first time; it returns the
-// inputs it bound so that the caller can undo them.
-func (f *finder) bindArgs(pn *rules.Node, args []rules.Value) (bound []int, ok bool) {
+// node's, binding pattern inputs seen for the first time and listing them
+// in f.bound, so that the caller can undo them.
+func (f *finder) bindArgs(pn *rules.Node, args []rules.Value) bool {
 	for j, a := range pn.Args {
 		hv := args[j]
 		if !a.IsInput() {
 			if hv != (rules.Value{Node: f.m.Nodes[a.Node], Out: a.Out}) {
-				return bound, false
+				return false
 			}
 			continue
 		}
 		in := a.Input()
 		if f.m.Bound[in] {
 			if f.m.Inputs[in] != hv {
-				return bound, false
+				return false
 			}
 			continue
 		}
 		f.m.Inputs[in], f.m.Bound[in] = hv, true
-		bound = append(bound, in)
+		f.bound = append(f.bound, in)
 	}
-	return bound, true
+	return true
 }
 
 // ErrCycle reports a replacement that would make the graph cyclic: a value
@@ -343,7 +386,8 @@ func Term(g *rules.Graph) string {
 // same key exactly when their outputs are the same expressions of the same
 // inputs, whatever their node order or sharing (up to 128-bit hash
 // collisions). Each node's hash covers its operator, parameters and
-// operands' hashes, so the key costs one pass over the nodes.
+// operands, so the key costs one pass over the nodes. Keys are for
+// comparing graphs within a run; they are not stored.
 func Key(g *rules.Graph) string { return key(g, false) }
 
 // CommutativeKey is Key up to the order of commutative operators'
@@ -351,42 +395,94 @@ func Key(g *rules.Graph) string { return key(g, false) }
 func CommutativeKey(g *rules.Graph) string { return key(g, true) }
 
 func key(g *rules.Graph, commutative bool) string {
-	hashes := make([]xxh3.Uint128, len(g.Nodes))
-	var buf []byte
-	value := func(v rules.Value) xxh3.Uint128 {
-		if v.IsInput() {
-			return xxh3.Hash128(binary.LittleEndian.AppendUint64(nil, uint64(v.Input())))
-		}
-		h := hashes[v.Node]
-		return xxh3.Hash128(binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, h.Hi), h.Lo), uint64(v.Out)+1))
+	h := Hasher{Commutative: commutative}
+	return h.Key(g.Outputs, h.Nodes(g, nil))
+}
+
+// Hash is a node's hash: its operator, parameters and operands.
+type Hash = xxh3.Uint128
+
+// valueBytes is the size of an operand in a node's hashed bytes.
+const valueBytes = 24
+
+// Hasher computes the node hashes that Key (or, Commutative, CommutativeKey)
+// combines, node by node, so that a caller that knows which nodes a
+// rewrite changed rehashes only those and the nodes that read them. Its
+// zero value hashes as Key does; it reuses one buffer, so one goroutine
+// uses it at a time.
+type Hasher struct {
+	Commutative bool
+	buf         []byte
+}
+
+// Nodes hashes every node of g into hashes (reused when long enough).
+func (h *Hasher) Nodes(g *rules.Graph, hashes []Hash) []Hash {
+	hashes = slices.Grow(hashes[:0], len(g.Nodes))[:len(g.Nodes)]
+	for i := range g.Nodes {
+		hashes[i] = h.Node(&g.Nodes[i], hashes)
 	}
-	for i, n := range g.Nodes {
-		buf = append(buf[:0], n.Op.Name...)
-		for _, p := range n.Params {
-			buf = binary.LittleEndian.AppendUint64(buf, uint64(p))
-		}
-		operands := len(buf)
-		for _, a := range n.Args {
-			h := value(a)
-			buf = binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(buf, h.Hi), h.Lo)
-		}
-		if commutative && n.Op.Commutative && string(buf[operands:operands+16]) > string(buf[operands+16:]) {
-			swapHalves(buf[operands:])
-		}
-		hashes[i] = xxh3.Hash128(buf)
+	return hashes
+}
+
+// Node hashes n, whose operands are graph inputs or nodes hashed in
+// hashes, by index. Operands enter as they are (a node's hash and the
+// output's position, or an input's index), so that a node costs one
+// hash however many operands it has.
+func (h *Hasher) Node(n *rules.Node, hashes []Hash) Hash {
+	buf := append(h.buf[:0], n.Op.Name...)
+	for _, p := range n.Params {
+		buf = binary.LittleEndian.AppendUint64(buf, uint64(p))
 	}
-	out := make([]byte, 0, 16*len(g.Outputs))
-	for _, o := range g.Outputs {
-		h := value(o)
-		out = binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(out, h.Hi), h.Lo)
+	operands := len(buf)
+	for _, a := range n.Args {
+		buf = appendValue(buf, a, hashes)
+	}
+	if h.Commutative && n.Op.Commutative && string(buf[operands:operands+valueBytes]) > string(buf[operands+valueBytes:]) {
+		swapOperands(buf[operands:])
+	}
+	h.buf = buf
+	return xxh3.Hash128(buf)
+}
+
+// Key is the key of a graph with these outputs whose nodes hash to hashes.
+func (h *Hasher) Key(outputs []rules.Value, hashes []Hash) string {
+	out := make([]byte, 0, valueBytes*len(outputs))
+	for _, o := range outputs {
+		out = appendValue(out, o, hashes)
 	}
 	return string(out)
 }
 
-// swapHalves swaps the two 16-byte operand hashes at the start of b.
-func swapHalves(b []byte) {
-	var tmp [16]byte
-	copy(tmp[:], b[:16])
-	copy(b[:16], b[16:32])
-	copy(b[16:32], tmp[:])
+// AppendValue appends the bytes that stand for value v in a node's hash:
+// an input by its index, a node's output by hashes[v.Node] and the
+// output's position.
+func (h *Hasher) AppendValue(b []byte, v rules.Value, hashes []Hash) []byte {
+	return appendValue(b, v, hashes)
+}
+
+// inputTag marks an input among the operands' bytes, where a node's
+// output has its node's hash: a hash word of all ones is as likely as any
+// other collision.
+const inputTag = ^uint64(0)
+
+// appendValue appends a value's bytes: an input by its index, a node's
+// output by the node's hash and the output's position.
+func appendValue(b []byte, v rules.Value, hashes []Hash) []byte {
+	if v.IsInput() {
+		b = binary.LittleEndian.AppendUint64(b, inputTag)
+		b = binary.LittleEndian.AppendUint64(b, inputTag)
+		return binary.LittleEndian.AppendUint64(b, uint64(v.Input()))
+	}
+	h := hashes[v.Node]
+	b = binary.LittleEndian.AppendUint64(b, h.Hi)
+	b = binary.LittleEndian.AppendUint64(b, h.Lo)
+	return binary.LittleEndian.AppendUint64(b, uint64(v.Out)+1)
+}
+
+// swapOperands swaps the two operands' bytes at the start of b.
+func swapOperands(b []byte) {
+	var tmp [valueBytes]byte
+	copy(tmp[:], b[:valueBytes])
+	copy(b[:valueBytes], b[valueBytes:2*valueBytes])
+	copy(b[valueBytes:2*valueBytes], tmp[:])
 }

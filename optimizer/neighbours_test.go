@@ -1,0 +1,178 @@
+package optimizer
+
+import (
+	"fmt"
+	"testing"
+
+	"rulebook/rewrite"
+	"rulebook/rules"
+)
+
+// The key, type check and cost that neighbours derives from what a rewrite
+// changed are those of the neighbour built by Apply and priced whole, bit
+// for bit, on every neighbour of each shared model's graph under the
+// released rulebook, and of two of its neighbours' neighbours (whose
+// nodes are all live, unlike a mapped model's).
+func TestNeighboursMatchBuiltGraphs(t *testing.T) {
+	rs, err := LoadBundle(bundle3Ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, rws, _ := rs.variants()
+	for _, model := range []string{"squeezenet1_1.onnx", "resnet50.onnx", "inception_v3.onnx", "bert_base.onnx"} {
+		t.Run(model, func(t *testing.T) {
+			m, rt := load(t, model)
+			g, err := FromONNX(m, rt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			children := checkNeighbours(t, g, vs, rws, 2)
+			for _, c := range children {
+				checkNeighbours(t, c, vs, rws, 0)
+			}
+		})
+	}
+}
+
+// A mapped model may hold nodes nothing reads, which a built neighbour
+// drops: their reads must not count (a convolution read by a dead node
+// too may fuse its bias in the neighbour). resnet50 with a dead Relu on
+// every fourth node's output.
+func TestNeighboursOfGraphWithDeadNodes(t *testing.T) {
+	rs, err := LoadBundle(bundle3Ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, rws, _ := rs.variants()
+	m, rt := load(t, "resnet50.onnx")
+	g, err := FromONNX(m, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relu, ok := g.reg.Lookup("relu")
+	if !ok {
+		t.Fatal("no relu in the registry")
+	}
+	for i := 0; i < len(g.G.Nodes); i += 4 {
+		node := rules.Node{Op: relu, Args: []rules.Value{{Node: i}}}
+		if out, err := g.inferNode(&node); err == nil {
+			g.G.Nodes, g.Shapes = append(g.G.Nodes, node), append(g.Shapes, out)
+		}
+	}
+	if live := g.liveNodes(); live[len(live)-1] {
+		t.Fatal("the added Relus are live")
+	}
+	checkNeighbours(t, g, vs, rws, 0)
+}
+
+// checkNeighbours compares every neighbour of g as neighbours evaluates it
+// with the built one, and returns up to keep neighbours that type-check.
+func checkNeighbours(t *testing.T, g *Graph, vs []variant, rws []rewrite.Rewrite, keep int) []*Graph {
+	t.Helper()
+	cost := DefaultCPU()
+	nb := newNeighbours(g, cost, map[rewrite.Hash]bool{})
+	var kept []*Graph
+	checked, priced, repeats := 0, 0, 0
+	// The key in place is the built graph's, each for one graph.
+	keyOf, keys := map[string]string{}, map[string]bool{}
+	rewrite.Matches(&g.G, rws, func(rw *rewrite.Rewrite, m *rewrite.Match) bool {
+		defer nb.undo()
+		if !g.fitsRanks(&vs[rw.Rule], m) {
+			return true
+		}
+		key, out := nb.apply(rw, m)
+		next, err := rewrite.Apply(&g.G, rw.From, rw.To, m)
+		if out == repeated {
+			// The same change as an earlier rewrite's: the same graph.
+			if err == nil && !keys[rewrite.CommutativeKey(next)] {
+				t.Fatalf("rule %d: a repeated change, but a new graph", rw.Rule)
+			}
+			repeats++
+			return true
+		}
+		if (out == applied) != (err == nil) {
+			t.Fatalf("rule %d: outcome %d in place, Apply's error %v", rw.Rule, out, err)
+		}
+		if err != nil {
+			return true
+		}
+		checked++
+		want := rewrite.CommutativeKey(next)
+		if keyOf[key] == "" {
+			keyOf[key] = want
+		}
+		if keyOf[key] != want {
+			t.Fatalf("rule %d: key %x in place stands for two graphs", rw.Rule, key)
+		}
+		keys[want] = true
+		built := g.with(next)
+		inferErr := built.Infer()
+		got, ok := nb.price()
+		if ok != (inferErr == nil) {
+			t.Fatalf("rule %d: type-checks in place %v, built graph's error %v", rw.Rule, ok, inferErr)
+		}
+		if !ok {
+			return true
+		}
+		priced++
+		if want := cost.Cost(built); got != want {
+			t.Fatalf("rule %d: cost %v, built graph's %v", rw.Rule, got, want)
+		}
+		if len(kept) < keep {
+			kept = append(kept, built)
+		}
+		return true
+	})
+	if checked == 0 || priced == 0 {
+		t.Errorf("%d neighbours, %d of them type-check: nothing compared", checked, priced)
+	}
+	t.Logf("%d nodes: %d neighbours, %d type-check, %d repeat others' changes", len(g.G.Nodes), checked, priced, repeats)
+	return kept
+}
+
+// rewrite.Matcher replays the matches of a pattern shared by several
+// rules: the sequence it yields is the one searching for each rewrite's
+// pattern in turn finds, on each shared model under the released
+// rulebook, whose rules share hundreds of patterns, with one matcher
+// going from model to model.
+func TestMatchesReplaySharedPatterns(t *testing.T) {
+	rs, err := LoadBundle(bundle3Ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rws, _ := rs.variants()
+	matcher := rewrite.NewMatcher(rws) // one for all models, as a search keeps one
+	for _, model := range []string{"squeezenet1_1.onnx", "resnet50.onnx", "inception_v3.onnx", "bert_base.onnx"} {
+		m, rt := load(t, model)
+		g, err := FromONNX(m, rt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for i := range rws {
+			rewrite.FindCommutative(rws[i].From, &g.G, func(m *rewrite.Match) bool {
+				want = append(want, describeMatch(i, m))
+				return true
+			})
+		}
+		index := map[*rewrite.Rewrite]int{}
+		for i := range rws {
+			index[&rws[i]] = i
+		}
+		k := 0
+		matcher.Matches(&g.G, func(rw *rewrite.Rewrite, m *rewrite.Match) bool {
+			if got := describeMatch(index[rw], m); k >= len(want) || got != want[k] {
+				t.Fatalf("%s: match %d is %s, want the %d found one by one", model, k, got, len(want))
+			}
+			k++
+			return true
+		})
+		if k != len(want) {
+			t.Errorf("%s: %d matches, %d found one by one", model, k, len(want))
+		}
+	}
+}
+
+func describeMatch(rw int, m *rewrite.Match) string {
+	return fmt.Sprint(rw, m.Nodes, m.Inputs, m.Bound)
+}
