@@ -5,9 +5,11 @@ import "rulebook/rules"
 // Analytic is a cost model from first principles: each node costs its
 // arithmetic at the machine's throughput, the bytes it reads and writes at
 // its memory bandwidth, and a fixed launch overhead. It prices the graph
-// as lowering writes it: nodes computed from weights alone cost nothing
-// (they are folded), a channel bias added to a convolution is part of the
-// Conv, and a broadcast weight is read at its stored size.
+// as lowering writes it and runtimes run it: nodes computed from weights
+// alone cost nothing (they are folded), a channel bias added to a
+// convolution is part of the Conv, a relu after a convolution or an
+// addition is fused into it (fusedRelu), and a broadcast weight is read at
+// its stored size.
 type Analytic struct {
 	FLOPS     float64 // multiply-adds count as 2
 	Bandwidth float64 // bytes per second
@@ -102,6 +104,9 @@ func (g *Graph) eachPriced(price func(i, bias int, weight []bool)) {
 // node is one node's modelled time in seconds.
 func (a Analytic) node(g *Graph, i int) float64 {
 	n := &g.G.Nodes[i]
+	if fusedRelu(g, n) {
+		return 0
+	}
 	bytes := 0
 	for _, arg := range n.Args {
 		if arg.IsInput() && g.Inputs[arg.Input()].Compact != nil {
@@ -200,4 +205,22 @@ func (g *Graph) storedBytes(v rules.Value) int64 {
 		return 4 * int64(len(g.Inputs[v.Input()].Stored().Data))
 	}
 	return 4 * int64(elements(g.shape(v)))
+}
+
+// fusedRelu reports whether a relu runs inside the node that computes its
+// operand: both our runtime and ONNX Runtime apply a Relu in the output
+// pass of the Conv (with its bias) or the Add before it, so that it costs
+// nothing of its own; moved after a concat, it costs a pass. The use count
+// of the operand is not looked at (a fused Relu needs its operand alone),
+// which overstates fusion only where a convolution's output is also read
+// elsewhere.
+func fusedRelu(g *Graph, n *rules.Node) bool {
+	if n.Op.Name != "relu" || n.Args[0].IsInput() {
+		return false
+	}
+	switch g.G.Nodes[n.Args[0].Node].Op.Name {
+	case "conv2d", "ewadd":
+		return true
+	}
+	return false
 }

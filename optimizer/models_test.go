@@ -25,9 +25,9 @@ func TestOptimizeModels(t *testing.T) {
 		// applies says whether the budget reaches a cheaper graph.
 		applies bool
 	}{
-		{"squeezenet1_1.onnx", 20, true},
+		{"squeezenet1_1.onnx", 20, false},
 		{"resnet50.onnx", 5, false},
-		{"inception_v3.onnx", 5, true},
+		{"inception_v3.onnx", 5, false},
 		{"bert_base.onnx", 10, true},
 	}
 	for _, c := range cases {
