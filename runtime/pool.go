@@ -123,65 +123,114 @@ func floorDiv(a, b int) int {
 
 func ceilDiv(a, b int) int { return -floorDiv(-a, b) }
 
+// scratchSize gives every plane its own row of partial results (see
+// plane), so that workers pooling different planes never share one.
+func (k *poolKernel) scratchSize() int { return k.planes * k.in[2] }
+
 func (k *poolKernel) bind(in, out []*Tensor, e *env) func() {
 	inPlane := k.in[0] * k.in[1] * k.in[2]
 	outPlane := k.out[0] * k.out[1] * k.out[2]
 	body := func(lo, hi int) {
 		for p := lo; p < hi; p++ {
-			k.plane(out[0].Data[p*outPlane:(p+1)*outPlane], in[0].Data[p*inPlane:(p+1)*inPlane])
+			acc := e.scratch[p*k.in[2] : (p+1)*k.in[2]]
+			k.plane(out[0].Data[p*outPlane:(p+1)*outPlane], in[0].Data[p*inPlane:(p+1)*inPlane], acc)
 		}
 	}
 	return func() { e.workers.parallelFor(k.planes, 1, body) }
 }
 
-// plane pools one batch×channel plane.
-func (k *poolKernel) plane(dst, src []float32) {
+// plane pools one batch×channel plane in two separable passes per output
+// row: the input rows under the window are first reduced column by column
+// into acc (contiguous loops over whole rows), then acc is reduced along
+// the row for each output position. A k×k window costs k loads per input
+// column and k per output instead of k² per output, and no loop tests
+// bounds.
+func (k *poolKernel) plane(dst, src, acc []float32) {
+	init := float32(0)
+	if k.kind == poolMax {
+		init = float32(math.Inf(-1))
+	}
 	i := 0
 	for od := range k.out[0] {
 		for oh := range k.out[1] {
-			for ow := range k.out[2] {
-				dst[i] = k.at([3]int{od, oh, ow}, src)
-				i++
-			}
+			rows := k.reduceRows(acc, src, od, oh, init)
+			k.reduceRow(dst[i:i+k.out[2]], acc, od, oh, rows)
+			i += k.out[2]
 		}
 	}
 }
 
-// at pools the window of output position o.
-func (k *poolKernel) at(o [3]int, src []float32) float32 {
-	var base [3]int
-	for d := range 3 {
-		base[d] = o[d]*k.strides[d] - k.padBegin[d]
-	}
-	f0, l0 := k.first[0][o[0]], k.last[0][o[0]]
-	f1, l1 := k.first[1][o[1]], k.last[1][o[1]]
-	f2, l2 := k.first[2][o[2]], k.last[2][o[2]]
-	acc := float32(0)
-	if k.kind == poolMax {
-		acc = float32(math.Inf(-1))
-	}
-	for j0 := f0; j0 < l0; j0++ {
-		row0 := (base[0] + j0*k.dilations[0]) * k.in[1]
-		for j1 := f1; j1 < l1; j1++ {
-			row := (row0 + base[1] + j1*k.dilations[1]) * k.in[2]
-			for j2 := f2; j2 < l2; j2++ {
-				x := src[row+base[2]+j2*k.dilations[2]]
-				if k.kind == poolMax {
-					acc = max(acc, x)
-				} else {
-					acc += x
-				}
+// reduceRows sets acc to the column-wise maximum or sum of the input rows
+// under output row (od, oh) and returns how many there are.
+func (k *poolKernel) reduceRows(acc, src []float32, od, oh int, init float32) int {
+	b0 := od*k.strides[0] - k.padBegin[0]
+	b1 := oh*k.strides[1] - k.padBegin[1]
+	w := k.in[2]
+	n := 0
+	for j0 := k.first[0][od]; j0 < k.last[0][od]; j0++ {
+		plane := (b0 + j0*k.dilations[0]) * k.in[1]
+		for j1 := k.first[1][oh]; j1 < k.last[1][oh]; j1++ {
+			r := (plane + b1 + j1*k.dilations[1]) * w
+			row := src[r : r+w]
+			switch {
+			case n == 0:
+				copy(acc, row)
+			case k.kind == poolMax:
+				maxInto(acc, row)
+			default:
+				addInto(acc, row)
 			}
+			n++
 		}
 	}
+	if n == 0 {
+		fillValue(acc, init)
+	}
+	return n
+}
+
+// reduceRow pools acc along the row into one output row; rows is the
+// number of input rows acc holds, for the average's count.
+func (k *poolKernel) reduceRow(dst, acc []float32, od, oh, rows int) {
+	s, d := k.strides[2], k.dilations[2]
+	first, last := k.first[2], k.last[2]
 	if k.kind == poolMax {
-		return acc
+		for ow := range dst {
+			base := ow*s - k.padBegin[2]
+			m := float32(math.Inf(-1))
+			for j := first[ow]; j < last[ow]; j++ {
+				m = max(m, acc[base+j*d])
+			}
+			dst[ow] = m
+		}
+		return
 	}
-	count := (l0 - f0) * (l1 - f1) * (l2 - f2)
-	if k.includePad {
-		count = k.padded[0][o[0]] * k.padded[1][o[1]] * k.padded[2][o[2]]
+	for ow := range dst {
+		base := ow*s - k.padBegin[2]
+		sum := float32(0)
+		for j := first[ow]; j < last[ow]; j++ {
+			sum += acc[base+j*d]
+		}
+		count := rows * (last[ow] - first[ow])
+		if k.includePad {
+			count = k.padded[0][od] * k.padded[1][oh] * k.padded[2][ow]
+		}
+		dst[ow] = sum / float32(count)
 	}
-	return acc / float32(count)
+}
+
+func maxInto(acc, row []float32) {
+	row = row[:len(acc)]
+	for i, x := range row {
+		acc[i] = max(acc[i], x)
+	}
+}
+
+func addInto(acc, row []float32) {
+	row = row[:len(acc)]
+	for i, x := range row {
+		acc[i] += x
+	}
 }
 
 // prepareGlobalPool averages (or takes the maximum of) each batch×channel
