@@ -48,6 +48,13 @@ type convKernel struct {
 	group                          int
 	direct                         bool
 	hasBias                        bool
+	relu                           bool // a fused Relu follows (fuse.go)
+}
+
+func (k *convKernel) withRelu() kernel {
+	fused := *k
+	fused.relu = true
+	return &fused
 }
 
 func newConvKernel(x []int, filters, group int, win window, hasBias bool) *convKernel {
@@ -88,8 +95,8 @@ func (k *convKernel) bind(in, out []*Tensor, e *env) func() {
 	gemm := newGemmCall()
 	cols := &im2col{k: k}
 	cols.body = cols.rows
-	bias := &biasFill{}
-	bias.body = bias.rows
+	epi := &convEpilogue{relu: k.relu, width: k.outH * k.outW}
+	epi.body = epi.rows
 	return func() {
 		x, w, y := in[0].Data, in[1].Data, out[0].Data
 		inPlane, outPlane := k.height*k.width, k.outH*k.outW
@@ -104,15 +111,15 @@ func (k *convKernel) bind(in, out []*Tensor, e *env) func() {
 					e.workers.parallelFor(k.colRows(), 1, cols.body)
 					colMatrix = cols.dst
 				}
-				var beta float32
-				if k.hasBias {
-					// The product accumulates onto rows preset to the bias.
-					bias.dst, bias.bias, bias.width = yg, in[2].Data[g*mg:(g+1)*mg], outPlane
-					e.workers.parallelFor(mg, 1, bias.body)
-					beta = 1
-				}
-				gemm.set(false, false, mg, outPlane, k.colRows(), 1, w[g*mg*k.colRows():(g+1)*mg*k.colRows()], colMatrix, beta, yg)
+				gemm.set(false, false, mg, outPlane, k.colRows(), 1, w[g*mg*k.colRows():(g+1)*mg*k.colRows()], colMatrix, 0, yg)
 				gemm.run(e.workers)
+				if k.hasBias || k.relu {
+					epi.dst, epi.bias = yg, nil
+					if k.hasBias {
+						epi.bias = in[2].Data[g*mg : (g+1)*mg]
+					}
+					e.workers.parallelFor(mg, max(1, elementGrain/max(outPlane, 1)), epi.body)
+				}
 			}
 		}
 	}
@@ -169,15 +176,31 @@ func (m *im2col) row(dst, plane []float32, i, j int) {
 	}
 }
 
-// biasFill presets each output row to its channel's bias.
-type biasFill struct {
-	dst, bias []float32
+// convEpilogue adds each output row's bias and applies a fused Relu, in
+// one pass over the product while it is still in cache.
+type convEpilogue struct {
+	dst, bias []float32 // bias nil: none
 	width     int
+	relu      bool
 	body      func(lo, hi int)
 }
 
-func (f *biasFill) rows(lo, hi int) {
+func (f *convEpilogue) rows(lo, hi int) {
 	for r := lo; r < hi; r++ {
-		fillValue(f.dst[r*f.width:(r+1)*f.width], f.bias[r])
+		row := f.dst[r*f.width : (r+1)*f.width]
+		switch {
+		case f.bias != nil && f.relu:
+			b := f.bias[r]
+			for i, v := range row {
+				row[i] = max(v+b, 0)
+			}
+		case f.bias != nil:
+			b := f.bias[r]
+			for i := range row {
+				row[i] += b
+			}
+		default:
+			reluInPlace(row)
+		}
 	}
 }

@@ -123,6 +123,13 @@ func (l *broadcastLayout) offsets(r int) (aOff, bOff int) {
 type binaryKernel struct {
 	op     binaryOp
 	layout broadcastLayout
+	relu   bool // a fused Relu follows (fuse.go)
+}
+
+func (k *binaryKernel) withRelu() kernel {
+	fused := *k
+	fused.relu = true
+	return &fused
 }
 
 func (k *binaryKernel) bind(in, out []*Tensor, e *env) func() {
@@ -152,6 +159,9 @@ func (k *binaryKernel) runRange(dst, a, b []float32, lo, hi int) {
 			applySV(k.op, d, a[aOff], b[bOff:bOff+n])
 		default:
 			fillValue(d, applyScalar(k.op, a[aOff], b[bOff]))
+		}
+		if k.relu {
+			reluInPlace(d)
 		}
 		lo += n
 	}

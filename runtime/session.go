@@ -66,12 +66,13 @@ func (m *Model) NewSession(opt SessionOptions) (*Session, error) {
 	// The helper goroutines end when the session is collected.
 	goruntime.AddCleanup(s, func(w *workers) { w.stop() }, s.workers)
 	roles := m.valueRoles()
-	root := m.viewRoots(roles)
+	fused, producers := m.reluFusions(roles)
+	root := m.viewRoots(roles, fused)
 	plan := planBuffers(m, roles, root)
 	s.bufferBytes = 4 * plan.total()
 	s.env = &env{workers: s.workers, scratch: make([]float32, m.scratchSize())}
 	s.makeTensors(roles, root, plan)
-	s.bindNodes(root)
+	s.bindNodes(root, fused, producers)
 	return s, nil
 }
 
@@ -101,15 +102,15 @@ func (m *Model) valueRoles() []valueRole {
 }
 
 // viewRoots maps each value to the value whose buffer it uses: itself, or
-// for the output of a Reshape or Flatten of an intermediate, the root of
-// that input.
-func (m *Model) viewRoots(roles []valueRole) []int {
+// for the output of a Reshape or Flatten of an intermediate, or of a Relu
+// fused into its producer (fused, by node), the root of that input.
+func (m *Model) viewRoots(roles []valueRole, fused []bool) []int {
 	root := make([]int, len(m.values))
 	for id := range root {
 		root[id] = id
 	}
-	for _, n := range m.nodes {
-		if _, ok := n.kernel.(viewKernel); !ok {
+	for i, n := range m.nodes {
+		if _, ok := n.kernel.(viewKernel); !ok && !fused[i] {
 			continue
 		}
 		in, out := n.in[0], n.out[0]
@@ -236,14 +237,25 @@ func (s *Session) makeTensors(roles []valueRole, root []int, plan bufferPlan) {
 	}
 }
 
-func (s *Session) bindNodes(root []int) {
+// bindNodes binds each node's kernel, with the Relu of a fused pair
+// (fused, producers: see reluFusions) moved into its producer.
+func (s *Session) bindNodes(root []int, fused []bool, producers []int) {
 	m := s.model
+	kernels := make([]kernel, len(m.nodes))
+	for i, n := range m.nodes {
+		kernels[i] = n.kernel
+	}
+	for j, p := range producers {
+		if fused[j] {
+			kernels[p] = kernels[p].(reluFuser).withRelu()
+		}
+	}
 	s.steps = make([]func(), len(m.nodes))
 	for i, n := range m.nodes {
-		if _, ok := n.kernel.(viewKernel); ok && root[n.out[0]] != n.out[0] {
+		if _, ok := n.kernel.(viewKernel); (ok || fused[i]) && root[n.out[0]] != n.out[0] {
 			continue // shares its input's buffer: nothing to do
 		}
-		s.steps[i] = n.kernel.bind(s.tensorsOf(n.in), s.tensorsOf(n.out), s.env)
+		s.steps[i] = kernels[i].bind(s.tensorsOf(n.in), s.tensorsOf(n.out), s.env)
 	}
 }
 
