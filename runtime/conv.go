@@ -147,9 +147,13 @@ func (m *im2col) rows(lo, hi int) {
 }
 
 // row fills one column-matrix row for kernel tap (i, j) of one channel.
+// The output columns whose input column falls inside the image, [lo, hi),
+// are found once per row, so the copy loop tests no bounds.
 func (m *im2col) row(dst, plane []float32, i, j int) {
 	k := m.k
 	shift := j*k.dw - k.pl // input column = output column × sw + shift
+	lo := min(max(ceilDiv(-shift, k.sw), 0), k.outW)
+	hi := min(max(ceilDiv(k.width-shift, k.sw), lo), k.outW)
 	for oy := range k.outH {
 		d := dst[oy*k.outW : (oy+1)*k.outW]
 		iy := oy*k.sh - k.pt + i*k.dh
@@ -158,21 +162,24 @@ func (m *im2col) row(dst, plane []float32, i, j int) {
 			continue
 		}
 		src := plane[iy*k.width : (iy+1)*k.width]
+		clear(d[:lo])
+		clear(d[hi:])
 		if k.sw == 1 {
-			lo := min(max(-shift, 0), k.outW)
-			hi := min(max(k.width-shift, lo), k.outW)
-			clear(d[:lo])
 			copy(d[lo:hi], src[lo+shift:hi+shift])
-			clear(d[hi:])
 			continue
 		}
-		for ox := range d {
-			if ix := ox*k.sw + shift; ix >= 0 && ix < k.width {
-				d[ox] = src[ix]
-			} else {
-				d[ox] = 0
-			}
-		}
+		strided(d[lo:hi], src[lo*k.sw+shift:], k.sw)
+	}
+}
+
+// strided sets dst[x] = src[x·step].
+func strided(dst, src []float32, step int) {
+	if len(dst) == 0 {
+		return
+	}
+	src = src[:(len(dst)-1)*step+1]
+	for x := range dst {
+		dst[x] = src[x*step]
 	}
 }
 
