@@ -3,6 +3,8 @@ package runtime
 import (
 	"fmt"
 	"slices"
+
+	"rulebook/runtime/gemm"
 )
 
 // prepareConv handles Conv over one or two spatial dimensions; a 1-D
@@ -33,6 +35,7 @@ func prepareConv(c *nodeContext) (prepared, error) {
 	}
 	out := append([]int{x[0], w[0]}, win.out...)
 	k := newConvKernel(x, w[0], int(group), win, c.has(2))
+	k.constW = c.inputs[1].isConst()
 	return prepared{kernel: k, outputs: [][]int{out}, params: paramString(append(win.params(), fmt.Sprintf("group=%d", group))...)}, nil
 }
 
@@ -49,6 +52,7 @@ type convKernel struct {
 	direct                         bool
 	hasBias                        bool
 	relu                           bool // a fused Relu follows (fuse.go)
+	constW                         bool // weights known at load: packed once per session
 }
 
 func (k *convKernel) withRelu() kernel {
@@ -97,6 +101,7 @@ func (k *convKernel) bind(in, out []*Tensor, e *env) func() {
 	cols.body = cols.rows
 	epi := &convEpilogue{relu: k.relu, width: k.outH * k.outW}
 	epi.body = epi.rows
+	packed := k.packWeights(in[1])
 	return func() {
 		x, w, y := in[0].Data, in[1].Data, out[0].Data
 		inPlane, outPlane := k.height*k.width, k.outH*k.outW
@@ -112,7 +117,11 @@ func (k *convKernel) bind(in, out []*Tensor, e *env) func() {
 					colMatrix = cols.dst
 				}
 				gemm.set(false, false, mg, outPlane, k.colRows(), 1, w[g*mg*k.colRows():(g+1)*mg*k.colRows()], colMatrix, 0, yg)
-				gemm.run(e.workers)
+				if packed != nil {
+					gemm.runPackedA(e.workers, packed[g])
+				} else {
+					gemm.run(e.workers)
+				}
 				if k.hasBias || k.relu {
 					epi.dst, epi.bias = yg, nil
 					if k.hasBias {
@@ -123,6 +132,25 @@ func (k *convKernel) bind(in, out []*Tensor, e *env) func() {
 			}
 		}
 	}
+}
+
+// packWeights packs each group's constant weight matrix for the product
+// (gemm.PackA), once: read in place, 14-row slivers of a K-wide matrix are
+// far apart, and when the product runs transposed (N = 49 or 196 in
+// ResNet's last stages) the weights are its B operand and were transposed
+// into panels on every call. It returns nil for weights known only at run
+// time, and for groups of fewer than 32 filters, which panels of 32 rows
+// would mostly pad.
+func (k *convKernel) packWeights(w *Tensor) []*gemm.PackedA {
+	mg, rows := k.filters/k.group, k.colRows()
+	if !k.constW || mg < 32 || w == nil || len(w.Data) < k.filters*rows {
+		return nil
+	}
+	packed := make([]*gemm.PackedA, k.group)
+	for g := range packed {
+		packed[g] = gemm.PackA(false, mg, rows, w.Data[g*mg*rows:(g+1)*mg*rows], rows)
+	}
+	return packed
 }
 
 // im2col gathers one group of an image into its column matrix: row
