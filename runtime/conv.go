@@ -134,16 +134,15 @@ func (k *convKernel) bind(in, out []*Tensor, e *env) func() {
 	}
 }
 
-// packWeights packs each group's constant weight matrix for the product
-// (gemm.PackA), once: read in place, 14-row slivers of a K-wide matrix are
-// far apart, and when the product runs transposed (N = 49 or 196 in
-// ResNet's last stages) the weights are its B operand and were transposed
-// into panels on every call. It returns nil for weights known only at run
-// time, and for groups of fewer than 32 filters, which panels of 32 rows
-// would mostly pad.
+// packWeights packs each group's constant weight matrix once (gemm.PackA)
+// when the product runs transposed (N = 49 or 196 in ResNet's last
+// stages): the weights are then its B operand, which was transposed into
+// panels on every call. Direct products read the weights in place, in
+// taller row tiles than packed panels of 32 rows allow. It returns nil
+// when not packing, and for weights known only at run time.
 func (k *convKernel) packWeights(w *Tensor) []*gemm.PackedA {
 	mg, rows := k.filters/k.group, k.colRows()
-	if !k.constW || mg < 32 || w == nil || len(w.Data) < k.filters*rows {
+	if !k.constW || w == nil || len(w.Data) < k.filters*rows || !gemm.Transposes(mg, k.outH*k.outW, rows) {
 		return nil
 	}
 	packed := make([]*gemm.PackedA, k.group)
