@@ -88,49 +88,94 @@ func (k *convKernel) scratchSize() int {
 	if k.direct {
 		return 0
 	}
-	n, err := checkedElements([]int{k.channels / k.group, k.kh, k.kw, k.outH, k.outW})
+	n, err := checkedElements([]int{k.colRows(), k.blockRows(), k.outW})
 	if err != nil {
 		return maxTensorElements + 1 // reported by NewSession, never folded
 	}
 	return n
 }
 
+// Column blocks. A column matrix of a large image (288 × 147·147 floats in
+// inception_v3's second layer, 25 MB) does not fit in cache: written by
+// im2col and read back by the product from memory, it held those layers
+// to a third of the product's speed. Gathering and multiplying blocks of
+// output rows whose columns fit in about colBudget floats keeps them in
+// L2; blocks keep at least minBlockCols columns, because a product over
+// fewer runs its kernels in poorly filled panels.
+const (
+	colBudget    = 1 << 17 // floats: 512 KiB
+	minBlockCols = 1024
+)
+
+// productCols is the width of one product: a block's positions, or all
+// of them for a direct convolution.
+func (k *convKernel) productCols() int {
+	if k.direct {
+		return k.outH * k.outW
+	}
+	return k.blockRows() * k.outW
+}
+
+// blockRows is the number of output rows gathered and multiplied at once.
+func (k *convKernel) blockRows() int {
+	rows := max(colBudget/max(k.colRows()*k.outW, 1), (minBlockCols+k.outW-1)/max(k.outW, 1), 1)
+	if rows >= k.outH {
+		return max(k.outH, 1)
+	}
+	// Even blocks: the last is not a sliver.
+	blocks := (k.outH + rows - 1) / rows
+	return (k.outH + blocks - 1) / blocks
+}
+
 func (k *convKernel) bind(in, out []*Tensor, e *env) func() {
-	gemm := newGemmCall()
+	call := newGemmCall()
 	cols := &im2col{k: k}
 	cols.body = cols.rows
-	epi := &convEpilogue{relu: k.relu, width: k.outH * k.outW}
+	epi := &convEpilogue{relu: k.relu, stride: k.outH * k.outW}
 	epi.body = epi.rows
 	packed := k.packWeights(in[1])
 	return func() {
-		x, w, y := in[0].Data, in[1].Data, out[0].Data
-		inPlane, outPlane := k.height*k.width, k.outH*k.outW
-		cg, mg := k.channels/k.group, k.filters/k.group
+		x := in[0].Data
+		inPlane, cg := k.height*k.width, k.channels/k.group
 		for b := range k.batch {
 			for g := range k.group {
 				xg := x[(b*k.channels+g*cg)*inPlane : (b*k.channels+(g+1)*cg)*inPlane]
-				yg := y[(b*k.filters+g*mg)*outPlane : (b*k.filters+(g+1)*mg)*outPlane]
-				colMatrix := xg
-				if !k.direct {
-					cols.src, cols.dst = xg, e.scratch[:k.scratchSize()]
+				if k.direct {
+					k.block(call, packed, epi, in, out, e, b, g, xg, 0, k.outH)
+					continue
+				}
+				for y0 := 0; y0 < k.outH; y0 += k.blockRows() {
+					y1 := min(y0+k.blockRows(), k.outH)
+					cols.src, cols.y0, cols.y1 = xg, y0, y1
+					cols.dst = e.scratch[:k.colRows()*(y1-y0)*k.outW]
 					e.workers.parallelFor(k.colRows(), 1, cols.body)
-					colMatrix = cols.dst
-				}
-				gemm.set(false, false, mg, outPlane, k.colRows(), 1, w[g*mg*k.colRows():(g+1)*mg*k.colRows()], colMatrix, 0, yg)
-				if packed != nil {
-					gemm.runPackedA(e.workers, packed[g])
-				} else {
-					gemm.run(e.workers)
-				}
-				if k.hasBias || k.relu {
-					epi.dst, epi.bias = yg, nil
-					if k.hasBias {
-						epi.bias = in[2].Data[g*mg : (g+1)*mg]
-					}
-					e.workers.parallelFor(mg, max(1, elementGrain/max(outPlane, 1)), epi.body)
+					k.block(call, packed, epi, in, out, e, b, g, cols.dst, y0, y1)
 				}
 			}
 		}
+	}
+}
+
+// block computes output rows [y0, y1) of image b, group g, from their
+// column matrix (the image itself for a direct convolution), and runs the
+// epilogue over them.
+func (k *convKernel) block(call *gemmCall, packed []*gemm.PackedA, epi *convEpilogue, in, out []*Tensor, e *env, b, g int, colMatrix []float32, y0, y1 int) {
+	outPlane, mg, rows := k.outH*k.outW, k.filters/k.group, k.colRows()
+	c0, n := y0*k.outW, (y1-y0)*k.outW
+	yg := out[0].Data[(b*k.filters+g*mg)*outPlane : (b*k.filters+(g+1)*mg)*outPlane]
+	call.set(false, false, mg, n, rows, 1, in[1].Data[g*mg*rows:(g+1)*mg*rows], colMatrix, 0, yg[c0:])
+	call.ldc = outPlane
+	if packed != nil {
+		call.runPackedA(e.workers, packed[g])
+	} else {
+		call.run(e.workers)
+	}
+	if k.hasBias || k.relu {
+		epi.dst, epi.bias, epi.lo, epi.hi = yg, nil, c0, c0+n
+		if k.hasBias {
+			epi.bias = in[2].Data[g*mg : (g+1)*mg]
+		}
+		e.workers.parallelFor(mg, max(1, elementGrain/max(n, 1)), epi.body)
 	}
 }
 
@@ -142,7 +187,7 @@ func (k *convKernel) bind(in, out []*Tensor, e *env) func() {
 // when not packing, and for weights known only at run time.
 func (k *convKernel) packWeights(w *Tensor) []*gemm.PackedA {
 	mg, rows := k.filters/k.group, k.colRows()
-	if !k.constW || w == nil || len(w.Data) < k.filters*rows || !gemm.Transposes(mg, k.outH*k.outW, rows) {
+	if !k.constW || w == nil || len(w.Data) < k.filters*rows || !gemm.Transposes(mg, k.productCols(), rows) {
 		return nil
 	}
 	packed := make([]*gemm.PackedA, k.group)
@@ -152,19 +197,21 @@ func (k *convKernel) packWeights(w *Tensor) []*gemm.PackedA {
 	return packed
 }
 
-// im2col gathers one group of an image into its column matrix: row
-// (c, i, j) holds, for every output position, the input element that
-// kernel tap (i, j) of channel c sees there, or 0 in the padding.
+// im2col gathers one group of an image into its column matrix, for output
+// rows [y0, y1): row (c, i, j) holds, for each of their positions, the
+// input element that kernel tap (i, j) of channel c sees there, or 0 in
+// the padding.
 type im2col struct {
 	k        *convKernel
 	src, dst []float32
+	y0, y1   int
 	body     func(lo, hi int)
 }
 
 func (m *im2col) rows(lo, hi int) {
 	k := m.k
 	taps := k.kh * k.kw
-	width := k.outH * k.outW
+	width := (m.y1 - m.y0) * k.outW
 	for r := lo; r < hi; r++ {
 		ch, tap := r/taps, r%taps
 		i, j := tap/k.kw, tap%k.kw
@@ -173,16 +220,17 @@ func (m *im2col) rows(lo, hi int) {
 	}
 }
 
-// row fills one column-matrix row for kernel tap (i, j) of one channel.
-// The output columns whose input column falls inside the image, [lo, hi),
-// are found once per row, so the copy loop tests no bounds.
+// row fills one column-matrix row for kernel tap (i, j) of one channel,
+// over output rows [y0, y1). The output columns whose input column falls
+// inside the image, [lo, hi), are found once, so the copy loop tests no
+// bounds.
 func (m *im2col) row(dst, plane []float32, i, j int) {
 	k := m.k
 	shift := j*k.dw - k.pl // input column = output column × sw + shift
 	lo := min(max(ceilDiv(-shift, k.sw), 0), k.outW)
 	hi := min(max(ceilDiv(k.width-shift, k.sw), lo), k.outW)
-	for oy := range k.outH {
-		d := dst[oy*k.outW : (oy+1)*k.outW]
+	for oy := m.y0; oy < m.y1; oy++ {
+		d := dst[(oy-m.y0)*k.outW : (oy-m.y0+1)*k.outW]
 		iy := oy*k.sh - k.pt + i*k.dh
 		if iy < 0 || iy >= k.height {
 			clear(d)
@@ -211,17 +259,19 @@ func strided(dst, src []float32, step int) {
 }
 
 // convEpilogue adds each output row's bias and applies a fused Relu, in
-// one pass over the product while it is still in cache.
+// one pass over columns [lo, hi) of the product while they are still in
+// cache.
 type convEpilogue struct {
 	dst, bias []float32 // bias nil: none
-	width     int
+	stride    int       // between output rows
+	lo, hi    int
 	relu      bool
 	body      func(lo, hi int)
 }
 
 func (f *convEpilogue) rows(lo, hi int) {
 	for r := lo; r < hi; r++ {
-		row := f.dst[r*f.width : (r+1)*f.width]
+		row := f.dst[r*f.stride+f.lo : r*f.stride+f.hi]
 		switch {
 		case f.bias != nil && f.relu:
 			b := f.bias[r]
