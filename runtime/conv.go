@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"rulebook/runtime/gemm"
@@ -270,21 +271,16 @@ type convEpilogue struct {
 }
 
 func (f *convEpilogue) rows(lo, hi int) {
+	floor := float32(math.Inf(-1))
+	if f.relu {
+		floor = 0
+	}
 	for r := lo; r < hi; r++ {
 		row := f.dst[r*f.stride+f.lo : r*f.stride+f.hi]
-		switch {
-		case f.bias != nil && f.relu:
-			b := f.bias[r]
-			for i, v := range row {
-				row[i] = max(v+b, 0)
-			}
-		case f.bias != nil:
-			b := f.bias[r]
-			for i := range row {
-				row[i] += b
-			}
-		default:
-			reluInPlace(row)
+		var b float32
+		if f.bias != nil {
+			b = f.bias[r]
 		}
+		gemm.AddMax(row, row, b, floor)
 	}
 }

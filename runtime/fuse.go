@@ -1,6 +1,10 @@
 package runtime
 
-import "slices"
+import (
+	"slices"
+
+	"rulebook/runtime/gemm"
+)
 
 // A session runs a list of steps built from the model's nodes, where some
 // runs of nodes are fused into one step that makes a single pass over
@@ -158,11 +162,7 @@ func isRelu(k kernel) bool {
 }
 
 // reluInPlace applies Relu to x in place.
-func reluInPlace(x []float32) {
-	for i, v := range x {
-		x[i] = max(v, 0)
-	}
-}
+func reluInPlace(x []float32) { gemm.AddMax(x, x, 0, 0) }
 
 // layerNorm matches PyTorch's exported layer normalisation over the last
 // axis, starting at its first ReduceMean (node i).

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"rulebook/runtime/gemm"
 )
 
 type unaryOp int
@@ -108,9 +110,7 @@ func (k unaryKernel) apply(dst, src []float32) {
 	case unaryErf:
 		erfSlice(dst, src)
 	case unaryRelu:
-		for i, x := range src {
-			dst[i] = max(x, 0)
-		}
+		gemm.AddMax(dst, src, 0, 0)
 	case unaryAbs:
 		for i, x := range src {
 			dst[i] = float32(math.Abs(float64(x)))
