@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"rulebook/runtime/gemm"
 )
 
 type poolKind int
@@ -66,6 +68,10 @@ type poolKernel struct {
 	last       [3][]int // one past the last tap inside the input
 	padded     [3][]int // taps inside the input or its padding (count_include_pad)
 	includePad bool
+	// inner is the range of output columns whose window lies inside the
+	// row, and kernel2 the window's width.
+	inner   [2]int
+	kernel2 int
 }
 
 func newPoolKernel(kind poolKind, planes int, win window, includePad bool) *poolKernel {
@@ -81,6 +87,14 @@ func newPoolKernel(kind poolKind, planes int, win window, includePad bool) *pool
 		k.in[d], k.out[d], k.strides[d], k.dilations[d] = win.in[s], win.out[s], win.strides[s], win.dilations[s]
 		k.padBegin[d] = win.padBegin[s]
 		k.first[d], k.last[d], k.padded[d] = tapRanges(win, s)
+	}
+	k.kernel2 = win.kernel[len(win.kernel)-1]
+	k.inner = [2]int{len(k.first[2]), len(k.first[2])}
+	for ow := range k.first[2] {
+		if k.first[2][ow] == 0 && k.last[2][ow] == k.kernel2 {
+			k.inner[0] = min(k.inner[0], ow)
+			k.inner[1] = ow + 1
+		}
 	}
 	return k
 }
@@ -176,9 +190,9 @@ func (k *poolKernel) reduceRows(acc, src []float32, od, oh int, init float32) in
 			case n == 0:
 				copy(acc, row)
 			case k.kind == poolMax:
-				maxInto(acc, row)
+				gemm.Max(acc, acc, row)
 			default:
-				addInto(acc, row)
+				gemm.Add(acc, acc, row)
 			}
 			n++
 		}
@@ -190,47 +204,62 @@ func (k *poolKernel) reduceRows(acc, src []float32, od, oh int, init float32) in
 }
 
 // reduceRow pools acc along the row into one output row; rows is the
-// number of input rows acc holds, for the average's count.
+// number of input rows acc holds, for the average's count. With stride and
+// dilation 1, the outputs whose window lies inside the row are whole
+// vectors of shifted rows (gemm.Max, gemm.Add); the others, and other
+// strides, are pooled one by one.
 func (k *poolKernel) reduceRow(dst, acc []float32, od, oh, rows int) {
+	lo, hi := k.inner[0], k.inner[1]
+	if k.strides[2] != 1 || k.dilations[2] != 1 || lo >= hi {
+		k.reduceRange(dst, acc, od, oh, rows, 0, len(dst))
+		return
+	}
+	k.reduceRange(dst, acc, od, oh, rows, 0, lo)
+	k.reduceRange(dst, acc, od, oh, rows, hi, len(dst))
+	out, base := dst[lo:hi], lo-k.padBegin[2]
+	copy(out, acc[base:])
+	for j := 1; j < k.kernel2; j++ {
+		if k.kind == poolMax {
+			gemm.Max(out, out, acc[base+j:])
+		} else {
+			gemm.Add(out, out, acc[base+j:])
+		}
+	}
+	if k.kind == poolAverage {
+		for ow := lo; ow < hi; ow++ {
+			dst[ow] /= float32(k.count(od, oh, ow, rows))
+		}
+	}
+}
+
+// reduceRange pools outputs [lo, hi) of a row one by one.
+func (k *poolKernel) reduceRange(dst, acc []float32, od, oh, rows, lo, hi int) {
 	s, d := k.strides[2], k.dilations[2]
 	first, last := k.first[2], k.last[2]
-	if k.kind == poolMax {
-		for ow := range dst {
-			base := ow*s - k.padBegin[2]
+	for ow := lo; ow < hi; ow++ {
+		base := ow*s - k.padBegin[2]
+		if k.kind == poolMax {
 			m := float32(math.Inf(-1))
 			for j := first[ow]; j < last[ow]; j++ {
 				m = max(m, acc[base+j*d])
 			}
 			dst[ow] = m
+			continue
 		}
-		return
-	}
-	for ow := range dst {
-		base := ow*s - k.padBegin[2]
 		sum := float32(0)
 		for j := first[ow]; j < last[ow]; j++ {
 			sum += acc[base+j*d]
 		}
-		count := rows * (last[ow] - first[ow])
-		if k.includePad {
-			count = k.padded[0][od] * k.padded[1][oh] * k.padded[2][ow]
-		}
-		dst[ow] = sum / float32(count)
+		dst[ow] = sum / float32(k.count(od, oh, ow, rows))
 	}
 }
 
-func maxInto(acc, row []float32) {
-	row = row[:len(acc)]
-	for i, x := range row {
-		acc[i] = max(acc[i], x)
+// count is the number of elements output (od, oh, ow) averages.
+func (k *poolKernel) count(od, oh, ow, rows int) int {
+	if k.includePad {
+		return k.padded[0][od] * k.padded[1][oh] * k.padded[2][ow]
 	}
-}
-
-func addInto(acc, row []float32) {
-	row = row[:len(acc)]
-	for i, x := range row {
-		acc[i] += x
-	}
+	return rows * (k.last[2][ow] - k.first[2][ow])
 }
 
 // prepareGlobalPool averages (or takes the maximum of) each batch×channel

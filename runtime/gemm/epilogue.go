@@ -19,3 +19,35 @@ func AddMax(dst, src []float32, b, lo float32) {
 		dst[i] = max(v+b, lo)
 	}
 }
+
+// Max sets dst[i] = max(x[i], y[i]), NaN where either is NaN (as Go's
+// max): the row reduction of max pooling. Slices may alias.
+func Max(dst, x, y []float32) {
+	x, y = x[:len(dst)], y[:len(dst)]
+	if len(dst) == 0 {
+		return
+	}
+	if f := defaultKernels.vmax; f != nil {
+		f(&dst[0], &x[0], &y[0], len(dst))
+		return
+	}
+	for i := range dst {
+		dst[i] = max(x[i], y[i])
+	}
+}
+
+// Add sets dst[i] = x[i] + y[i]: the row reduction of average pooling and
+// element-wise Add. Slices may alias.
+func Add(dst, x, y []float32) {
+	x, y = x[:len(dst)], y[:len(dst)]
+	if len(dst) == 0 {
+		return
+	}
+	if f := defaultKernels.vadd; f != nil {
+		f(&dst[0], &x[0], &y[0], len(dst))
+		return
+	}
+	for i := range dst {
+		dst[i] = x[i] + y[i]
+	}
+}

@@ -38,3 +38,43 @@ func TestAddMax(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxAdd checks Max and Add against Go's max and + on every length up
+// to 150, with NaNs in either operand, and aliased destinations.
+func TestMaxAdd(t *testing.T) {
+	nan := float32(math.NaN())
+	for n := 0; n <= 150; n++ {
+		x, y := make([]float32, n+1), make([]float32, n+1)
+		for i := range x {
+			x[i], y[i] = float32((i*7919)%23)-11.5, float32((i*104729)%19)-9.5
+		}
+		if n > 5 {
+			x[2], y[5] = nan, nan
+		}
+		for _, op := range []struct {
+			name string
+			f    func(dst, x, y []float32)
+			want func(a, b float32) float32
+		}{
+			{"Max", Max, func(a, b float32) float32 { return max(a, b) }},
+			{"Add", Add, func(a, b float32) float32 { return a + b }},
+		} {
+			dst := make([]float32, n+1)
+			dst[n] = 42
+			op.f(dst[:n], x[:n], y[:n])
+			alias := append([]float32(nil), x...)
+			op.f(alias[:n], alias[:n], y[:n])
+			for i := range n {
+				want := op.want(x[i], y[i])
+				for _, got := range []float32{dst[i], alias[i]} {
+					if got != want && !(math.IsNaN(float64(got)) && math.IsNaN(float64(want))) {
+						t.Fatalf("%s n %d: [%d] = %g, want %g", op.name, n, i, got, want)
+					}
+				}
+			}
+			if dst[n] != 42 {
+				t.Fatalf("%s n %d: wrote past the end", op.name, n)
+			}
+		}
+	}
+}
