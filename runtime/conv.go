@@ -2,7 +2,10 @@ package runtime
 
 import (
 	"fmt"
+	"math"
 	"slices"
+
+	"rulebook/runtime/gemm"
 )
 
 // prepareConv handles Conv over one or two spatial dimensions; a 1-D
@@ -33,6 +36,7 @@ func prepareConv(c *nodeContext) (prepared, error) {
 	}
 	out := append([]int{x[0], w[0]}, win.out...)
 	k := newConvKernel(x, w[0], int(group), win, c.has(2))
+	k.constW = c.inputs[1].isConst()
 	return prepared{kernel: k, outputs: [][]int{out}, params: paramString(append(win.params(), fmt.Sprintf("group=%d", group))...)}, nil
 }
 
@@ -48,6 +52,14 @@ type convKernel struct {
 	group                          int
 	direct                         bool
 	hasBias                        bool
+	relu                           bool // a fused Relu follows (fuse.go)
+	constW                         bool // weights known at load: packed once per session
+}
+
+func (k *convKernel) withRelu() kernel {
+	fused := *k
+	fused.relu = true
+	return &fused
 }
 
 func newConvKernel(x []int, filters, group int, win window, hasBias bool) *convKernel {
@@ -77,60 +89,130 @@ func (k *convKernel) scratchSize() int {
 	if k.direct {
 		return 0
 	}
-	n, err := checkedElements([]int{k.channels / k.group, k.kh, k.kw, k.outH, k.outW})
+	n, err := checkedElements([]int{k.colRows(), k.blockRows(), k.outW})
 	if err != nil {
 		return maxTensorElements + 1 // reported by NewSession, never folded
 	}
 	return n
 }
 
+// Column blocks. A column matrix of a large image (288 × 147·147 floats in
+// inception_v3's second layer, 25 MB) does not fit in cache: written by
+// im2col and read back by the product from memory, it held those layers
+// to a third of the product's speed. Gathering and multiplying blocks of
+// output rows whose columns fit in about colBudget floats keeps them in
+// L2; blocks keep at least minBlockCols columns, because a product over
+// fewer runs its kernels in poorly filled panels.
+const (
+	colBudget    = 1 << 17 // floats: 512 KiB
+	minBlockCols = 1024
+)
+
+// productCols is the width of one product: a block's positions, or all
+// of them for a direct convolution.
+func (k *convKernel) productCols() int {
+	if k.direct {
+		return k.outH * k.outW
+	}
+	return k.blockRows() * k.outW
+}
+
+// blockRows is the number of output rows gathered and multiplied at once.
+func (k *convKernel) blockRows() int {
+	rows := max(colBudget/max(k.colRows()*k.outW, 1), (minBlockCols+k.outW-1)/max(k.outW, 1), 1)
+	if rows >= k.outH {
+		return max(k.outH, 1)
+	}
+	// Even blocks: the last is not a sliver.
+	blocks := (k.outH + rows - 1) / rows
+	return (k.outH + blocks - 1) / blocks
+}
+
 func (k *convKernel) bind(in, out []*Tensor, e *env) func() {
-	gemm := newGemmCall()
+	call := newGemmCall()
 	cols := &im2col{k: k}
 	cols.body = cols.rows
-	bias := &biasFill{}
-	bias.body = bias.rows
+	epi := &convEpilogue{relu: k.relu, stride: k.outH * k.outW}
+	epi.body = epi.rows
+	packed := k.packWeights(in[1])
 	return func() {
-		x, w, y := in[0].Data, in[1].Data, out[0].Data
-		inPlane, outPlane := k.height*k.width, k.outH*k.outW
-		cg, mg := k.channels/k.group, k.filters/k.group
+		x := in[0].Data
+		inPlane, cg := k.height*k.width, k.channels/k.group
 		for b := range k.batch {
 			for g := range k.group {
 				xg := x[(b*k.channels+g*cg)*inPlane : (b*k.channels+(g+1)*cg)*inPlane]
-				yg := y[(b*k.filters+g*mg)*outPlane : (b*k.filters+(g+1)*mg)*outPlane]
-				colMatrix := xg
-				if !k.direct {
-					cols.src, cols.dst = xg, e.scratch[:k.scratchSize()]
+				if k.direct {
+					k.block(call, packed, epi, in, out, e, b, g, xg, 0, k.outH)
+					continue
+				}
+				for y0 := 0; y0 < k.outH; y0 += k.blockRows() {
+					y1 := min(y0+k.blockRows(), k.outH)
+					cols.src, cols.y0, cols.y1 = xg, y0, y1
+					cols.dst = e.scratch[:k.colRows()*(y1-y0)*k.outW]
 					e.workers.parallelFor(k.colRows(), 1, cols.body)
-					colMatrix = cols.dst
+					k.block(call, packed, epi, in, out, e, b, g, cols.dst, y0, y1)
 				}
-				var beta float32
-				if k.hasBias {
-					// The product accumulates onto rows preset to the bias.
-					bias.dst, bias.bias, bias.width = yg, in[2].Data[g*mg:(g+1)*mg], outPlane
-					e.workers.parallelFor(mg, 1, bias.body)
-					beta = 1
-				}
-				gemm.set(false, false, mg, outPlane, k.colRows(), 1, w[g*mg*k.colRows():(g+1)*mg*k.colRows()], colMatrix, beta, yg)
-				gemm.run(e.workers)
 			}
 		}
 	}
 }
 
-// im2col gathers one group of an image into its column matrix: row
-// (c, i, j) holds, for every output position, the input element that
-// kernel tap (i, j) of channel c sees there, or 0 in the padding.
+// block computes output rows [y0, y1) of image b, group g, from their
+// column matrix (the image itself for a direct convolution), and runs the
+// epilogue over them.
+func (k *convKernel) block(call *gemmCall, packed []*gemm.PackedA, epi *convEpilogue, in, out []*Tensor, e *env, b, g int, colMatrix []float32, y0, y1 int) {
+	outPlane, mg, rows := k.outH*k.outW, k.filters/k.group, k.colRows()
+	c0, n := y0*k.outW, (y1-y0)*k.outW
+	yg := out[0].Data[(b*k.filters+g*mg)*outPlane : (b*k.filters+(g+1)*mg)*outPlane]
+	call.set(false, false, mg, n, rows, 1, in[1].Data[g*mg*rows:(g+1)*mg*rows], colMatrix, 0, yg[c0:])
+	call.ldc = outPlane
+	if packed != nil {
+		call.runPackedA(e.workers, packed[g])
+	} else {
+		call.run(e.workers)
+	}
+	if k.hasBias || k.relu {
+		epi.dst, epi.bias, epi.lo, epi.hi = yg, nil, c0, c0+n
+		if k.hasBias {
+			epi.bias = in[2].Data[g*mg : (g+1)*mg]
+		}
+		e.workers.parallelFor(mg, max(1, elementGrain/max(n, 1)), epi.body)
+	}
+}
+
+// packWeights packs each group's constant weight matrix once (gemm.PackA)
+// when the product runs transposed (N = 49 or 196 in ResNet's last
+// stages): the weights are then its B operand, which was transposed into
+// panels on every call. Direct products read the weights in place, in
+// taller row tiles than packed panels of 32 rows allow. It returns nil
+// when not packing, and for weights known only at run time.
+func (k *convKernel) packWeights(w *Tensor) []*gemm.PackedA {
+	mg, rows := k.filters/k.group, k.colRows()
+	if !k.constW || w == nil || len(w.Data) < k.filters*rows || !gemm.Transposes(mg, k.productCols(), rows) {
+		return nil
+	}
+	packed := make([]*gemm.PackedA, k.group)
+	for g := range packed {
+		packed[g] = gemm.PackA(false, mg, rows, w.Data[g*mg*rows:(g+1)*mg*rows], rows)
+	}
+	return packed
+}
+
+// im2col gathers one group of an image into its column matrix, for output
+// rows [y0, y1): row (c, i, j) holds, for each of their positions, the
+// input element that kernel tap (i, j) of channel c sees there, or 0 in
+// the padding.
 type im2col struct {
 	k        *convKernel
 	src, dst []float32
+	y0, y1   int
 	body     func(lo, hi int)
 }
 
 func (m *im2col) rows(lo, hi int) {
 	k := m.k
 	taps := k.kh * k.kw
-	width := k.outH * k.outW
+	width := (m.y1 - m.y0) * k.outW
 	for r := lo; r < hi; r++ {
 		ch, tap := r/taps, r%taps
 		i, j := tap/k.kw, tap%k.kw
@@ -139,45 +221,66 @@ func (m *im2col) rows(lo, hi int) {
 	}
 }
 
-// row fills one column-matrix row for kernel tap (i, j) of one channel.
+// row fills one column-matrix row for kernel tap (i, j) of one channel,
+// over output rows [y0, y1). The output columns whose input column falls
+// inside the image, [lo, hi), are found once, so the copy loop tests no
+// bounds.
 func (m *im2col) row(dst, plane []float32, i, j int) {
 	k := m.k
 	shift := j*k.dw - k.pl // input column = output column × sw + shift
-	for oy := range k.outH {
-		d := dst[oy*k.outW : (oy+1)*k.outW]
+	lo := min(max(ceilDiv(-shift, k.sw), 0), k.outW)
+	hi := min(max(ceilDiv(k.width-shift, k.sw), lo), k.outW)
+	for oy := m.y0; oy < m.y1; oy++ {
+		d := dst[(oy-m.y0)*k.outW : (oy-m.y0+1)*k.outW]
 		iy := oy*k.sh - k.pt + i*k.dh
 		if iy < 0 || iy >= k.height {
 			clear(d)
 			continue
 		}
 		src := plane[iy*k.width : (iy+1)*k.width]
+		clear(d[:lo])
+		clear(d[hi:])
 		if k.sw == 1 {
-			lo := min(max(-shift, 0), k.outW)
-			hi := min(max(k.width-shift, lo), k.outW)
-			clear(d[:lo])
 			copy(d[lo:hi], src[lo+shift:hi+shift])
-			clear(d[hi:])
 			continue
 		}
-		for ox := range d {
-			if ix := ox*k.sw + shift; ix >= 0 && ix < k.width {
-				d[ox] = src[ix]
-			} else {
-				d[ox] = 0
-			}
-		}
+		strided(d[lo:hi], src[lo*k.sw+shift:], k.sw)
 	}
 }
 
-// biasFill presets each output row to its channel's bias.
-type biasFill struct {
-	dst, bias []float32
-	width     int
+// strided sets dst[x] = src[x·step].
+func strided(dst, src []float32, step int) {
+	if len(dst) == 0 {
+		return
+	}
+	src = src[:(len(dst)-1)*step+1]
+	for x := range dst {
+		dst[x] = src[x*step]
+	}
+}
+
+// convEpilogue adds each output row's bias and applies a fused Relu, in
+// one pass over columns [lo, hi) of the product while they are still in
+// cache.
+type convEpilogue struct {
+	dst, bias []float32 // bias nil: none
+	stride    int       // between output rows
+	lo, hi    int
+	relu      bool
 	body      func(lo, hi int)
 }
 
-func (f *biasFill) rows(lo, hi int) {
+func (f *convEpilogue) rows(lo, hi int) {
+	floor := float32(math.Inf(-1))
+	if f.relu {
+		floor = 0
+	}
 	for r := lo; r < hi; r++ {
-		fillValue(f.dst[r*f.width:(r+1)*f.width], f.bias[r])
+		row := f.dst[r*f.stride+f.lo : r*f.stride+f.hi]
+		var b float32
+		if f.bias != nil {
+			b = f.bias[r]
+		}
+		gemm.AddMax(row, row, b, floor)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"rulebook/runtime/gemm"
 )
 
 // elementGrain is the fewest elements worth handing to another worker in
@@ -123,6 +125,13 @@ func (l *broadcastLayout) offsets(r int) (aOff, bOff int) {
 type binaryKernel struct {
 	op     binaryOp
 	layout broadcastLayout
+	relu   bool // a fused Relu follows (fuse.go)
+}
+
+func (k *binaryKernel) withRelu() kernel {
+	fused := *k
+	fused.relu = true
+	return &fused
 }
 
 func (k *binaryKernel) bind(in, out []*Tensor, e *env) func() {
@@ -153,6 +162,9 @@ func (k *binaryKernel) runRange(dst, a, b []float32, lo, hi int) {
 		default:
 			fillValue(d, applyScalar(k.op, a[aOff], b[bOff]))
 		}
+		if k.relu {
+			reluInPlace(d)
+		}
 		lo += n
 	}
 }
@@ -161,9 +173,9 @@ func applyVV(op binaryOp, dst, a, b []float32) {
 	a, b = a[:len(dst)], b[:len(dst)]
 	switch op {
 	case binaryAdd:
-		for i := range dst {
-			dst[i] = a[i] + b[i]
-		}
+		gemm.Add(dst, a, b)
+	case binaryMax:
+		gemm.Max(dst, a, b)
 	case binarySub:
 		for i := range dst {
 			dst[i] = a[i] - b[i]
@@ -187,9 +199,7 @@ func applyVS(op binaryOp, dst, a []float32, s float32) {
 	a = a[:len(dst)]
 	switch op {
 	case binaryAdd:
-		for i := range dst {
-			dst[i] = a[i] + s
-		}
+		gemm.AddMax(dst, a, s, float32(math.Inf(-1)))
 	case binarySub:
 		for i := range dst {
 			dst[i] = a[i] - s
@@ -215,9 +225,7 @@ func applySV(op binaryOp, dst []float32, s float32, b []float32) {
 	b = b[:len(dst)]
 	switch op {
 	case binaryAdd:
-		for i := range dst {
-			dst[i] = s + b[i]
-		}
+		gemm.AddMax(dst, b, s, float32(math.Inf(-1)))
 	case binarySub:
 		for i := range dst {
 			dst[i] = s - b[i]

@@ -45,3 +45,9 @@ func (g *gemmCall) run(w *workers) {
 func (g *gemmCall) runSerial() {
 	gemm.Sgemm(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc)
 }
+
+// runPackedA computes the product with op(A) taken from pa, which must
+// hold the m×k matrix set describes (packed once, for constant weights).
+func (g *gemmCall) runPackedA(w *workers, pa *gemm.PackedA) {
+	gemm.SgemmPackedA(w.threads, pa, g.transB, g.n, g.alpha, g.b, g.ldb, g.beta, g.c, g.ldc)
+}

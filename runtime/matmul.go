@@ -53,6 +53,9 @@ type matMulKernel struct {
 	// layout maps a batch index to the batch offsets of A and B, in
 	// matrices.
 	layout broadcastLayout
+	// bias: a fused bias Add (fuse.go) with a row of n in input 2; only
+	// for a single product (batches 1).
+	bias bool
 }
 
 func (mk *matMulKernel) bind(in, out []*Tensor, e *env) func() {
@@ -74,6 +77,14 @@ func (mk *matMulKernel) bind(in, out []*Tensor, e *env) func() {
 		}
 		for i := range mk.batches {
 			mk.setBatch(gemm, i, in[0].Data, in[1].Data, out[0].Data)
+			if mk.bias {
+				// The product accumulates onto rows preset to the bias.
+				y := out[0].Data
+				for r := range mk.m {
+					copy(y[r*mk.n:(r+1)*mk.n], in[2].Data)
+				}
+				gemm.beta = 1
+			}
 			gemm.run(e.workers)
 		}
 	}

@@ -118,6 +118,11 @@ func TestConvAgainstNaive(t *testing.T) {
 		{[]int{2, 5, 4, 4}, []int{7, 5, 1, 1}, 1, []int{1, 1}, []int{1, 1}, []int{0, 0, 0, 0}, true, []int{2, 7, 4, 4}},
 		{[]int{1, 3, 10, 10}, []int{2, 3, 1, 1}, 1, []int{3, 3}, []int{1, 1}, []int{0, 0, 0, 0}, false, []int{1, 2, 4, 4}},
 		{[]int{1, 2, 1, 11}, []int{3, 2, 1, 4}, 1, []int{1, 2}, []int{1, 3}, []int{0, 2, 0, 1}, true, []int{1, 3, 1, 3}},
+		// Gathered in blocks of output rows (columns past colBudget), the
+		// last one shorter.
+		{[]int{1, 32, 77, 75}, []int{40, 32, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, true, []int{1, 40, 77, 75}},
+		// Weights packed: gemm computes this product transposed.
+		{[]int{1, 64, 7, 7}, []int{96, 64, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, true, []int{1, 96, 7, 7}},
 	}
 	for i, tc := range tests {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {

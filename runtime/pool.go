@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"rulebook/runtime/gemm"
 )
 
 type poolKind int
@@ -66,6 +68,10 @@ type poolKernel struct {
 	last       [3][]int // one past the last tap inside the input
 	padded     [3][]int // taps inside the input or its padding (count_include_pad)
 	includePad bool
+	// inner is the range of output columns whose window lies inside the
+	// row, and kernel2 the window's width.
+	inner   [2]int
+	kernel2 int
 }
 
 func newPoolKernel(kind poolKind, planes int, win window, includePad bool) *poolKernel {
@@ -81,6 +87,14 @@ func newPoolKernel(kind poolKind, planes int, win window, includePad bool) *pool
 		k.in[d], k.out[d], k.strides[d], k.dilations[d] = win.in[s], win.out[s], win.strides[s], win.dilations[s]
 		k.padBegin[d] = win.padBegin[s]
 		k.first[d], k.last[d], k.padded[d] = tapRanges(win, s)
+	}
+	k.kernel2 = win.kernel[len(win.kernel)-1]
+	k.inner = [2]int{len(k.first[2]), len(k.first[2])}
+	for ow := range k.first[2] {
+		if k.first[2][ow] == 0 && k.last[2][ow] == k.kernel2 {
+			k.inner[0] = min(k.inner[0], ow)
+			k.inner[1] = ow + 1
+		}
 	}
 	return k
 }
@@ -123,65 +137,129 @@ func floorDiv(a, b int) int {
 
 func ceilDiv(a, b int) int { return -floorDiv(-a, b) }
 
+// scratchSize gives every plane its own row of partial results (see
+// plane), so that workers pooling different planes never share one.
+func (k *poolKernel) scratchSize() int { return k.planes * k.in[2] }
+
 func (k *poolKernel) bind(in, out []*Tensor, e *env) func() {
 	inPlane := k.in[0] * k.in[1] * k.in[2]
 	outPlane := k.out[0] * k.out[1] * k.out[2]
 	body := func(lo, hi int) {
 		for p := lo; p < hi; p++ {
-			k.plane(out[0].Data[p*outPlane:(p+1)*outPlane], in[0].Data[p*inPlane:(p+1)*inPlane])
+			acc := e.scratch[p*k.in[2] : (p+1)*k.in[2]]
+			k.plane(out[0].Data[p*outPlane:(p+1)*outPlane], in[0].Data[p*inPlane:(p+1)*inPlane], acc)
 		}
 	}
 	return func() { e.workers.parallelFor(k.planes, 1, body) }
 }
 
-// plane pools one batch×channel plane.
-func (k *poolKernel) plane(dst, src []float32) {
+// plane pools one batch×channel plane in two separable passes per output
+// row: the input rows under the window are first reduced column by column
+// into acc (contiguous loops over whole rows), then acc is reduced along
+// the row for each output position. A k×k window costs k loads per input
+// column and k per output instead of k² per output, and no loop tests
+// bounds.
+func (k *poolKernel) plane(dst, src, acc []float32) {
+	init := float32(0)
+	if k.kind == poolMax {
+		init = float32(math.Inf(-1))
+	}
 	i := 0
 	for od := range k.out[0] {
 		for oh := range k.out[1] {
-			for ow := range k.out[2] {
-				dst[i] = k.at([3]int{od, oh, ow}, src)
-				i++
-			}
+			rows := k.reduceRows(acc, src, od, oh, init)
+			k.reduceRow(dst[i:i+k.out[2]], acc, od, oh, rows)
+			i += k.out[2]
 		}
 	}
 }
 
-// at pools the window of output position o.
-func (k *poolKernel) at(o [3]int, src []float32) float32 {
-	var base [3]int
-	for d := range 3 {
-		base[d] = o[d]*k.strides[d] - k.padBegin[d]
-	}
-	f0, l0 := k.first[0][o[0]], k.last[0][o[0]]
-	f1, l1 := k.first[1][o[1]], k.last[1][o[1]]
-	f2, l2 := k.first[2][o[2]], k.last[2][o[2]]
-	acc := float32(0)
-	if k.kind == poolMax {
-		acc = float32(math.Inf(-1))
-	}
-	for j0 := f0; j0 < l0; j0++ {
-		row0 := (base[0] + j0*k.dilations[0]) * k.in[1]
-		for j1 := f1; j1 < l1; j1++ {
-			row := (row0 + base[1] + j1*k.dilations[1]) * k.in[2]
-			for j2 := f2; j2 < l2; j2++ {
-				x := src[row+base[2]+j2*k.dilations[2]]
-				if k.kind == poolMax {
-					acc = max(acc, x)
-				} else {
-					acc += x
-				}
+// reduceRows sets acc to the column-wise maximum or sum of the input rows
+// under output row (od, oh) and returns how many there are.
+func (k *poolKernel) reduceRows(acc, src []float32, od, oh int, init float32) int {
+	b0 := od*k.strides[0] - k.padBegin[0]
+	b1 := oh*k.strides[1] - k.padBegin[1]
+	w := k.in[2]
+	n := 0
+	for j0 := k.first[0][od]; j0 < k.last[0][od]; j0++ {
+		plane := (b0 + j0*k.dilations[0]) * k.in[1]
+		for j1 := k.first[1][oh]; j1 < k.last[1][oh]; j1++ {
+			r := (plane + b1 + j1*k.dilations[1]) * w
+			row := src[r : r+w]
+			switch {
+			case n == 0:
+				copy(acc, row)
+			case k.kind == poolMax:
+				gemm.Max(acc, acc, row)
+			default:
+				gemm.Add(acc, acc, row)
 			}
+			n++
 		}
 	}
-	if k.kind == poolMax {
-		return acc
+	if n == 0 {
+		fillValue(acc, init)
 	}
-	count := (l0 - f0) * (l1 - f1) * (l2 - f2)
+	return n
+}
+
+// reduceRow pools acc along the row into one output row; rows is the
+// number of input rows acc holds, for the average's count. With stride and
+// dilation 1, the outputs whose window lies inside the row are whole
+// vectors of shifted rows (gemm.Max, gemm.Add); the others, and other
+// strides, are pooled one by one.
+func (k *poolKernel) reduceRow(dst, acc []float32, od, oh, rows int) {
+	lo, hi := k.inner[0], k.inner[1]
+	if k.strides[2] != 1 || k.dilations[2] != 1 || lo >= hi {
+		k.reduceRange(dst, acc, od, oh, rows, 0, len(dst))
+		return
+	}
+	k.reduceRange(dst, acc, od, oh, rows, 0, lo)
+	k.reduceRange(dst, acc, od, oh, rows, hi, len(dst))
+	out, base := dst[lo:hi], lo-k.padBegin[2]
+	copy(out, acc[base:])
+	for j := 1; j < k.kernel2; j++ {
+		if k.kind == poolMax {
+			gemm.Max(out, out, acc[base+j:])
+		} else {
+			gemm.Add(out, out, acc[base+j:])
+		}
+	}
+	if k.kind == poolAverage {
+		for ow := lo; ow < hi; ow++ {
+			dst[ow] /= float32(k.count(od, oh, ow, rows))
+		}
+	}
+}
+
+// reduceRange pools outputs [lo, hi) of a row one by one.
+func (k *poolKernel) reduceRange(dst, acc []float32, od, oh, rows, lo, hi int) {
+	s, d := k.strides[2], k.dilations[2]
+	first, last := k.first[2], k.last[2]
+	for ow := lo; ow < hi; ow++ {
+		base := ow*s - k.padBegin[2]
+		if k.kind == poolMax {
+			m := float32(math.Inf(-1))
+			for j := first[ow]; j < last[ow]; j++ {
+				m = max(m, acc[base+j*d])
+			}
+			dst[ow] = m
+			continue
+		}
+		sum := float32(0)
+		for j := first[ow]; j < last[ow]; j++ {
+			sum += acc[base+j*d]
+		}
+		dst[ow] = sum / float32(k.count(od, oh, ow, rows))
+	}
+}
+
+// count is the number of elements output (od, oh, ow) averages.
+func (k *poolKernel) count(od, oh, ow, rows int) int {
 	if k.includePad {
-		count = k.padded[0][o[0]] * k.padded[1][o[1]] * k.padded[2][o[2]]
+		return k.padded[0][od] * k.padded[1][oh] * k.padded[2][ow]
 	}
-	return acc / float32(count)
+	return rows * (k.last[2][ow] - k.first[2][ow])
 }
 
 // prepareGlobalPool averages (or takes the maximum of) each batch×channel

@@ -32,7 +32,9 @@ type Session struct {
 	// buffers, and graph inputs and outputs are pointed at each Run's
 	// memory.
 	tensors []*Tensor
-	steps   []func() // per node; nil for a view that shares its input's buffer
+	steps   []func() // per step (fuse.go); nil for a view that shares its input's buffer
+	// stepNodes holds, per step, the model node it ends with.
+	stepNodes []int
 	// fresh marks graph outputs computed straight into the tensors a Run
 	// returns.
 	fresh       []bool
@@ -50,8 +52,15 @@ const (
 	roleIntermediate // in a planned buffer
 )
 
-// NewSession plans buffers and binds every node to its tensors.
+// NewSession plans buffers and binds every node to its tensors, fusing
+// the runs of nodes fuse.go lists.
 func (m *Model) NewSession(opt SessionOptions) (*Session, error) {
+	return m.newSession(opt, true)
+}
+
+// newSession is NewSession with fusion optional, so that tests can check
+// fused steps against the nodes they replace.
+func (m *Model) newSession(opt SessionOptions, fuse bool) (*Session, error) {
 	threads := opt.Threads
 	if threads <= 0 {
 		threads = goruntime.GOMAXPROCS(0)
@@ -66,12 +75,13 @@ func (m *Model) NewSession(opt SessionOptions) (*Session, error) {
 	// The helper goroutines end when the session is collected.
 	goruntime.AddCleanup(s, func(w *workers) { w.stop() }, s.workers)
 	roles := m.valueRoles()
-	root := m.viewRoots(roles)
-	plan := planBuffers(m, roles, root)
+	steps := m.steps(roles, fuse)
+	root := m.viewRoots(roles, steps)
+	plan := planBuffers(m, roles, root, steps)
 	s.bufferBytes = 4 * plan.total()
 	s.env = &env{workers: s.workers, scratch: make([]float32, m.scratchSize())}
 	s.makeTensors(roles, root, plan)
-	s.bindNodes(root)
+	s.bindSteps(root, steps)
 	return s, nil
 }
 
@@ -103,16 +113,16 @@ func (m *Model) valueRoles() []valueRole {
 // viewRoots maps each value to the value whose buffer it uses: itself, or
 // for the output of a Reshape or Flatten of an intermediate, the root of
 // that input.
-func (m *Model) viewRoots(roles []valueRole) []int {
+func (m *Model) viewRoots(roles []valueRole, steps []step) []int {
 	root := make([]int, len(m.values))
 	for id := range root {
 		root[id] = id
 	}
-	for _, n := range m.nodes {
-		if _, ok := n.kernel.(viewKernel); !ok {
+	for _, st := range steps {
+		if _, ok := st.kernel.(viewKernel); !ok {
 			continue
 		}
-		in, out := n.in[0], n.out[0]
+		in, out := st.in[0], st.out[0]
 		if roles[in] == roleIntermediate && roles[out] == roleIntermediate {
 			root[out] = root[in]
 		}
@@ -144,17 +154,18 @@ func (p bufferPlan) total() int {
 	return t
 }
 
-// planBuffers walks the nodes in order, giving each new intermediate the
+// planBuffers walks the steps in order, giving each new intermediate the
 // smallest free buffer that holds it (or growing the largest free one, or
 // adding one) and freeing a buffer after the last node that reads its
-// value. A node's outputs are placed before its inputs are freed, so no
-// node reads and writes the same buffer.
-func planBuffers(m *Model, roles []valueRole, root []int) bufferPlan {
+// value. A step's outputs are placed before its inputs are freed, so no
+// step reads and writes the same buffer. Values inside fused steps get no
+// buffer.
+func planBuffers(m *Model, roles []valueRole, root []int, steps []step) bufferPlan {
 	lastUse := make([]int, len(m.values))
 	for id := range lastUse {
 		lastUse[id] = -1
 	}
-	for i, n := range m.nodes {
+	for i, n := range steps {
 		for _, id := range slices.Concat(n.in, n.out) {
 			if id >= 0 && roles[id] == roleIntermediate {
 				lastUse[root[id]] = i
@@ -166,7 +177,7 @@ func planBuffers(m *Model, roles []valueRole, root []int) bufferPlan {
 		plan.slotOf[id] = -1
 	}
 	var free []int
-	for i, n := range m.nodes {
+	for i, n := range steps {
 		for _, id := range n.out {
 			if id >= 0 && roles[id] == roleIntermediate && root[id] == id {
 				plan.slotOf[id], free = plan.take(free, numElements(m.values[id].shape))
@@ -227,8 +238,10 @@ func (s *Session) makeTensors(roles []valueRole, root []int, plan bufferPlan) {
 		case roleConst:
 			s.tensors[id] = v.konst
 		case roleIntermediate:
-			buf := buffers[plan.slotOf[root[id]]]
-			s.tensors[id] = &Tensor{Shape: v.shape, Data: buf[:numElements(v.shape)]}
+			s.tensors[id] = &Tensor{Shape: v.shape}
+			if slot := plan.slotOf[root[id]]; slot >= 0 { // else inside a fused step
+				s.tensors[id].Data = buffers[slot][:numElements(v.shape)]
+			}
 		case roleInput, roleOutput:
 			s.tensors[id] = &Tensor{Shape: v.shape}
 			s.fresh[id] = roles[id] == roleOutput
@@ -236,14 +249,17 @@ func (s *Session) makeTensors(roles []valueRole, root []int, plan bufferPlan) {
 	}
 }
 
-func (s *Session) bindNodes(root []int) {
-	m := s.model
-	s.steps = make([]func(), len(m.nodes))
-	for i, n := range m.nodes {
-		if _, ok := n.kernel.(viewKernel); ok && root[n.out[0]] != n.out[0] {
-			continue // shares its input's buffer: nothing to do
+// bindSteps binds each step's kernel; a view whose output shares its
+// input's buffer has nothing to do.
+func (s *Session) bindSteps(root []int, steps []step) {
+	s.steps = make([]func(), len(steps))
+	s.stepNodes = make([]int, len(steps))
+	for i, st := range steps {
+		s.stepNodes[i] = st.node
+		if _, ok := st.kernel.(viewKernel); ok && root[st.out[0]] != st.out[0] {
+			continue
 		}
-		s.steps[i] = n.kernel.bind(s.tensorsOf(n.in), s.tensorsOf(n.out), s.env)
+		s.steps[i] = st.kernel.bind(s.tensorsOf(st.in), s.tensorsOf(st.out), s.env)
 	}
 }
 
@@ -278,7 +294,8 @@ func (s *Session) Run(ctx context.Context, inputs map[string]*Tensor) (map[strin
 	}
 	for i, step := range s.steps {
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("runtime: Run: stopped before node %d (%s %q): %w", i, m.nodes[i].op, m.nodes[i].name, err)
+			n := s.stepNodes[i]
+			return nil, fmt.Errorf("runtime: Run: stopped before node %d (%s %q): %w", n, m.nodes[n].op, m.nodes[n].name, err)
 		}
 		if step != nil {
 			step()

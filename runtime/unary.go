@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"rulebook/runtime/gemm"
 )
 
 type unaryOp int
@@ -49,7 +51,7 @@ const (
 // unaryMath are the unary operators that are one float64 function of the
 // element: exact enough in float32 and cheap to support.
 var unaryMath = map[unaryOp]func(float64) float64{
-	unarySqrt: math.Sqrt, unaryErf: math.Erf, unaryExp: math.Exp, unaryLog: math.Log,
+	unarySqrt: math.Sqrt, unaryExp: math.Exp, unaryLog: math.Log,
 	unaryTanh: math.Tanh, unaryFloor: math.Floor, unaryCeil: math.Ceil, unaryRound: math.RoundToEven,
 	unarySin: math.Sin, unaryCos: math.Cos, unaryTan: math.Tan, unaryAsin: math.Asin, unaryAcos: math.Acos,
 	unaryAtan: math.Atan, unarySinh: math.Sinh, unaryCosh: math.Cosh, unaryAsinh: math.Asinh,
@@ -105,10 +107,10 @@ func (k unaryKernel) apply(dst, src []float32) {
 	}
 	a, b := k.alpha, k.beta
 	switch k.op {
+	case unaryErf:
+		erfSlice(dst, src)
 	case unaryRelu:
-		for i, x := range src {
-			dst[i] = max(x, 0)
-		}
+		gemm.AddMax(dst, src, 0, 0)
 	case unaryAbs:
 		for i, x := range src {
 			dst[i] = float32(math.Abs(float64(x)))

@@ -296,3 +296,34 @@ func weightFanIn(n *onnx.Node, d []int64) int64 {
 	}
 	return 0
 }
+
+// EmbedRandomWeights replaces the data of every float initializer that m
+// stores in an external file with the values Load generates for it in
+// WeightsRandom mode with the same seed, stored inline. Another runtime
+// (ONNX Runtime, for the side-by-side latency of BENCHMARKS.md) then runs
+// the model with exactly the weights this one does, without the file.
+func EmbedRandomWeights(m *onnx.Model, seed uint64) error {
+	if m.Graph == nil {
+		return fmt.Errorf("runtime: the model has no graph")
+	}
+	w := &weightLoader{mode: WeightsRandom, seed: seed, report: &LoadReport{},
+		bounds: randomBounds(m.Graph), present: map[string]bool{}}
+	for _, t := range m.Graph.Initializers {
+		if t.DataLocation != onnx.LocationExternal {
+			continue
+		}
+		loc, _ := t.ExternalLocation("location")
+		v, err := w.generate(t, loc)
+		if err != nil {
+			return fmt.Errorf("runtime: %w", err)
+		}
+		raw := make([]byte, 4*len(v.konst.Data))
+		for i, x := range v.konst.Data {
+			binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(x))
+		}
+		t.DataType = onnx.Float
+		t.RawData, t.HasRawData = raw, true
+		t.ExternalData, t.DataLocation = nil, onnx.LocationDefault
+	}
+	return nil
+}

@@ -35,6 +35,12 @@ type kernelSet struct {
 	// src into nb stacked blocks of dst (strides in elements), reading only
 	// the columns of src under mask.
 	transpose16 func(dst *float32, ds int, src *float32, ss int, nb int, mask uint64)
+	// addMax, if not nil, sets dst[i] = max(src[i] + b, lo) for i < n
+	// (AddMax).
+	addMax func(dst, src *float32, n int, b, lo float32)
+	// vmax and vadd, if not nil, set dst[i] = max(x[i], y[i]) (NaN if
+	// either is) and x[i] + y[i] for i < n (Max, Add).
+	vmax, vadd func(dst, x, y *float32, n int)
 }
 
 // defaultKernels is the fastest implementation this CPU runs; see

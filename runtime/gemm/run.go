@@ -211,3 +211,14 @@ func worker() {
 		t.j.wg.Done()
 	}
 }
+
+// Transposes reports whether SgemmParallel computes an m×n×k product of
+// row-major A and B (neither transposed) as Cᵀ = Bᵀ·Aᵀ. Callers with a
+// constant A use it to decide whether packing A pays: in a transposed
+// product A is the operand transposed into panels on every call, while in
+// a direct one A is read in place in taller row tiles than its 32-row
+// panels allow.
+func Transposes(m, n, k int) bool {
+	p := problem{m: m, n: n, k: k, a: operand{layout: rowMajor}, b: operand{layout: kMajor}}
+	return swapPays(defaultKernels, &p)
+}

@@ -1,0 +1,34 @@
+package runtime
+
+import (
+	"sync/atomic"
+	"testing"
+)
+
+// TestParallelForCoversOnce runs parallelFor over sizes around the grain
+// and its multiples and checks that every index is visited exactly once,
+// and that the chunk count is a multiple of the thread count wherever the
+// grain allows one chunk per thread.
+func TestParallelForCoversOnce(t *testing.T) {
+	for _, threads := range []int{1, 2, 3} {
+		w := newWorkers(threads)
+		for _, n := range []int{1, 15, 16, 17, 31, 48, 49, 64, 100, 1000} {
+			seen := make([]atomic.Int32, n)
+			w.parallelFor(n, 16, func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					seen[i].Add(1)
+				}
+			})
+			for i := range seen {
+				if c := seen[i].Load(); c != 1 {
+					t.Fatalf("threads %d, n %d: index %d visited %d times", threads, n, i, c)
+				}
+			}
+			chunk := chunkSize(n, 16, threads)
+			if chunks := (n + chunk - 1) / chunk; n >= 16*threads && chunks%threads != 0 {
+				t.Errorf("threads %d, n %d: %d chunks of %d", threads, n, chunks, chunk)
+			}
+		}
+		w.stop()
+	}
+}
