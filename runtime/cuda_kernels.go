@@ -20,7 +20,8 @@ import (
 // which has no GPU kernel yet. Shape, ConstantOfShape, Equal, Where, Mod,
 // Range, Not and ScatterND always fold; Cast folds or is a copy.
 var cpuOnlyOps = map[string]bool{"Shape": true, "Gather": true, "Slice": true, "LayerNormalization": true,
-	"ConstantOfShape": true, "Equal": true, "Where": true, "Mod": true, "Cast": true, "Range": true, "Not": true, "ScatterND": true}
+	"ConstantOfShape": true, "Equal": true, "Where": true, "Mod": true, "Cast": true, "Range": true, "Not": true, "ScatterND": true,
+	"Einsum": true}
 
 // cudaOps are the op types a CUDASession runs on the GPU.
 var cudaOps = map[string]bool{

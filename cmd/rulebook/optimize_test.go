@@ -17,18 +17,18 @@ import (
 	"rulebook/store"
 )
 
-// TestOptimizeCommand optimizes squeezenet with a released version from the
+// TestOptimizeCommand optimizes bert_base with a released version from the
 // store and with its exported bundle: both write the same model and the
 // same costs. The run from the store is recorded for 'rulebook usage';
 // measured costs are timed, stored and then found again; a version edited
 // in the database is refused.
 func TestOptimizeCommand(t *testing.T) {
 	ctx := context.Background()
-	model := testfiles.Shared(t, "models", "squeezenet1_1.onnx")
+	model := testfiles.Shared(t, "models", "bert_base.onnx")
 	dir := t.TempDir()
 	db, bundle := filepath.Join(dir, "r.db"), filepath.Join(dir, "v1.json")
 	for _, args := range [][]string{
-		{"generate", "--max-ops", "3", "--ops", "concat,relu", "--no-progress"},
+		{"generate", "--max-ops", "2", "--ops", "matmul,smul", "--no-progress"},
 		{"verify", "../../axioms", "--no-progress"},
 		{"release", "v1"},
 		{"export", "--version", "v1", "--format", "json", "-o", bundle},
@@ -61,7 +61,7 @@ func TestOptimizeCommand(t *testing.T) {
 			t.Errorf("applied rule %d: store %+v, bundle %+v", i, a, b)
 		}
 	}
-	if fromStore.After >= fromStore.Before || len(fromStore.Applied) == 0 || fromStore.Opaque["MaxPool"] != 3 || len(fromStore.Search.Trace) < 2 {
+	if fromStore.After >= fromStore.Before || len(fromStore.Applied) == 0 || fromStore.Opaque["Softmax"] != 12 || len(fromStore.Search.Trace) < 2 {
 		t.Errorf("report: cost %.4f -> %.4f, applied %v, opaque %v, trace %v",
 			fromStore.Before, fromStore.After, fromStore.Applied, fromStore.Opaque, fromStore.Search.Trace)
 	}
@@ -72,7 +72,7 @@ func TestOptimizeCommand(t *testing.T) {
 	if math.Abs(before-fromStore.Before) > 1e-9 || math.Abs(after-fromStore.After) > 1e-9 {
 		t.Errorf("cost by operator adds up to %.6f -> %.6f ms, not %.6f -> %.6f: %+v", before, after, fromStore.Before, fromStore.After, fromStore.ByOperator)
 	}
-	if out, err := run(ctx, "usage", "--db", db, "--format", "csv"); err != nil || !strings.Contains(out, "squeezenet1_1.onnx") {
+	if out, err := run(ctx, "usage", "--db", db, "--format", "csv"); err != nil || !strings.Contains(out, "bert_base.onnx") {
 		t.Errorf("usage after optimize (err %v):\n%s", err, out)
 	}
 
