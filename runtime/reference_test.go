@@ -51,7 +51,7 @@ func TestFirstMismatch(t *testing.T) {
 	if !errors.As(err, &m) || m.Index != 1 || !slices.Equal(m.At, []int{0, 1}) || m.Got != 2.5 || m.Want != 2 || m.Differ != 2 || m.Total != 4 {
 		t.Fatalf("mismatch %+v (%v)", m, err)
 	}
-	const text = `output "y" differs from its reference at flat index 1, index [0 1]: got 2.5, want 2 (rtol 0.001, atol 0); 2 of 4 elements differ`
+	const text = `output "y" differs from its reference at flat index 1, index [0 1]: got 2.5, want 2 (rtol 0.001, atol 0); 2 of 4 elements differ; relative error of the output 0.2`
 	if err.Error() != text {
 		t.Errorf("message %q, want %q", err, text)
 	}
