@@ -2,18 +2,14 @@ package optimizer
 
 import (
 	"context"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"rulebook/internal/testfiles"
 	"rulebook/onnx"
 	"rulebook/runtime"
 )
-
-// smallTorchvision are the torchvision classifiers CI optimizes (issue
-// 16), the runtime's CI set: one of each family that exports quickly.
-var smallTorchvision = []string{"squeezenet1_0", "shufflenet_v2_x0_5", "mobilenet_v3_small", "mnasnet0_5", "resnet18", "regnet_x_400mf", "efficientnet_b0"}
 
 // TestOptimizeTorchvision optimizes PyTorch's exports of torchvision
 // classifiers (scripts/export_torchvision.py, random weights) with the
@@ -23,18 +19,12 @@ func TestOptimizeTorchvision(t *testing.T) {
 	if testing.Short() {
 		t.Skip("exports seven models with PyTorch")
 	}
-	if err := exec.Command("python3", "-c", "import torch, torchvision, onnx").Run(); err != nil {
-		t.Skipf("python3 cannot import torch, torchvision and onnx (pip install -r scripts/requirements-bridge.txt): %v", err)
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("python3", append([]string{"../scripts/export_torchvision.py", dir}, smallTorchvision...)...).CombinedOutput(); err != nil {
-		t.Fatalf("export: %v\n%s", err, out)
-	}
+	dir := testfiles.ExportTorchvision(t, testfiles.SmallTorchvision...)
 	rs, err := LoadBundle(bundle3Ops)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range smallTorchvision {
+	for _, name := range testfiles.SmallTorchvision {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(dir, name, "model.onnx")
 			m, err := onnx.ReadModel(path)

@@ -2,31 +2,19 @@ package runtime
 
 import (
 	"context"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
-)
 
-// smallTorchvision are the torchvision classifiers CI runs (issue 16): one
-// of each family that exports quickly, shufflenet's channel split and
-// shuffle among them (Shape, Gather, Slice).
-var smallTorchvision = []string{"squeezenet1_0", "shufflenet_v2_x0_5", "mobilenet_v3_small", "mnasnet0_5", "resnet18", "regnet_x_400mf", "efficientnet_b0"}
+	"rulebook/internal/testfiles"
+)
 
 // TestTorchvisionExports: scripts/export_torchvision.py exports each model
 // with random weights and PyTorch's output on a seeded image; the runtime
 // loads it, runs it and matches PyTorch within 1e-4 relative (1e-5
 // absolute) error.
 func TestTorchvisionExports(t *testing.T) {
-	if err := exec.Command("python3", "-c", "import torch, torchvision, onnx").Run(); err != nil {
-		t.Skipf("python3 cannot import torch, torchvision and onnx (pip install -r scripts/requirements-bridge.txt): %v", err)
-	}
-	dir := t.TempDir()
-	out, err := exec.Command("python3", append([]string{"../scripts/export_torchvision.py", dir}, smallTorchvision...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("export: %v\n%s", err, out)
-	}
-	for _, name := range smallTorchvision {
+	dir := testfiles.ExportTorchvision(t, testfiles.SmallTorchvision...)
+	for _, name := range testfiles.SmallTorchvision {
 		folder := filepath.Join(dir, name)
 		m, _, err := Load(filepath.Join(folder, "model.onnx"), LoadOptions{Weights: WeightsFile})
 		if err != nil {
@@ -55,5 +43,4 @@ func TestTorchvisionExports(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	t.Log(strings.TrimSpace(string(out)))
 }
