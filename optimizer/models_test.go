@@ -76,7 +76,7 @@ func BenchmarkSearch(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.ReportMetric(float64(res.Explored)/res.Elapsed.Seconds(), "expanded/s")
-				b.ReportMetric(float64(res.Seen)/res.Elapsed.Seconds(), "graphs/s")
+				b.ReportMetric(float64(res.Generated)/res.Elapsed.Seconds(), "graphs/s")
 			}
 		})
 	}

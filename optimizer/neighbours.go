@@ -22,7 +22,8 @@ import (
 //     node's hash, shapes or weight-ness can change. The graph's nodes are
 //     in topological order, so none before the first that reads a
 //     redirected value changes, and one walk from the outputs that stops
-//     there finds and rehashes the changed nodes;
+//     there finds the changed nodes; key rehashes them, only for the
+//     neighbours the search may keep, since many are priced out;
 //   - the neighbour's node order (Apply's, which its cost sums in) and
 //     its live nodes come from one walk from the outputs, which also
 //     finds the cycles Apply refuses;
@@ -32,7 +33,8 @@ import (
 //     priced again. The cost sums the same prices in the same order as
 //     a full Cost of the built neighbour, so it is the same number.
 //
-// After apply and price, undo restores the view to the expanded graph.
+// After apply, price and key, undo restores the view to the expanded
+// graph.
 type neighbours struct {
 	g      *Graph
 	pricer pricer // nil when the cost model prices whole graphs only
@@ -59,6 +61,9 @@ type neighbours struct {
 	changed  []int            // g's nodes whose hash may change, the patched first
 	patched  int              // how many of changed read a redirected value
 	first    int              // the first of those, or n
+	// rehashed lists the view's nodes whose hash changes, operands first,
+	// for key.
+	rehashed []int
 	inC      []bool
 	// differs marks the changed nodes whose shapes or weight-ness differ
 	// from g's; inferred lists those whose shapes were inferred again.
@@ -184,37 +189,47 @@ const (
 	repeated         // an earlier rewrite of g made the same change
 )
 
-// apply applies rw at m to the view and, when it is applied, returns the
-// neighbour's key (as rewrite.CommutativeKey of the built neighbour).
-// Call undo after it whatever the outcome.
-func (nb *neighbours) apply(rw *rewrite.Rewrite, m *rewrite.Match) (string, outcome) {
+// apply applies rw at m to the view and finds the nodes it changed; key
+// and price evaluate the neighbour it made, when it is applied. Call undo
+// after it whatever the outcome.
+func (nb *neighbours) apply(rw *rewrite.Rewrite, m *rewrite.Match) outcome {
 	k := len(rw.To.Nodes)
 	nb.grow(nb.n + k)
 	if !nb.redirectOutputs(rw, m) || !nb.addReplacement(rw, m) {
-		return "", failed
+		return failed
 	}
 	if nb.repeated() {
-		return "", repeated
+		return repeated
 	}
 	nb.patchReaders()
 	for i, o := range nb.g.G.Outputs {
 		nb.view.G.Outputs[i] = nb.follow(o)
 	}
 	clear(nb.state[:nb.n+k])
+	nb.rehashed = nb.rehashed[:0]
 	for _, o := range nb.view.G.Outputs {
 		if _, ok := nb.rehash(o); !ok {
-			return "", failed
+			return failed
 		}
 	}
-	return nb.hasher.Key(nb.view.G.Outputs, nb.hashes), applied
+	return applied
+}
+
+// key returns the neighbour's key (as rewrite.CommutativeKey of the
+// built neighbour), hashing the nodes apply found changed.
+func (nb *neighbours) key() string {
+	for _, id := range nb.rehashed {
+		nb.hashes[id] = nb.hasher.Node(&nb.view.G.Nodes[id], nb.hashes)
+	}
+	return nb.hasher.Key(nb.view.G.Outputs, nb.hashes)
 }
 
 // rehash walks the view from value v, operands first, down to the nodes
-// before the first patched one, and rehashes the nodes that changed:
-// the replacement's, the patched ones and those that read a changed one.
-// It reports whether v's node changed, and false on a cycle. A cycle the
-// rewrite makes runs through changed nodes only, so this finds every
-// cycle Apply would.
+// before the first patched one, and lists for key the nodes that
+// changed: the replacement's, the patched ones and those that read a
+// changed one. It reports whether v's node changed, and false on a
+// cycle. A cycle the rewrite makes runs through changed nodes only, so
+// this finds every cycle Apply would.
 func (nb *neighbours) rehash(v rules.Value) (changed, ok bool) {
 	id := v.Node
 	if v.IsInput() || id < nb.first {
@@ -249,7 +264,7 @@ func (nb *neighbours) rehash(v rules.Value) (changed, ok bool) {
 			nb.inC[id] = true
 			nb.changed = append(nb.changed, id)
 		}
-		nb.hashes[id] = nb.hasher.Node(node, nb.hashes)
+		nb.rehashed = append(nb.rehashed, id)
 	}
 	return changed, true
 }

@@ -80,7 +80,7 @@ func checkNeighbours(t *testing.T, g *Graph, vs []variant, rws []rewrite.Rewrite
 		if !g.fitsRanks(&vs[rw.Rule], m) {
 			return true
 		}
-		key, out := nb.apply(rw, m)
+		out := nb.apply(rw, m)
 		next, err := rewrite.Apply(&g.G, rw.From, rw.To, m)
 		if out == repeated {
 			// The same change as an earlier rewrite's: the same graph.
@@ -97,6 +97,11 @@ func checkNeighbours(t *testing.T, g *Graph, vs []variant, rws []rewrite.Rewrite
 			return true
 		}
 		checked++
+		built := g.with(next)
+		inferErr := built.Infer()
+		// Priced before it is keyed, as the search does.
+		got, ok := nb.price()
+		key := nb.key()
 		want := rewrite.CommutativeKey(next)
 		if keyOf[key] == "" {
 			keyOf[key] = want
@@ -105,9 +110,6 @@ func checkNeighbours(t *testing.T, g *Graph, vs []variant, rws []rewrite.Rewrite
 			t.Fatalf("rule %d: key %x in place stands for two graphs", rw.Rule, key)
 		}
 		keys[want] = true
-		built := g.with(next)
-		inferErr := built.Infer()
-		got, ok := nb.price()
 		if ok != (inferErr == nil) {
 			t.Fatalf("rule %d: type-checks in place %v, built graph's error %v", rw.Rule, ok, inferErr)
 		}

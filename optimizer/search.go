@@ -40,6 +40,10 @@ type Options struct {
 	// confirmation of its gain ("confirmation") begin; Job adds its own
 	// phases ("comparison", "writing").
 	Phase func(name string)
+	// keyAll keys every neighbour, also those priced out, as the search
+	// did before it priced first: tests check that this changes nothing
+	// but Result.Seen.
+	keyAll bool
 }
 
 // Confirmer is a cost model whose prices drift, so that the search's
@@ -132,9 +136,13 @@ type Result struct {
 	// rule's index in the rule set.
 	Applied  map[int]int
 	Explored int // graphs taken from the queue
-	Seen     int // distinct graphs generated
-	Elapsed  time.Duration
-	Stopped  StopReason
+	// Seen counts the distinct graphs kept in the seen set: those that
+	// type-check and were, when generated, within Alpha of the best cost
+	// (see expand). Generated counts every neighbour generated, again
+	// when generated again.
+	Seen, Generated int
+	Elapsed         time.Duration
+	Stopped         StopReason
 	// Trace is the best cost over time: the start, every improvement, and
 	// the confirmed cost when the search's gain was timed again.
 	Trace []Progress
@@ -290,7 +298,7 @@ type search struct {
 	deadline, reported time.Time
 	vs                 []variant
 	rws                []rewrite.Rewrite
-	seen               map[string]bool       // keys of the graphs generated so far
+	seen               map[string]bool       // keys of the graphs that may have been kept
 	done               map[rewrite.Hash]bool // scratch of each expansion (see neighbours)
 	matcher            *rewrite.Matcher
 	queue              candidates
@@ -350,11 +358,22 @@ func (s *search) report() {
 	s.opt.Progress(Progress{Elapsed: elapsed, Explored: s.res.Explored, Best: s.best.cost, Fraction: fraction})
 }
 
+// improves says whether a graph of this cost becomes the best.
+func (s *search) improves(cost float64) bool {
+	return cost < s.best.cost*(1-max(s.opt.MinGain, tieTolerance))
+}
+
+// mayKeep says whether consider would keep a graph of this cost: a graph
+// it would not keep never will be, since the best cost only falls.
+func (s *search) mayKeep(cost float64) bool {
+	return s.opt.keyAll || s.improves(cost) || cost < s.opt.Alpha*s.best.cost
+}
+
 // consider keeps a priced graph if it is the best so far, and queues it
 // if it is within Alpha of the best. Only the expanded graphs stay built;
 // the others are rebuilt when expanded, the best at the end.
 func (s *search) consider(next *candidate) {
-	if next.cost < s.best.cost*(1-max(s.opt.MinGain, tieTolerance)) {
+	if s.improves(next.cost) {
 		if !s.best.expanded {
 			s.best.g = nil
 		}
@@ -370,9 +389,15 @@ func (s *search) consider(next *candidate) {
 }
 
 // expand hands consider the new graphs one rewrite away that type-check,
-// until halted says to stop. Neighbours are keyed, type-checked and
-// priced in place (see neighbours); only a cost model that prices whole
+// until halted says to stop. Neighbours are type-checked, priced and
+// keyed in place (see neighbours); only a cost model that prices whole
 // graphs, or a memory limit, needs each new one built.
+//
+// A neighbour is priced before it is keyed, and keyed only if consider
+// may keep it: many are priced out (inception_v3: 3 in 10), and keying
+// took a fifth of its search. One priced out is not remembered as seen; generated again, it
+// is priced out again (it costs the same, and the best only fell), so
+// the search goes as it did when every neighbour was keyed.
 func (s *search) expand(cur *candidate) {
 	nb := newNeighbours(cur.g, s.opt.Cost, s.done)
 	build := nb.pricer == nil || s.opt.MemoryLimit > 0
@@ -387,23 +412,43 @@ func (s *search) expand(cur *candidate) {
 			return true // proved where its conditions hold, not here
 		}
 		defer nb.undo()
-		key, out := nb.apply(rw, m)
-		if out != applied || s.seen[key] {
+		if nb.apply(rw, m) != applied {
 			return true // a repeated change gives a graph seen already
 		}
-		s.seen[key] = true
-		next := &candidate{parent: cur, rw: rw, match: cloneMatch(m)}
-		var ok bool
+		s.res.Generated++
 		if build {
-			ok = s.build(next)
-		} else {
-			next.cost, ok = nb.price()
+			s.buildNeighbour(nb, cur, rw, m)
+			return true
 		}
-		if ok {
-			s.consider(next)
+		cost, ok := nb.price()
+		if !ok || !s.mayKeep(cost) || !s.isNew(nb) {
+			return true
 		}
+		s.consider(&candidate{cost: cost, parent: cur, rw: rw, match: cloneMatch(m)})
 		return true
 	})
+}
+
+// isNew reports whether the neighbour nb holds was not seen before, and
+// remembers it.
+func (s *search) isNew(nb *neighbours) bool {
+	key := nb.key()
+	if s.seen[key] {
+		return false
+	}
+	s.seen[key] = true
+	return true
+}
+
+// buildNeighbour builds, prices and considers a new neighbour whole.
+func (s *search) buildNeighbour(nb *neighbours, cur *candidate, rw *rewrite.Rewrite, m *rewrite.Match) {
+	if !s.isNew(nb) {
+		return
+	}
+	next := &candidate{parent: cur, rw: rw, match: cloneMatch(m)}
+	if s.build(next) {
+		s.consider(next)
+	}
 }
 
 // build builds and prices a neighbour whole; it reports false for one
