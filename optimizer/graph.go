@@ -121,7 +121,7 @@ func FromONNX(m *onnx.Model, rt *runtime.Model) (*Graph, error) {
 	}
 	b.g.G.NumInputs = len(b.g.Inputs)
 	for _, in := range b.g.Inputs {
-		b.g.inputShapes = append(b.g.inputShapes, rules.NewShape(in.Shape...))
+		b.g.inputShapes = append(b.g.inputShapes, rules.NewShape(collapse(in.Shape, rules.MaxRank)...))
 	}
 	if err := b.g.G.Validate(); err != nil {
 		return nil, fmt.Errorf("optimizer: %w", err)
@@ -350,7 +350,7 @@ func (g *Graph) shapeOf(v rules.Value) rules.Shape {
 		if i := v.Input(); i < len(g.inputShapes) {
 			return g.inputShapes[i]
 		}
-		return rules.NewShape(g.Inputs[v.Input()].Shape...)
+		return rules.NewShape(collapse(g.Inputs[v.Input()].Shape, rules.MaxRank)...)
 	}
 	return g.Shapes[v.Node][v.Out]
 }

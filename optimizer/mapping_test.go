@@ -22,6 +22,10 @@ func TestMappedForms(t *testing.T) {
 		return &onnx.Node{Name: name, OpType: "Constant", Outputs: []string{name}, Attributes: []*onnx.Attribute{
 			{Name: "value", Type: onnx.AttrTensor, T: &onnx.Tensor{DataType: onnx.Float, FloatData: []float32{v}}}}}
 	}
+	axes := func(name string, v int64) *onnx.Node {
+		return &onnx.Node{Name: name, OpType: "Constant", Outputs: []string{name}, Attributes: []*onnx.Attribute{
+			{Name: "value", Type: onnx.AttrTensor, T: &onnx.Tensor{DataType: onnx.Int64, Dims: []int64{1}, Int64Data: []int64{v}}}}}
+	}
 	bn := &onnx.Node{Name: "bn", OpType: "BatchNormalization", Inputs: []string{"c", "s", "b", "m", "v"}, Outputs: []string{"y"}}
 	channels := map[string][]int{"w": {4, 3, 3, 3}, "s": {4}, "b": {4}, "m": {4}, "v": {4}}
 	cases := []struct {
@@ -48,6 +52,10 @@ func TestMappedForms(t *testing.T) {
 		{"symmetric stride-2 max pool", nil, []*onnx.Node{
 			{Name: "pool", OpType: "MaxPool", Inputs: []string{"x"}, Outputs: []string{"y"},
 				Attributes: []*onnx.Attribute{ints("kernel_shape", 3, 3), ints("strides", 2, 2), ints("pads", 1, 1, 1, 1)}}}, 0, 0},
+		{"a rank-5 weight stays with the opaque nodes that read it", map[string][]int{"w": {1, 1, 3, 8, 8}}, []*onnx.Node{axes("ax", 1),
+			{Name: "up", OpType: "Unsqueeze", Inputs: []string{"x", "ax"}, Outputs: []string{"u"}},
+			{Name: "add", OpType: "Add", Inputs: []string{"u", "w"}, Outputs: []string{"s"}},
+			{Name: "down", OpType: "Squeeze", Inputs: []string{"s", "ax"}, Outputs: []string{"y"}}}, 3, 2},
 		{"pads on one side only stay opaque", map[string][]int{"w": {4, 3, 3, 3}}, []*onnx.Node{
 			{Name: "conv", OpType: "Conv", Inputs: []string{"x", "w"}, Outputs: []string{"y"},
 				Attributes: []*onnx.Attribute{ints("kernel_shape", 3, 3), ints("strides", 2, 2), ints("pads", 2, 2, 0, 0)}}}, 1, 0},
