@@ -184,18 +184,18 @@ func (b *builder) weight(name string) error {
 // the like read as int64.
 func (b *builder) typed(name string) *onnx.Tensor {
 	t := b.g.model.Graph.Initializer(name)
-	if ints, ok := b.rt.Integers(name); ok && t == nil && !b.isConstantNode(name) {
-		shape, _ := b.rt.Shape(name)
-		dims := make([]int64, len(shape))
-		for i, d := range shape {
-			dims[i] = int64(d)
-		}
-		return &onnx.Tensor{Name: name, Dims: dims, DataType: onnx.Int64, Int64Data: ints}
-	}
+	constant := false // a Constant node makes the value
 	for _, n := range b.g.model.Graph.Nodes {
-		if a := n.Attr(rules.ONNXAttrValue); t == nil && n.OpType == rules.ONNXConstant && len(n.Outputs) == 1 && n.Outputs[0] == name && a != nil {
+		if n.OpType != rules.ONNXConstant || !slices.Contains(n.Outputs, name) {
+			continue
+		}
+		constant = true
+		if a := n.Attr(rules.ONNXAttrValue); t == nil && len(n.Outputs) == 1 && a != nil {
 			t = a.T
 		}
+	}
+	if ints, ok := b.rt.Integers(name); ok && t == nil && !constant {
+		return int64Tensor(name, b.rt, ints)
 	}
 	if t == nil || t.DataType == onnx.Float || len(t.ExternalData) > 0 {
 		return nil
@@ -205,11 +205,14 @@ func (b *builder) typed(name string) *onnx.Tensor {
 	return &typed
 }
 
-// isConstantNode reports whether a Constant node makes the value.
-func (b *builder) isConstantNode(name string) bool {
-	return slices.ContainsFunc(b.g.model.Graph.Nodes, func(n *onnx.Node) bool {
-		return n.OpType == rules.ONNXConstant && slices.Contains(n.Outputs, name)
-	})
+// int64Tensor is a folded integer value as ONNX types it.
+func int64Tensor(name string, rt *runtime.Model, ints []int64) *onnx.Tensor {
+	shape, _ := rt.Shape(name)
+	dims := make([]int64, len(shape))
+	for i, d := range shape {
+		dims[i] = int64(d)
+	}
+	return &onnx.Tensor{Name: name, Dims: dims, DataType: onnx.Int64, Int64Data: ints}
 }
 
 // node maps one ONNX node: onto registry operators where the semantics

@@ -342,7 +342,7 @@ func backendName(b string) string {
 	switch b {
 	case "", runtime.BackendCPU:
 		return "CPU runtime"
-	case "ort":
+	case runtime.BackendORT:
 		return "ONNX Runtime"
 	}
 	return b + " backend"

@@ -27,6 +27,9 @@ type Executor interface {
 const (
 	BackendCPU  = "cpu"
 	BackendCUDA = "cuda"
+	// BackendORT is ONNX Runtime's CPU provider, opened by package
+	// runtime/ort (through runtime/backend), not by Model.Open.
+	BackendORT = "ort"
 )
 
 // CheckBackend refuses an unknown backend, and the CUDA backend where

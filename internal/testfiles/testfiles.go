@@ -18,17 +18,26 @@ func SharedDir() string {
 	if d := os.Getenv("RULEBOOK_SHARED"); d != "" {
 		return d
 	}
+	root, ok := repoRoot()
+	if !ok {
+		return filepath.Join("..", "shared")
+	}
+	return filepath.Join(root, "..", "shared")
+}
+
+// repoRoot is the folder of go.mod at or above the working directory.
+func repoRoot() (string, bool) {
 	dir, err := os.Getwd()
 	if err != nil {
-		return filepath.Join("..", "shared")
+		return "", false
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "..", "shared")
+			return dir, true
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return filepath.Join("..", "shared")
+			return "", false
 		}
 		dir = parent
 	}

@@ -27,25 +27,11 @@ func ExportTorchvision(t testing.TB, names ...string) string {
 		}
 		t.Skipf(why, err)
 	}
-	script := filepath.Join(repoRoot(), "scripts", "export_torchvision.py")
+	root, _ := repoRoot()
+	script := filepath.Join(root, "scripts", "export_torchvision.py")
 	dir := t.TempDir()
 	if out, err := exec.Command("python3", append([]string{script, dir}, names...)...).CombinedOutput(); err != nil {
 		t.Fatalf("export: %v\n%s", err, out)
 	}
 	return dir
-}
-
-// repoRoot is the folder of go.mod above the working directory.
-func repoRoot() string {
-	dir, _ := os.Getwd()
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "."
-		}
-		dir = parent
-	}
 }

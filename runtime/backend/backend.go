@@ -18,7 +18,7 @@ import (
 )
 
 // ORT names ONNX Runtime's CPU execution provider as a backend.
-const ORT = "ort"
+const ORT = runtime.BackendORT
 
 // Options are what the model commands' flags say about loading and
 // running a model.
