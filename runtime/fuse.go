@@ -307,7 +307,7 @@ func (k *geluKernel) bind(in, out []*Tensor, e *env) func() {
 		for i, v := range h {
 			y[i] = v / k.div
 		}
-		erfSlice(y, y)
+		gemm.Erf(y, y)
 		for i, v := range h {
 			y[i] = (v * (y[i] + k.add)) * k.scale
 		}

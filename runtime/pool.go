@@ -69,9 +69,10 @@ type poolKernel struct {
 	padded     [3][]int // taps inside the input or its padding (count_include_pad)
 	includePad bool
 	// inner is the range of output columns whose window lies inside the
-	// row, and kernel2 the window's width.
-	inner   [2]int
-	kernel2 int
+	// row; kernel1 and kernel2 are the window's height and width.
+	inner            [2]int
+	kernel1, kernel2 int
+	fast             *planePool // nil: pooled by plane
 }
 
 func newPoolKernel(kind poolKind, planes int, win window, includePad bool) *poolKernel {
@@ -88,7 +89,10 @@ func newPoolKernel(kind poolKind, planes int, win window, includePad bool) *pool
 		k.padBegin[d] = win.padBegin[s]
 		k.first[d], k.last[d], k.padded[d] = tapRanges(win, s)
 	}
-	k.kernel2 = win.kernel[len(win.kernel)-1]
+	k.kernel1, k.kernel2 = 1, win.kernel[len(win.kernel)-1]
+	if len(win.kernel) > 1 {
+		k.kernel1 = win.kernel[len(win.kernel)-2]
+	}
 	k.inner = [2]int{len(k.first[2]), len(k.first[2])}
 	for ow := range k.first[2] {
 		if k.first[2][ow] == 0 && k.last[2][ow] == k.kernel2 {
@@ -96,6 +100,7 @@ func newPoolKernel(kind poolKind, planes int, win window, includePad bool) *pool
 			k.inner[1] = ow + 1
 		}
 	}
+	k.fast = newPlanePool(k)
 	return k
 }
 
@@ -138,10 +143,19 @@ func floorDiv(a, b int) int {
 func ceilDiv(a, b int) int { return -floorDiv(-a, b) }
 
 // scratchSize gives every plane its own row of partial results (see
-// plane), so that workers pooling different planes never share one.
-func (k *poolKernel) scratchSize() int { return k.planes * k.in[2] }
+// plane), so that workers pooling different planes never share one; the
+// fast path (pool2d.go) has its own.
+func (k *poolKernel) scratchSize() int {
+	if k.fast != nil {
+		return k.fast.scratchSize()
+	}
+	return k.planes * k.in[2]
+}
 
 func (k *poolKernel) bind(in, out []*Tensor, e *env) func() {
+	if k.fast != nil {
+		return k.fast.bind(in, out, e)
+	}
 	inPlane := k.in[0] * k.in[1] * k.in[2]
 	outPlane := k.out[0] * k.out[1] * k.out[2]
 	body := func(lo, hi int) {

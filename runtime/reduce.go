@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"rulebook/runtime/gemm"
 )
 
 // prepareSoftmax normalises along one axis (opset 13 on, default -1) or,
@@ -55,7 +57,8 @@ func (k *softmaxKernel) bind(in, out []*Tensor, e *env) func() {
 }
 
 // softmaxLine subtracts the maximum before exponentiating, so large inputs
-// do not overflow.
+// do not overflow. Contiguous lines (the last axis, as in attention)
+// exponentiate in float32 vectors (gemm.ExpShift).
 func softmaxLine(dst, src []float32, n, stride int, log bool) {
 	if n == 0 {
 		return
@@ -64,11 +67,15 @@ func softmaxLine(dst, src []float32, n, stride int, log bool) {
 	for i := range n {
 		m = max(m, src[i*stride])
 	}
-	sum := 0.0
-	for i := range n {
-		v := math.Exp(float64(src[i*stride] - m))
-		dst[i*stride] = float32(v)
-		sum += v
+	var sum float64
+	if stride == 1 {
+		sum = gemm.ExpShift(dst[:n], src[:n], m)
+	} else {
+		for i := range n {
+			v := math.Exp(float64(src[i*stride] - m))
+			dst[i*stride] = float32(v)
+			sum += v
+		}
 	}
 	if log {
 		shift := m + float32(math.Log(sum))

@@ -108,7 +108,7 @@ func (k unaryKernel) apply(dst, src []float32) {
 	a, b := k.alpha, k.beta
 	switch k.op {
 	case unaryErf:
-		erfSlice(dst, src)
+		gemm.Erf(dst, src)
 	case unaryRelu:
 		gemm.AddMax(dst, src, 0, 0)
 	case unaryAbs:

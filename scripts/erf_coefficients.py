@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Coefficients of the runtime's float32 Erf (runtime/fastmath.go).
+"""Coefficients of the runtime's float32 Erf (runtime/gemm/vecmath.go).
 
 erf(x) = x·g(x²) with g(t) = erf(√t)/√t, for |x| < 4; beyond, erf(x) is
 ±1 to within 1.6e-8. g is fitted on t in [0, 16] by least squares at 4000

@@ -41,6 +41,14 @@ type kernelSet struct {
 	// vmax and vadd, if not nil, set dst[i] = max(x[i], y[i]) (NaN if
 	// either is) and x[i] + y[i] for i < n (Max, Add).
 	vmax, vadd func(dst, x, y *float32, n int)
+	// vmul, if not nil, sets dst[i] = x[i]·y[i] (Mul).
+	vmul func(dst, x, y *float32, n int)
+	// maxStride2 and addStride2, if not nil, are PoolStride2's routines.
+	maxStride2, addStride2 func(dst, src *float32, n, taps int, idx *[16]int32)
+	// erf, if not nil, is Erf on n elements, n a multiple of 8.
+	erf func(dst, src *float32, n int, c *erfCoefficients)
+	// expShift, if not nil, is ExpShift for n ≥ 1.
+	expShift func(dst, src *float32, n int, shift float32, c *expConstants) float32
 }
 
 // defaultKernels is the fastest implementation this CPU runs; see

@@ -3,9 +3,11 @@ package runtime
 import (
 	"math"
 	"testing"
+
+	"rulebook/runtime/gemm"
 )
 
-// TestErfAccuracy holds erfSlice to 1e-7 absolute of math.Erf over a
+// TestErfAccuracy holds gemm.Erf to 1e-7 absolute of math.Erf over a
 // dense grid that spans the clamp, and to math.Erf's results on the
 // special values.
 func TestErfAccuracy(t *testing.T) {
@@ -15,7 +17,7 @@ func TestErfAccuracy(t *testing.T) {
 		src[i] = -6 + 12*float32(i)/n
 	}
 	dst := make([]float32, n)
-	erfSlice(dst, src)
+	gemm.Erf(dst, src)
 	worst, at := 0.0, float32(0)
 	for i, x := range src {
 		if d := math.Abs(float64(dst[i]) - math.Erf(float64(x))); d > worst {
@@ -28,7 +30,7 @@ func TestErfAccuracy(t *testing.T) {
 	inf := float32(math.Inf(1))
 	special := []float32{0, float32(math.Copysign(0, -1)), inf, -inf, 4, -4, 3.9999998}
 	got := make([]float32, len(special))
-	erfSlice(got, special)
+	gemm.Erf(got, special)
 	for i, x := range special {
 		want := float32(math.Erf(float64(x)))
 		if got[i] != want || math.Signbit(float64(got[i])) != math.Signbit(float64(want)) {
@@ -36,13 +38,13 @@ func TestErfAccuracy(t *testing.T) {
 		}
 	}
 	nan := []float32{float32(math.NaN())}
-	erfSlice(nan, nan)
+	gemm.Erf(nan, nan)
 	if !math.IsNaN(float64(nan[0])) {
 		t.Errorf("erf(NaN) = %g, want NaN", nan[0])
 	}
 }
 
-// BenchmarkErf compares erfSlice with math.Erf element by element, on
+// BenchmarkErf compares gemm.Erf with math.Erf element by element, on
 // GELU-sized rows.
 func BenchmarkErf(b *testing.B) {
 	src, dst := randomTensor(1, 64, 3072).Data, make([]float32, 64*3072)
@@ -51,7 +53,7 @@ func BenchmarkErf(b *testing.B) {
 	}
 	b.Run("poly", func(b *testing.B) {
 		for b.Loop() {
-			erfSlice(dst, src)
+			gemm.Erf(dst, src)
 		}
 	})
 	b.Run("math.Erf", func(b *testing.B) {
