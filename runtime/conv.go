@@ -222,29 +222,37 @@ func (m *im2col) rows(lo, hi int) {
 }
 
 // row fills one column-matrix row for kernel tap (i, j) of one channel,
-// over output rows [y0, y1). The output columns whose input column falls
-// inside the image, [lo, hi), are found once, so the copy loop tests no
-// bounds.
+// over output rows [y0, y1). The output rows whose input row lies inside
+// the image, [oyLo, oyHi), and the output columns whose input column
+// does, [lo, hi), are found once, so the copy loops test no bounds; with
+// stride 1 the rows are gathered by one gemm.PadRows call.
 func (m *im2col) row(dst, plane []float32, i, j int) {
 	k := m.k
 	shift := j*k.dw - k.pl // input column = output column × sw + shift
 	lo := min(max(ceilDiv(-shift, k.sw), 0), k.outW)
 	hi := min(max(ceilDiv(k.width-shift, k.sw), lo), k.outW)
-	for oy := m.y0; oy < m.y1; oy++ {
-		d := dst[(oy-m.y0)*k.outW : (oy-m.y0+1)*k.outW]
-		iy := oy*k.sh - k.pt + i*k.dh
-		if iy < 0 || iy >= k.height {
-			clear(d)
-			continue
+	base := k.pt - i*k.dh // input row = output row × sh − base
+	oyLo := min(max(ceilDiv(base, k.sh), m.y0), m.y1)
+	oyHi := min(max(ceilDiv(k.height+base, k.sh), oyLo), m.y1)
+	clear(dst[:(oyLo-m.y0)*k.outW])
+	clear(dst[(oyHi-m.y0)*k.outW:])
+	if oyHi == oyLo {
+		return
+	}
+	if k.sw == 1 {
+		var src []float32
+		if hi > lo {
+			src = plane[(oyLo*k.sh-base)*k.width+lo+shift:]
 		}
-		src := plane[iy*k.width : (iy+1)*k.width]
+		gemm.PadRows(dst[(oyLo-m.y0)*k.outW:], k.outW, src, k.sh*k.width, oyHi-oyLo, lo, hi, k.outW)
+		return
+	}
+	for oy := oyLo; oy < oyHi; oy++ {
+		d := dst[(oy-m.y0)*k.outW : (oy-m.y0+1)*k.outW]
+		iy := oy*k.sh - base
 		clear(d[:lo])
 		clear(d[hi:])
-		if k.sw == 1 {
-			copy(d[lo:hi], src[lo+shift:hi+shift])
-			continue
-		}
-		strided(d[lo:hi], src[lo*k.sw+shift:], k.sw)
+		strided(d[lo:hi], plane[iy*k.width+lo*k.sw+shift:], k.sw)
 	}
 }
 

@@ -37,3 +37,8 @@ func maxStride2512(dst, src *float32, n, taps int, idx *[16]int32)
 
 //go:noescape
 func addStride2512(dst, src *float32, n, taps int, idx *[16]int32)
+
+// padRows512 is PadRows with 16-float copies.
+//
+//go:noescape
+func padRows512(dst *float32, dstStride int, src *float32, srcStride int, rows, lo, hi, width int)

@@ -45,6 +45,8 @@ type kernelSet struct {
 	vmul func(dst, x, y *float32, n int)
 	// maxStride2 and addStride2, if not nil, are PoolStride2's routines.
 	maxStride2, addStride2 func(dst, src *float32, n, taps int, idx *[16]int32)
+	// padRows, if not nil, is PadRows.
+	padRows func(dst *float32, dstStride int, src *float32, srcStride int, rows, lo, hi, width int)
 	// erf, if not nil, is Erf on n elements, n a multiple of 8.
 	erf func(dst, src *float32, n int, c *erfCoefficients)
 	// expShift, if not nil, is ExpShift for n ≥ 1.

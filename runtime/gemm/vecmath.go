@@ -187,3 +187,33 @@ func PoolStride2(dst, src []float32, taps int, isMax bool) {
 // evenLanes selects the even floats of two zmm registers (VPERMT2PS); read
 // only.
 var evenLanes = [16]int32{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}
+
+// PadRows fills rows rows of width floats, dst's row r at dst[r·dstStride:]:
+// zeros in columns [0, lo) and [hi, width), and src[r·srcStride:][:hi−lo]
+// in [lo, hi). It is im2col's gather of one kernel tap for a stride-1
+// convolution, which Go's copy and clear did one short row at a time
+// (35 floats in inception_v3) at a cost of 12% of the model.
+func PadRows(dst []float32, dstStride int, src []float32, srcStride int, rows, lo, hi, width int) {
+	if rows <= 0 || width <= 0 {
+		return
+	}
+	lo, hi = min(max(lo, 0), width), min(max(hi, lo), width)
+	_ = dst[(rows-1)*dstStride+width-1]
+	if hi > lo {
+		_ = src[(rows-1)*srcStride+hi-lo-1]
+	}
+	if f := defaultKernels.padRows; f != nil {
+		s := &dst[0] // src is not read when hi = lo
+		if hi > lo {
+			s = &src[0]
+		}
+		f(&dst[0], dstStride, s, srcStride, rows, lo, hi, width)
+		return
+	}
+	for r := range rows {
+		d := dst[r*dstStride : r*dstStride+width]
+		clear(d[:lo])
+		copy(d[lo:hi], src[r*srcStride:])
+		clear(d[hi:])
+	}
+}

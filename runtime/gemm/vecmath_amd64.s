@@ -347,3 +347,78 @@ saddstore:
 sadddone:
 	VZEROUPPER
 	RET
+
+// func padRows512(dst *float32, dstStride int, src *float32, srcStride int, rows, lo, hi, width int)
+//
+// PadRows: per row, zeros in [0, lo) and [hi, width) one at a time (they
+// are a convolution's padding, a few columns), the copy 16 at a time and
+// a masked tail.
+TEXT ·padRows512(SB), NOSPLIT, $0-64
+	MOVQ   dst+0(FP), DI
+	MOVQ   dstStride+8(FP), R8
+	SHLQ   $2, R8
+	MOVQ   src+16(FP), SI
+	MOVQ   srcStride+24(FP), R9
+	SHLQ   $2, R9
+	MOVQ   rows+32(FP), R10
+	MOVQ   lo+40(FP), R11
+	MOVQ   hi+48(FP), R12
+	MOVQ   width+56(FP), R13
+
+prow:
+	TESTQ R10, R10
+	JZ    pdone
+	XORQ  AX, AX
+
+pzlo:
+	CMPQ AX, R11
+	JGE  pcopy
+	MOVL $0, (DI)(AX*4)
+	INCQ AX
+	JMP  pzlo
+
+pcopy:
+	MOVQ R12, CX
+	SUBQ R11, CX
+	LEAQ (DI)(R11*4), DX
+	MOVQ SI, BX
+
+pc16:
+	CMPQ    CX, $16
+	JLT     pctail
+	VMOVUPS (BX), Z0
+	VMOVUPS Z0, (DX)
+	ADDQ    $64, BX
+	ADDQ    $64, DX
+	SUBQ    $16, CX
+	JMP     pc16
+
+pctail:
+	TESTQ     CX, CX
+	JLE       pzhi
+	MOVL      $1, AX
+	SHLL      CX, AX
+	DECL      AX
+	KMOVW     AX, K1
+	VMOVUPS.Z (BX), K1, Z0
+	VMOVUPS   Z0, K1, (DX)
+
+pzhi:
+	MOVQ R12, AX
+
+pzhi1:
+	CMPQ AX, R13
+	JGE  pnext
+	MOVL $0, (DI)(AX*4)
+	INCQ AX
+	JMP  pzhi1
+
+pnext:
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ R10
+	JMP  prow
+
+pdone:
+	VZEROUPPER
+	RET

@@ -135,3 +135,35 @@ func TestMul(t *testing.T) {
 		}
 	}
 }
+
+// TestPadRows against the definition, for rows of every tail length and
+// padding on either side.
+func TestPadRows(t *testing.T) {
+	for _, tc := range []struct{ rows, lo, hi, width, ds, ss int }{
+		{1, 0, 5, 5, 5, 5}, {3, 1, 35, 35, 35, 37}, {4, 0, 16, 17, 17, 20}, {2, 3, 3, 7, 9, 7}, {5, 2, 33, 36, 36, 40}, {2, 0, 0, 4, 4, 4},
+	} {
+		src := make([]float32, tc.rows*tc.ss+tc.hi)
+		for i := range src {
+			src[i] = float32(i + 1)
+		}
+		dst := make([]float32, tc.rows*tc.ds+tc.width)
+		for i := range dst {
+			dst[i] = -1
+		}
+		PadRows(dst, tc.ds, src, tc.ss, tc.rows, tc.lo, tc.hi, tc.width)
+		for r := range tc.rows {
+			for c := range tc.width {
+				want := float32(0)
+				if c >= tc.lo && c < tc.hi {
+					want = src[r*tc.ss+c-tc.lo]
+				}
+				if got := dst[r*tc.ds+c]; got != want {
+					t.Fatalf("%+v: row %d column %d = %g, want %g", tc, r, c, got, want)
+				}
+			}
+		}
+		if tc.ds > tc.width && dst[tc.width] != -1 {
+			t.Fatalf("%+v: wrote past a row's width", tc)
+		}
+	}
+}
