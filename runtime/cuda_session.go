@@ -204,18 +204,14 @@ func (s *CUDASession) prepare() error {
 		if p.fallback != "" {
 			s.fallbacks = append(s.fallbacks, fmt.Sprintf("node %d (%s %q): %s", i, n.op, n.name, p.fallback))
 			if su, ok := n.kernel.(scratchUser); ok {
-				fallbackScratch = max(fallbackScratch, su.scratchSize())
+				fallbackScratch = max(fallbackScratch, su.scratchSize(s.fallbackThreads()))
 			}
 		}
 		scratch = max(scratch, p.scratch)
 		s.plans[i] = p
 	}
 	if len(s.fallbacks) > 0 {
-		threads := s.opt.threads
-		if threads <= 0 {
-			threads = goruntime.GOMAXPROCS(0)
-		}
-		s.res.workers = newWorkers(threads)
+		s.res.workers = newWorkers(s.fallbackThreads())
 		s.env = &env{workers: s.res.workers, scratch: make([]float32, fallbackScratch)}
 	}
 	var err error
@@ -480,4 +476,13 @@ func (s *CUDASession) Close() error {
 	}
 	s.closed = true
 	return s.res.release()
+}
+
+// fallbackThreads is how many CPU threads run the nodes that fall back to
+// the CPU.
+func (s *CUDASession) fallbackThreads() int {
+	if s.opt.threads > 0 {
+		return s.opt.threads
+	}
+	return goruntime.GOMAXPROCS(0)
 }

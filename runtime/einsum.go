@@ -169,7 +169,7 @@ func permutation(from string, order []rune) []int {
 }
 
 // scratchSize holds the permuted operands and the unpermuted product.
-func (p *einsumPlan) scratchSize() int {
+func (p *einsumPlan) scratchSize(int) int {
 	size := 0
 	if p.permA != nil {
 		size += p.batch * p.m * p.k

@@ -47,7 +47,12 @@ func (g *gemmCall) runSerial() {
 }
 
 // runPackedA computes the product with op(A) taken from pa, which must
-// hold the m×k matrix set describes (packed once, for constant weights).
+// hold the m×k matrix set describes (packed once, for constant weights),
+// on w's threads, or on the calling goroutine when w is nil.
 func (g *gemmCall) runPackedA(w *workers, pa *gemm.PackedA) {
-	gemm.SgemmPackedA(w.threads, pa, g.transB, g.n, g.alpha, g.b, g.ldb, g.beta, g.c, g.ldc)
+	threads := 1
+	if w != nil {
+		threads = w.threads
+	}
+	gemm.SgemmPackedA(threads, pa, g.transB, g.n, g.alpha, g.b, g.ldb, g.beta, g.c, g.ldc)
 }

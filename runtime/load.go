@@ -449,7 +449,7 @@ func (b *builder) foldable(nd *node) bool {
 		}
 	}
 	if s, ok := nd.kernel.(scratchUser); ok {
-		size += s.scratchSize()
+		size += s.scratchSize(1)
 	}
 	return size <= foldLimit
 }
@@ -474,7 +474,7 @@ func (b *builder) fold(nd *node) {
 	defer w.stop()
 	e := &env{workers: w}
 	if s, ok := nd.kernel.(scratchUser); ok {
-		e.scratch = make([]float32, s.scratchSize())
+		e.scratch = make([]float32, s.scratchSize(1))
 	}
 	nd.kernel.bind(in, out, e)()
 	b.keepIntegers(nd)

@@ -19,9 +19,10 @@ type kernel interface {
 }
 
 // scratchUser is a kernel that needs a workspace (im2col columns, for
-// instance) of the given number of floats while it runs.
+// instance) of the given number of floats while it runs on a session of
+// threads threads.
 type scratchUser interface {
-	scratchSize() int
+	scratchSize(threads int) int
 }
 
 // viewKernel is a kernel whose output has the same elements as its first

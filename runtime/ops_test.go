@@ -123,6 +123,10 @@ func TestConvAgainstNaive(t *testing.T) {
 		{[]int{1, 32, 77, 75}, []int{40, 32, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, true, []int{1, 40, 77, 75}},
 		// Weights packed: gemm computes this product transposed.
 		{[]int{1, 64, 7, 7}, []int{96, 64, 3, 3}, 1, []int{1, 1}, []int{1, 1}, []int{1, 1, 1, 1}, true, []int{1, 96, 7, 7}},
+		// Tiles (runNode's 3 threads): a direct convolution over a large
+		// image, and a strided grouped one in tiles of rows.
+		{[]int{1, 16, 40, 40}, []int{24, 16, 1, 1}, 1, []int{1, 1}, []int{1, 1}, []int{0, 0, 0, 0}, true, []int{1, 24, 40, 40}},
+		{[]int{2, 6, 33, 31}, []int{8, 3, 3, 3}, 2, []int{2, 1}, []int{1, 1}, []int{1, 1, 1, 1}, true, []int{2, 8, 17, 31}},
 	}
 	for i, tc := range tests {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {

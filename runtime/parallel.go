@@ -15,8 +15,10 @@ type workers struct {
 	wake    chan struct{}
 	done    sync.WaitGroup
 
-	// The current job: body is called on chunks [lo, hi) of [0, n).
-	body  func(lo, hi int)
+	// The current job: body (or bodyID, with the worker's number) is
+	// called on chunks [lo, hi) of [0, n).
+	body   func(lo, hi int)
+	bodyID func(id, lo, hi int)
 	n     int
 	chunk int
 	next  atomic.Int64
@@ -26,29 +28,34 @@ type workers struct {
 // parallelFor is the last worker. stop ends the helpers.
 func newWorkers(threads int) *workers {
 	w := &workers{threads: max(threads, 1), wake: make(chan struct{}, threads)}
-	for range w.threads - 1 {
-		go w.help()
+	for id := range w.threads - 1 {
+		go w.help(id)
 	}
 	return w
 }
 
 func (w *workers) stop() { close(w.wake) }
 
-func (w *workers) help() {
+func (w *workers) help(id int) {
 	for range w.wake {
-		w.drain()
+		w.drain(id)
 		w.done.Done()
 	}
 }
 
-// drain claims chunks of the current job until none is left.
-func (w *workers) drain() {
+// drain claims chunks of the current job for worker id until none is
+// left.
+func (w *workers) drain(id int) {
 	for {
 		lo := int(w.next.Add(1)-1) * w.chunk
 		if lo >= w.n {
 			return
 		}
-		w.body(lo, min(lo+w.chunk, w.n))
+		if w.bodyID != nil {
+			w.bodyID(id, lo, min(lo+w.chunk, w.n))
+		} else {
+			w.body(lo, min(lo+w.chunk, w.n))
+		}
 	}
 }
 
@@ -56,26 +63,45 @@ func (w *workers) drain() {
 // spread over the workers; it returns when every chunk is done. Chunks are
 // claimed dynamically, so uneven chunk costs balance out.
 func (w *workers) parallelFor(n, grain int, body func(lo, hi int)) {
+	w.run(n, grain, body, nil)
+}
+
+// parallelForID is parallelFor for coarse items with per-worker state
+// (scratch buffers): body is also told which worker, 0 … threads−1, runs
+// the items, and items are claimed one at a time, which balances a few
+// large items best.
+func (w *workers) parallelForID(n int, body func(id, lo, hi int)) {
+	w.run(n, 1, nil, body)
+}
+
+func (w *workers) run(n, grain int, body func(lo, hi int), bodyID func(id, lo, hi int)) {
 	if n <= 0 {
 		return
 	}
 	grain = max(grain, 1)
 	if w.threads == 1 || n <= grain {
-		body(0, n)
+		if bodyID != nil {
+			bodyID(w.threads-1, 0, n)
+		} else {
+			body(0, n)
+		}
 		return
 	}
 	chunk := chunkSize(n, grain, w.threads)
+	if bodyID != nil {
+		chunk = 1
+	}
 	chunks := (n + chunk - 1) / chunk
 	helpers := min(w.threads-1, chunks-1)
-	w.body, w.n, w.chunk = body, n, chunk
+	w.body, w.bodyID, w.n, w.chunk = body, bodyID, n, chunk
 	w.next.Store(0)
 	w.done.Add(helpers)
 	for range helpers {
 		w.wake <- struct{}{}
 	}
-	w.drain()
+	w.drain(w.threads - 1)
 	w.done.Wait()
-	w.body = nil
+	w.body, w.bodyID = nil, nil
 }
 
 // chunkSize splits n items among threads: about four chunks per thread

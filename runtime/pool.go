@@ -145,7 +145,7 @@ func ceilDiv(a, b int) int { return -floorDiv(-a, b) }
 // scratchSize gives every plane its own row of partial results (see
 // plane), so that workers pooling different planes never share one; the
 // fast path (pool2d.go) has its own.
-func (k *poolKernel) scratchSize() int {
+func (k *poolKernel) scratchSize(int) int {
 	if k.fast != nil {
 		return k.fast.scratchSize()
 	}

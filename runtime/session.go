@@ -68,7 +68,7 @@ func (m *Model) newSession(opt SessionOptions, fuse bool) (*Session, error) {
 	if threads > 1024 {
 		return nil, fmt.Errorf("runtime: NewSession: %d threads is too many", threads)
 	}
-	if size := m.scratchSize(); size > maxTensorElements {
+	if size := m.scratchSize(threads); size > maxTensorElements {
 		return nil, fmt.Errorf("runtime: NewSession: a node needs a workspace of %d floats", size)
 	}
 	s := &Session{model: m, workers: newWorkers(threads)}
@@ -79,7 +79,7 @@ func (m *Model) newSession(opt SessionOptions, fuse bool) (*Session, error) {
 	root := m.viewRoots(roles, steps)
 	plan := planBuffers(m, roles, root, steps)
 	s.bufferBytes = 4 * plan.total()
-	s.env = &env{workers: s.workers, scratch: make([]float32, m.scratchSize())}
+	s.env = &env{workers: s.workers, scratch: make([]float32, m.scratchSize(threads))}
 	s.makeTensors(roles, root, plan)
 	s.bindSteps(root, steps)
 	return s, nil
@@ -130,11 +130,11 @@ func (m *Model) viewRoots(roles []valueRole, steps []step) []int {
 	return root
 }
 
-func (m *Model) scratchSize() int {
+func (m *Model) scratchSize(threads int) int {
 	size := 0
 	for _, n := range m.nodes {
 		if s, ok := n.kernel.(scratchUser); ok {
-			size = max(size, s.scratchSize())
+			size = max(size, s.scratchSize(threads))
 		}
 	}
 	return size
