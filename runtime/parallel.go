@@ -19,9 +19,9 @@ type workers struct {
 	// called on chunks [lo, hi) of [0, n).
 	body   func(lo, hi int)
 	bodyID func(id, lo, hi int)
-	n     int
-	chunk int
-	next  atomic.Int64
+	n      int
+	chunk  int
+	next   atomic.Int64
 }
 
 // newWorkers starts threads-1 helper goroutines; the goroutine that calls
