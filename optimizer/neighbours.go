@@ -2,6 +2,7 @@ package optimizer
 
 import (
 	"cmp"
+	"math"
 	"slices"
 
 	"github.com/zeebo/xxh3"
@@ -77,10 +78,11 @@ type neighbours struct {
 	weightV  []bool
 	recheck  []bool
 	repriced []int
-	// stamp marks the nodes markRecounted has queued in its gen-th call.
-	stamp []uint32
-	gen   uint32
-	stack []int
+	// stamp marks the nodes markRecounted has queued in its gen-th call;
+	// cyc the nodes liveCycle has walked (see there).
+	stamp, cyc []uint32
+	gen        uint32
+	stack      []int
 	// deadReads are the operands of g's dead nodes (a mapped model may
 	// have some; a built neighbour has none).
 	deadReads []rules.Value
@@ -144,6 +146,7 @@ func newNeighbours(g *Graph, cost CostModel, done map[rewrite.Hash]bool) *neighb
 	nb.weightV = append([]bool(nil), nb.weight...)
 	nb.inC, nb.recheck, nb.differs = make([]bool, n), make([]bool, n), make([]bool, n)
 	nb.stamp = make([]uint32, n)
+	nb.cyc = make([]uint32, n)
 	for i, node := range g.G.Nodes {
 		if !nb.live[i] {
 			nb.deadReads = append(nb.deadReads, node.Args...)
@@ -170,6 +173,7 @@ func (nb *neighbours) grow(size int) {
 	extra := size - nb.n
 	nb.state, nb.usesV, nb.reader = make([]uint8, size), make(useCounts, size), make([]int, size)
 	nb.contribV = make([]float64, size)
+	nb.cyc = append(nb.cyc[:nb.n], make([]uint32, extra)...)
 	nb.hashes = append(nb.hashes[:nb.n], make([]rewrite.Hash, extra)...)
 	nb.weightV = append(nb.weightV[:nb.n], make([]bool, extra)...)
 	nb.inC = append(nb.inC[:nb.n], make([]bool, extra)...)
@@ -204,6 +208,9 @@ func (nb *neighbours) apply(rw *rewrite.Rewrite, m *rewrite.Match) outcome {
 	nb.patchReaders()
 	for i, o := range nb.g.G.Outputs {
 		nb.view.G.Outputs[i] = nb.follow(o)
+	}
+	if nb.liveCycle() {
+		return failed
 	}
 	clear(nb.state[:nb.n+k])
 	nb.rehashed = nb.rehashed[:0]
@@ -267,6 +274,126 @@ func (nb *neighbours) rehash(v rules.Value) (changed, ok bool) {
 		nb.rehashed = append(nb.rehashed, id)
 	}
 	return changed, true
+}
+
+// liveCycle reports whether the view holds a cycle that its outputs
+// reach, which makes Apply refuse the rewrite; false means rehash, which
+// walks from the outputs, must tell. Each cycle runs through a patched
+// node: it has a new operand, and only patched and replacement nodes
+// read replacement nodes. So a walk up from each patched node finds
+// whether it reaches a cycle, and it stops at g's nodes before the first
+// patched one, as none of them reads a patched node. A live patched node
+// that reaches a cycle makes it live. In densenet121 most matches (of
+// two-output patterns such as (relu ?0) ; (relu ?1), on two relus one of
+// which reads the other) make a cycle, and rehash found each only after
+// walking from the outputs.
+func (nb *neighbours) liveCycle() bool {
+	if nb.gen > math.MaxUint32-8 {
+		clear(nb.cyc) // older marks would read as this walk's
+		clear(nb.stamp)
+		nb.gen = 0
+	}
+	nb.gen += 3 // marks: walking up from gen, done gen+1, reader walk gen+2
+	last := nb.lastRedirected()
+	for _, surely := range []bool{true, false} { // walking down to the outputs is slower
+		for _, u := range nb.changed[:nb.patched] {
+			if nb.surelyLive(u, last) == surely && nb.cyc[u] != nb.gen+1 && nb.reachesItself(u) {
+				return surely || nb.liveInView(u, last)
+			}
+		}
+	}
+	return false
+}
+
+// lastRedirected is the last node of g whose value the rewrite redirects.
+func (nb *neighbours) lastRedirected() int {
+	last := 0
+	for _, r := range nb.redirect {
+		last = max(last, r[0].Node)
+	}
+	return last
+}
+
+// surelyLive reports whether node x of g is live in g and after every
+// redirected value's node (last the last of them): its paths from the
+// outputs pass no redirected value (a node on such a path precedes the
+// value's node), so they are the view's too.
+func (nb *neighbours) surelyLive(x, last int) bool {
+	return x < nb.n && nb.live[x] && x > last
+}
+
+// reachesItself walks the view up from node id; it reports whether it
+// meets a node it is walking up from.
+func (nb *neighbours) reachesItself(id int) bool {
+	nb.cyc[id] = nb.gen
+	for _, a := range nb.view.G.Nodes[id].Args {
+		if a.IsInput() || a.Node < nb.first {
+			continue
+		}
+		switch nb.cyc[a.Node] {
+		case nb.gen:
+			return true
+		case nb.gen + 1:
+			continue
+		}
+		if nb.reachesItself(a.Node) {
+			return true
+		}
+	}
+	nb.cyc[id] = nb.gen + 1
+	return false
+}
+
+// liveInView reports whether the view's outputs reach node id, walking
+// down its readers until it meets an output or a node surelyLive.
+func (nb *neighbours) liveInView(id, last int) bool {
+	stack := append(nb.stack[:0], id)
+	defer func() { nb.stack = stack[:0] }()
+	mark := nb.gen + 2
+	for len(stack) > 0 {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if nb.cyc[x] == mark {
+			continue
+		}
+		nb.cyc[x] = mark
+		if nb.surelyLive(x, last) || nb.isOutput(x) {
+			return true
+		}
+		stack = nb.appendReaders(stack, x)
+	}
+	return false
+}
+
+// isOutput reports whether node x computes one of the view's outputs.
+func (nb *neighbours) isOutput(x int) bool {
+	return slices.ContainsFunc(nb.view.G.Outputs, func(o rules.Value) bool { return !o.IsInput() && o.Node == x })
+}
+
+// appendReaders appends the view's nodes that read node x.
+func (nb *neighbours) appendReaders(stack []int, x int) []int {
+	reads := func(r int) bool {
+		return slices.ContainsFunc(nb.view.G.Nodes[r].Args, func(a rules.Value) bool { return !a.IsInput() && a.Node == x })
+	}
+	if x < nb.n {
+		for _, r := range nb.users[x] {
+			if !nb.isPatched(r) || reads(r) {
+				stack = append(stack, r)
+			}
+		}
+	} else {
+		for _, r := range nb.changed[:nb.patched] {
+			if reads(r) {
+				stack = append(stack, r)
+			}
+		}
+	}
+	for j := nb.n; j < len(nb.view.G.Nodes); j++ {
+		if reads(j) {
+			stack = append(stack, j)
+		}
+	}
+	return stack
 }
 
 // walk lists the neighbour's live nodes in Apply's order and counts the

@@ -5,6 +5,7 @@
 package rewrite
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -96,104 +97,172 @@ func indexHost(g *rules.Graph) *hostIndex {
 	return idx
 }
 
-// candidates are the host nodes pattern node i may match.
-func (f *finder) candidates(i int) []int {
-	for _, a := range f.pattern.Nodes[i].Args {
-		if !a.IsInput() {
-			return f.idx.users[f.m.Nodes[a.Node]]
-		}
-	}
-	return f.idx.byKind[f.kind[i]]
-}
-
 func find(pattern, host *rules.Graph, idx *hostIndex, commutative bool, yield func(*Match) bool) {
 	if len(pattern.Nodes) == 0 || slices.ContainsFunc(pattern.Outputs, rules.Value.IsInput) {
 		return
 	}
-	f := &finder{pattern: pattern, host: host, idx: idx, yield: yield, commutative: commutative,
-		m:    &Match{Nodes: make([]int, len(pattern.Nodes)), Inputs: make([]rules.Value, pattern.NumInputs), Bound: make([]bool, pattern.NumInputs)},
-		kind: make([]int, len(pattern.Nodes))}
+	k := len(pattern.Nodes)
+	f := &finder{pattern: pattern, host: host, idx: idx, commutative: commutative,
+		m:    &Match{Nodes: make([]int, k), Inputs: make([]rules.Value, pattern.NumInputs), Bound: make([]bool, pattern.NumInputs)},
+		kind: make([]int, k), set: make([]bool, k), swap: make([]bool, k)}
 	var key []byte
 	for i := range pattern.Nodes {
 		key = kindKey(key[:0], &pattern.Nodes[i])
-		k, ok := idx.kinds[string(key)]
+		kind, ok := idx.kinds[string(key)]
 		if !ok {
 			return // no host node has this operator with these parameters
 		}
-		f.kind[i] = k
+		f.kind[i] = kind
 	}
+	f.plan()
 	f.search(0)
+	f.found.yield(f.m, yield)
 }
 
+// finder searches for a pattern's embeddings. It matches the pattern's
+// nodes in the order plan picks, which starts where the host has fewest
+// candidates and goes on to the operands of the nodes matched, each then
+// known: matched operands first, (ewadd (concat ?a ?b) (concat ?c ?d))
+// tried every pair of a densenet's hundreds of concats. It yields the
+// embeddings in the order of matching the pattern's nodes first to last
+// (see found), which callers rely on for reproducible searches.
 type finder struct {
 	pattern, host *rules.Graph
 	idx           *hostIndex
 	// kind is each pattern node's kind in the host index, looked up
 	// once: deeper pattern nodes are matched once per partial match.
-	kind        []int
-	yield       func(*Match) bool
-	m           *Match
-	stopped     bool
+	kind []int
+	// order is the pattern's nodes in the order they are matched.
+	order []int
+	m     *Match
+	// set says which pattern nodes m.Nodes holds a host node for: those
+	// matched and the operands of those matched; swap says which were
+	// matched with their operands swapped.
+	set, swap   []bool
 	commutative bool
 	swapped     []rules.Value // scratch: a host node's operands swapped
-	// bound lists the pattern inputs bound so far, in binding order, so
-	// that backtracking unbinds them without allocating a list a try.
-	bound []int
+	// bound and assigned list the pattern inputs bound and the operand
+	// nodes set so far, in that order, so that backtracking unbinds them
+	// without allocating a list a try.
+	bound, assigned []int
+	found           found
 }
 
-func (f *finder) search(i int) {
-	if f.stopped {
-		return
-	}
-	if i == len(f.pattern.Nodes) {
-		if !f.yield(f.m) {
-			f.stopped = true
+// plan orders the pattern's nodes for matching: first the one whose
+// kind the host has fewest of, then, while there are any, an operand of
+// a node ordered already (its host node is then known), else a reader
+// of one (among that node's readers), else the rarest left.
+func (f *finder) plan() {
+	k := len(f.pattern.Nodes)
+	in, known := make([]bool, k), make([]bool, k)
+	f.order = make([]int, 0, k)
+	for len(f.order) < k {
+		next := -1
+		for p := range k {
+			if !in[p] && known[p] {
+				next = p
+				break
+			}
 		}
-		return
-	}
-	pn := &f.pattern.Nodes[i]
-	for _, h := range f.candidates(i) {
-		if f.idx.kind[h] != f.kind[i] {
-			continue
+		for p := 0; next < 0 && p < k; p++ {
+			if !in[p] && slices.ContainsFunc(f.pattern.Nodes[p].Args, func(a rules.Value) bool { return !a.IsInput() && in[a.Node] }) {
+				next = p
+			}
 		}
-		hn := &f.host.Nodes[h]
-		f.try(i, h, pn, hn.Args)
-		if f.commutative && hn.Op.Commutative && hn.Args[0] != hn.Args[1] {
-			f.swapped = append(f.swapped[:0], hn.Args[1], hn.Args[0])
-			f.try(i, h, pn, f.swapped) // bindArgs reads it before deeper levels reuse it
+		for p := k - 1; next < 0 && p >= 0; p-- {
+			if !in[p] && (next < 0 || len(f.idx.byKind[f.kind[p]]) < len(f.idx.byKind[f.kind[next]])) {
+				next = p
+			}
 		}
-		if f.stopped {
-			return
+		in[next] = true
+		for _, a := range f.pattern.Nodes[next].Args {
+			if !a.IsInput() {
+				known[a.Node] = true
+			}
 		}
+		f.order = append(f.order, next)
 	}
 }
 
-// try matches pattern node i to host node h whose operands, in the order
-// tried, are args, and goes on with the next pattern node.
-func (f *finder) try(i, h int, pn *rules.Node, args []rules.Value) {
-	if f.stopped {
+// candidates are the host nodes pattern node p, not yet set, may match:
+// the readers of the node one of its operands matched, or else the nodes
+// of its operator and parameters.
+func (f *finder) candidates(p int) []int {
+	for _, a := range f.pattern.Nodes[p].Args {
+		if !a.IsInput() && f.set[a.Node] {
+			return f.idx.users[f.m.Nodes[a.Node]]
+		}
+	}
+	return f.idx.byKind[f.kind[p]]
+}
+
+// search matches the s-th pattern node of the plan, and the rest after
+// it, recording each embedding found.
+func (f *finder) search(s int) {
+	if s == len(f.order) {
+		f.found.add(f.m, f.swap)
 		return
 	}
-	mark := len(f.bound)
-	if f.bindArgs(pn, args) {
-		f.m.Nodes[i] = h
-		f.search(i + 1)
+	p := f.order[s]
+	if f.set[p] {
+		f.tryNode(s, p, f.m.Nodes[p]) // an operand of a node matched
+		return
 	}
-	for _, in := range f.bound[mark:] {
+	for _, h := range f.candidates(p) {
+		f.m.Nodes[p], f.set[p] = h, true
+		f.tryNode(s, p, h)
+	}
+	f.set[p] = false
+}
+
+// tryNode matches pattern node p, the s-th of the plan, to host node h,
+// with h's operands in order and, if it commutes, swapped.
+func (f *finder) tryNode(s, p, h int) {
+	if f.idx.kind[h] != f.kind[p] {
+		return
+	}
+	hn := &f.host.Nodes[h]
+	f.try(s, p, hn.Args, false)
+	if f.commutative && hn.Op.Commutative && hn.Args[0] != hn.Args[1] {
+		f.swapped = append(f.swapped[:0], hn.Args[1], hn.Args[0])
+		f.try(s, p, f.swapped, true) // bindArgs reads it before deeper levels reuse it
+	}
+}
+
+// try matches pattern node p to a host node whose operands, in the order
+// tried, are args, and goes on with the next node of the plan.
+func (f *finder) try(s, p int, args []rules.Value, swapped bool) {
+	bound, assigned := len(f.bound), len(f.assigned)
+	if f.bindArgs(&f.pattern.Nodes[p], args) {
+		f.swap[p] = swapped
+		f.search(s + 1)
+	}
+	for _, in := range f.bound[bound:] {
 		f.m.Bound[in] = false
 	}
-	f.bound = f.bound[:mark]
+	for _, q := range f.assigned[assigned:] {
+		f.set[q] = false
+	}
+	f.bound, f.assigned = f.bound[:bound], f.assigned[:assigned]
 }
 
 // bindArgs checks a candidate host node's operands against the pattern
-// node's, binding pattern inputs seen for the first time and listing them
-// in f.bound, so that the caller can undo them.
+// node's, binding pattern inputs and setting operand nodes seen for the
+// first time and listing them, so that the caller can undo them.
 func (f *finder) bindArgs(pn *rules.Node, args []rules.Value) bool {
 	for j, a := range pn.Args {
 		hv := args[j]
 		if !a.IsInput() {
-			if hv != (rules.Value{Node: f.m.Nodes[a.Node], Out: a.Out}) {
+			switch {
+			case f.set[a.Node]:
+				if hv != (rules.Value{Node: f.m.Nodes[a.Node], Out: a.Out}) {
+					return false
+				}
+			case hv.IsInput() || hv.Out != a.Out:
 				return false
+			default:
+				f.m.Nodes[a.Node], f.set[a.Node] = hv.Node, true
+				f.assigned = append(f.assigned, a.Node)
 			}
 			continue
 		}
@@ -208,6 +277,62 @@ func (f *finder) bindArgs(pn *rules.Node, args []rules.Value) bool {
 		f.bound = append(f.bound, in)
 	}
 	return true
+}
+
+// found records a pattern's embeddings as they are found, to yield them
+// in the order of their pattern nodes' host nodes, the first node's
+// first, each with operands in order before swapped: the order of
+// matching the pattern's nodes first to last, host nodes in ascending
+// order.
+type found struct {
+	nodes  []int
+	swaps  []bool
+	inputs []rules.Value
+	bound  []bool // which inputs are bound, the same for every embedding
+}
+
+func (fd *found) add(m *Match, swap []bool) {
+	fd.nodes = append(fd.nodes, m.Nodes...)
+	fd.swaps = append(fd.swaps, swap...)
+	fd.inputs = append(fd.inputs, m.Inputs...)
+	if fd.bound == nil {
+		fd.bound = slices.Clone(m.Bound)
+	}
+}
+
+// yield sorts the embeddings and yields them in m, until yield returns
+// false.
+func (fd *found) yield(m *Match, yield func(*Match) bool) {
+	k, in := len(m.Nodes), len(m.Inputs)
+	if len(fd.nodes) == 0 {
+		return
+	}
+	order := make([]int, len(fd.nodes)/k)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		for p := range k {
+			if c := cmp.Compare(fd.nodes[a*k+p], fd.nodes[b*k+p]); c != 0 {
+				return c
+			}
+			if sa, sb := fd.swaps[a*k+p], fd.swaps[b*k+p]; sa != sb {
+				if sa {
+					return 1
+				}
+				return -1
+			}
+		}
+		return 0
+	})
+	copy(m.Bound, fd.bound)
+	for _, e := range order {
+		copy(m.Nodes, fd.nodes[e*k:(e+1)*k])
+		copy(m.Inputs, fd.inputs[e*in:(e+1)*in])
+		if !yield(m) {
+			return
+		}
+	}
 }
 
 // ErrCycle reports a replacement that would make the graph cyclic: a value
