@@ -34,10 +34,9 @@ func (g *gemmCall) set(transA, transB bool, m, n, k int, alpha float32, a, b []f
 	g.lda, g.ldb, g.ldc = max(g.lda, 1), max(g.ldb, 1), max(g.ldc, 1)
 }
 
-// run computes the product on as many goroutines as the session has
-// threads.
+// run computes the product on the session's threads.
 func (g *gemmCall) run(w *workers) {
-	gemm.SgemmParallel(w.threads, g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc)
+	gemm.SgemmOn(w, g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc)
 }
 
 // runSerial computes the product on the calling goroutine, for products
@@ -50,9 +49,9 @@ func (g *gemmCall) runSerial() {
 // hold the m×k matrix set describes (packed once, for constant weights),
 // on w's threads, or on the calling goroutine when w is nil.
 func (g *gemmCall) runPackedA(w *workers, pa *gemm.PackedA) {
-	threads := 1
-	if w != nil {
-		threads = w.threads
+	if w == nil {
+		gemm.SgemmPackedA(1, pa, g.transB, g.n, g.alpha, g.b, g.ldb, g.beta, g.c, g.ldc)
+		return
 	}
-	gemm.SgemmPackedA(threads, pa, g.transB, g.n, g.alpha, g.b, g.ldb, g.beta, g.c, g.ldc)
+	gemm.SgemmPackedAOn(w, pa, g.transB, g.n, g.alpha, g.b, g.ldb, g.beta, g.c, g.ldc)
 }

@@ -3,6 +3,7 @@ package runtime
 import (
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestParallelForCoversOnce runs parallelFor over sizes around the grain
@@ -27,6 +28,41 @@ func TestParallelForCoversOnce(t *testing.T) {
 			chunk := chunkSize(n, 16, threads)
 			if chunks := (n + chunk - 1) / chunk; n >= 16*threads && chunks%threads != 0 {
 				t.Errorf("threads %d, n %d: %d chunks of %d", threads, n, chunks, chunk)
+			}
+		}
+		w.stop()
+	}
+}
+
+// TestWorkersSpinAndPark dispatches jobs back to back and after pauses
+// longer than spinFor, so that helpers are claimed both while spinning
+// and after parking, and the dispatcher waits both ways (a slow last
+// chunk); every index must be visited once, and no worker id may run two
+// chunks at once.
+func TestWorkersSpinAndPark(t *testing.T) {
+	for _, threads := range []int{2, 3, 4} {
+		w := newWorkers(threads)
+		for round, pause := range []time.Duration{0, 0, 3 * spinFor, 0, 5 * spinFor, 0} {
+			time.Sleep(pause)
+			n := 7 + round
+			seen := make([]atomic.Int32, n)
+			busy := make([]atomic.Int32, threads)
+			w.parallelForID(n, func(id, lo, hi int) {
+				if busy[id].Add(1) != 1 {
+					t.Errorf("worker %d runs two chunks at once", id)
+				}
+				if lo == n-1 && round%2 == 1 {
+					time.Sleep(3 * spinFor) // the dispatcher parks
+				}
+				for i := lo; i < hi; i++ {
+					seen[i].Add(1)
+				}
+				busy[id].Add(-1)
+			})
+			for i := range seen {
+				if c := seen[i].Load(); c != 1 {
+					t.Fatalf("threads %d, round %d: index %d visited %d times", threads, round, i, c)
+				}
 			}
 		}
 		w.stop()

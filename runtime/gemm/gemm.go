@@ -83,6 +83,17 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 // about 2 Mflop per goroutine use fewer. threads beyond GOMAXPROCS only
 // add switching.
 func SgemmParallel(threads int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	p := newProblem(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	run(threads, nil, &p)
+}
+
+// SgemmOn is SgemmParallel with the parts run by r.
+func SgemmOn(r Runner, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	p := newProblem(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	run(r.Threads(), r, &p)
+}
+
+func newProblem(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) problem {
 	checkMatrix("a", transA, m, k, a, lda)
 	checkMatrix("b", transB, k, n, b, ldb)
 	checkC(m, n, c, ldc)
@@ -97,7 +108,7 @@ func SgemmParallel(threads int, transA, transB bool, m, n, k int, alpha float32,
 	} else {
 		p.b = operand{layout: kMajor, data: b, stride: ldb}
 	}
-	run(threads, &p)
+	return p
 }
 
 // PackedA is op(A) prepared once for SgemmPackedA: op(A)ᵀ in panels of 32
@@ -144,6 +155,17 @@ func (p *PackedB) N() int { return p.n }
 // SgemmPackedA computes C = alpha·op(A)·op(B) + beta·C like SgemmParallel,
 // with op(A) (m×k) taken from pa. B is k×n (n×k if transB).
 func SgemmPackedA(threads int, pa *PackedA, transB bool, n int, alpha float32, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	p := newPackedAProblem(pa, transB, n, alpha, b, ldb, beta, c, ldc)
+	run(threads, nil, &p)
+}
+
+// SgemmPackedAOn is SgemmPackedA with the parts run by r.
+func SgemmPackedAOn(r Runner, pa *PackedA, transB bool, n int, alpha float32, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	p := newPackedAProblem(pa, transB, n, alpha, b, ldb, beta, c, ldc)
+	run(r.Threads(), r, &p)
+}
+
+func newPackedAProblem(pa *PackedA, transB bool, n int, alpha float32, b []float32, ldb int, beta float32, c []float32, ldc int) problem {
 	m, k := pa.n, pa.k
 	checkMatrix("b", transB, k, n, b, ldb)
 	checkC(m, n, c, ldc)
@@ -154,7 +176,7 @@ func SgemmPackedA(threads int, pa *PackedA, transB bool, n int, alpha float32, b
 	} else {
 		p.b = operand{layout: kMajor, data: b, stride: ldb}
 	}
-	run(threads, &p)
+	return p
 }
 
 // SgemmPackedB computes C = alpha·op(A)·op(B) + beta·C like SgemmParallel,
@@ -170,7 +192,7 @@ func SgemmPackedB(threads int, transA bool, m int, alpha float32, a []float32, l
 		p.a = operand{layout: rowMajor, data: a, stride: lda}
 	}
 	p.b = operand{layout: panels, data: pb.data, stride: k}
-	run(threads, &p)
+	run(threads, nil, &p)
 }
 
 // checkMatrix panics unless x holds a rows×cols matrix op(X) (stored

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"sync"
 	"testing"
 
 	"gonum.org/v1/gonum/blas"
@@ -372,4 +374,39 @@ func FuzzSgemm(f *testing.F) {
 		}
 		tc.run(t, rand.New(rand.NewPCG(seed, 7)))
 	})
+}
+
+// goRunner runs each part on its own goroutine.
+type goRunner int
+
+func (r goRunner) Threads() int { return int(r) }
+
+func (r goRunner) RunParts(parts int, part func(i int)) {
+	var wg sync.WaitGroup
+	for i := range parts {
+		wg.Add(1)
+		go func() { defer wg.Done(); part(i) }()
+	}
+	wg.Wait()
+}
+
+// TestSgemmOn: products whose parts a Runner runs equal the package's own
+// parallel products bit for bit, packed A included.
+func TestSgemmOn(t *testing.T) {
+	for _, s := range [][3]int{{64, 768, 768}, {256, 196, 2304}, {512, 49, 4608}, {3, 5, 7}} {
+		m, n, k := s[0], s[1], s[2]
+		a, b, _ := benchOperands(m, n, k)
+		want, got := make([]float32, m*n), make([]float32, m*n)
+		SgemmParallel(3, false, false, m, n, k, 1, a, k, b, n, 0, want, n)
+		SgemmOn(goRunner(3), false, false, m, n, k, 1, a, k, b, n, 0, got, n)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%v: SgemmOn differs from SgemmParallel", s)
+		}
+		pa := PackA(false, m, k, a, k)
+		SgemmPackedAOn(goRunner(3), pa, false, n, 1, b, n, 0, got, n)
+		SgemmPackedA(3, pa, false, n, 1, b, n, 0, want, n)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%v: SgemmPackedAOn differs from SgemmPackedA", s)
+		}
+	}
 }

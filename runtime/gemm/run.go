@@ -13,8 +13,20 @@ const (
 	minFlopsPerThread = 2 << 20
 )
 
-// run computes p with up to threads goroutines.
-func run(threads int, p *problem) {
+// Runner runs the parts of a parallel product on its own goroutines, so
+// that a caller with a thread pool (the runtime's sessions) keeps every
+// parallel loop on one set of threads.
+type Runner interface {
+	// Threads is how many parts may run at once.
+	Threads() int
+	// RunParts calls part(i) for every i in [0, parts), possibly at once,
+	// and returns when all have returned.
+	RunParts(parts int, part func(i int))
+}
+
+// run computes p with up to threads goroutines: r's, or the package's own
+// when r is nil.
+func run(threads int, r Runner, p *problem) {
 	if p.m == 0 || p.n == 0 {
 		return
 	}
@@ -42,6 +54,15 @@ func run(threads int, p *problem) {
 	flops := 2 * float64(q.m) * float64(q.n) * float64(q.k)
 	t := max(1, min(threads, maxThreads, int(flops/minFlopsPerThread)))
 	j.split(t)
+	if r != nil && j.parts > 1 {
+		if j.partFn == nil {
+			j.partFn = j.runPart // bound once per pooled job: no allocation per call
+		}
+		r.RunParts(j.parts, j.partFn)
+		j.out, j.p = problem{}, problem{}
+		jobs.put(j)
+		return
+	}
 	if j.parts > 1 {
 		startWorkers(j.parts - 1)
 		j.wg.Add(j.parts - 1)
@@ -70,6 +91,7 @@ type job struct {
 	parts  int
 	bounds [maxThreads + 1]int
 	wg     sync.WaitGroup
+	partFn func(i int) // runPart, for a Runner
 }
 
 var jobs freeList[job]
