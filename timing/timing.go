@@ -86,9 +86,19 @@ func Alternate(ctx context.Context, rounds, n int, run func(i int) error) error 
 	return nil
 }
 
+// Settle is how long SideBySide leaves the machine idle between two
+// different contenders. Runtimes keep their worker threads spinning for a
+// while after a run (ONNX Runtime's for milliseconds, ours for 100 µs);
+// timed right after another runtime's run, a contender shared its cores
+// with those spinning threads: resnet50 at two threads took 72 ms
+// instead of 49 right after ONNX Runtime's runs, 61 ms with 20 ms between
+// them, and within noise of its own process's time with 100 ms.
+const Settle = 50 * time.Millisecond
+
 // SideBySide runs every contender once to warm up, then rounds times
-// each, alternating their order (see Alternate), and returns each one's
-// median wall-clock time, in the contenders' order.
+// each, alternating their order (see Alternate) with Settle between
+// different contenders, and returns each one's median wall-clock time, in
+// the contenders' order.
 func SideBySide(ctx context.Context, rounds int, contenders ...func() error) ([]time.Duration, error) {
 	for _, run := range contenders {
 		if err := run(); err != nil {
@@ -96,7 +106,12 @@ func SideBySide(ctx context.Context, rounds int, contenders ...func() error) ([]
 		}
 	}
 	times := make([][]time.Duration, len(contenders))
+	last := -1
 	err := Alternate(ctx, max(rounds, 1), len(contenders), func(i int) error {
+		if last >= 0 && last != i {
+			time.Sleep(Settle)
+		}
+		last = i
 		d, err := Wall(contenders[i])()
 		times[i] = append(times[i], d)
 		return err
