@@ -90,8 +90,8 @@ func (k *convKernel) scratchSize(threads int) int {
 		return 0
 	}
 	rows, copies := k.blockRows(), 1
-	if r := k.tileRows(threads); r > 0 {
-		rows, copies = r, threads
+	if b := k.tileBlocks(threads); b > 0 {
+		rows, copies = k.tileRows(b), threads
 	}
 	n, err := checkedElements([]int{copies, k.colRows(), rows, k.outW})
 	if err != nil {
@@ -115,8 +115,8 @@ const (
 // productCols is the width of one product: a block's or tile's
 // positions, or all of them for a direct convolution.
 func (k *convKernel) productCols(threads int) int {
-	if r := k.tileRows(threads); r > 0 {
-		return r * k.outW
+	if b := k.tileBlocks(threads); b > 0 {
+		return k.tileRows(b) * k.outW
 	}
 	if k.direct {
 		return k.outH * k.outW
@@ -129,47 +129,49 @@ func (k *convKernel) productCols(threads int) int {
 // threads scaled 1.3× on inception_v3. Run as tiles instead (image,
 // group and block of output rows), each worker gathers, multiplies and
 // finishes its own tiles with nothing shared, the columns it gathered
-// still in its cache. Tiles are cut so that the threads' shares differ
-// by at most maxTileImbalance, each tile has at least minTileCols
-// positions and gathers at most 2·colBudget floats; where that is
-// impossible (a small image, or one output row gathering more than
-// 2·colBudget) the steps stay parallel. A direct convolution, which
-// gathers nothing, runs as tiles only on images of at least
-// minDirectTileCols positions a thread: on smaller ones the product's own
-// split (by filters, when positions are few) is better.
+// still in its cache. An image's rows are cut into the fewest blocks
+// (near-equal, within a row) such that the tiles are a multiple of the
+// thread count, so the threads get equal shares, or at least 8 a thread;
+// each block has at least minTileCols positions and gathers at most
+// 2·colBudget floats. Where no cut fits (a small image, or one output
+// row gathering more than 2·colBudget) the steps stay parallel. A direct
+// convolution, which gathers nothing, runs as tiles only on images of at
+// least minDirectTileCols positions a thread: on smaller ones the
+// product's own split (by filters, when positions are few) is better.
 const (
-	minTileCols       = 64
+	minTileCols       = 32
 	minDirectTileCols = 256
-	maxTileImbalance  = 1.1
 )
 
-// tileRows is the number of output rows in one tile, or 0 where the
-// convolution runs as parallel steps (also on one thread, where tiles
-// gain nothing).
-func (k *convKernel) tileRows(threads int) int {
+// tileBlocks is the number of row blocks per image and group when the
+// convolution runs as tiles, or 0 where it runs as parallel steps (also
+// on one thread, where tiles gain nothing).
+func (k *convKernel) tileBlocks(threads int) int {
 	rowFloats := k.colRows() * k.outW
-	positions := k.outH * k.outW
-	if threads <= 1 || k.outH < 1 || (k.direct && positions < threads*minDirectTileCols) || (!k.direct && rowFloats > 2*colBudget) {
+	if threads <= 1 || k.outH < 1 || (k.direct && k.outH*k.outW < threads*minDirectTileCols) || (!k.direct && rowFloats > 2*colBudget) {
 		return 0
 	}
-	rows := k.outH
+	least := 1 // blocks within the gathering budget
 	if !k.direct {
-		rows = min(rows, 2*colBudget/rowFloats)
+		least = (k.outH + 2*colBudget/rowFloats - 1) / (2 * colBudget / rowFloats)
 	}
+	most := k.outH / max(1, (minTileCols+k.outW-1)/k.outW) // blocks of minTileCols positions
 	planes := k.batch * k.group
-	if planes < 2*threads {
-		per := (2*threads + planes - 1) / planes // tiles wanted per image and group
-		rows = min(rows, (k.outH+per-1)/per)
-	}
-	least := min(k.outH, (minTileCols+k.outW-1)/k.outW)
-	for ; rows >= max(least, 1); rows-- {
-		tiles := (k.outH + rows - 1) / rows * planes
-		if tiles >= threads && float64((tiles+threads-1)/threads*threads) <= maxTileImbalance*float64(tiles) {
-			return rows
+	for b := least; b <= most; b++ {
+		if tiles := b * planes; tiles >= threads && (tiles%threads == 0 || tiles >= 8*threads) {
+			return b
 		}
 	}
 	return 0
 }
+
+// tileRange is the output rows [y0, y1) of row block blk of blocks.
+func (k *convKernel) tileRange(blk, blocks int) (int, int) {
+	return blk * k.outH / blocks, (blk + 1) * k.outH / blocks
+}
+
+// tileRows is the most output rows a tile has.
+func (k *convKernel) tileRows(blocks int) int { return (k.outH + blocks - 1) / blocks }
 
 // blockRows is the number of output rows gathered and multiplied at once
 // when the convolution runs as parallel steps.
@@ -190,8 +192,8 @@ func (k *convKernel) bind(in, out []*Tensor, e *env) func() {
 	epi := &convEpilogue{relu: k.relu, stride: k.outH * k.outW}
 	epi.body = epi.rows
 	packed := k.packWeights(in[1], e.workers.threads)
-	if rows := k.tileRows(e.workers.threads); rows > 0 {
-		return k.bindTiles(in, out, e, packed, rows)
+	if blocks := k.tileBlocks(e.workers.threads); blocks > 0 {
+		return k.bindTiles(in, out, e, packed, blocks)
 	}
 	return func() {
 		x := in[0].Data
@@ -215,13 +217,12 @@ func (k *convKernel) bind(in, out []*Tensor, e *env) func() {
 	}
 }
 
-// bindTiles runs the convolution as tiles of rows output rows (see
-// tileRows), each gathered, multiplied and finished by one worker in its
-// own part of the scratch.
-func (k *convKernel) bindTiles(in, out []*Tensor, e *env, packed []*gemm.PackedA, rows int) func() {
+// bindTiles runs the convolution as tiles, blocks of them per image and
+// group (see tileBlocks), each gathered, multiplied and finished by one
+// worker in its own part of the scratch.
+func (k *convKernel) bindTiles(in, out []*Tensor, e *env, packed []*gemm.PackedA, blocks int) func() {
 	threads := e.workers.threads
-	per := k.colRows() * rows * k.outW // a worker's gathered columns
-	blocks := (k.outH + rows - 1) / rows
+	per := k.colRows() * k.tileRows(blocks) * k.outW // a worker's gathered columns
 	type worker struct {
 		call *gemmCall
 		cols *im2col
@@ -236,7 +237,7 @@ func (k *convKernel) bindTiles(in, out []*Tensor, e *env, packed []*gemm.PackedA
 		w := &ws[id]
 		for t := lo; t < hi; t++ {
 			b, g, blk := t/(k.group*blocks), t/blocks%k.group, t%blocks
-			y0, y1 := blk*rows, min((blk+1)*rows, k.outH)
+			y0, y1 := k.tileRange(blk, blocks)
 			xg := in[0].Data[(b*k.channels+g*cg)*inPlane : (b*k.channels+(g+1)*cg)*inPlane]
 			if k.direct {
 				k.block(w.call, packed, w.epi, in, out, nil, b, g, xg, y0, y1)
