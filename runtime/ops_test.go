@@ -236,6 +236,22 @@ func TestPadModes(t *testing.T) {
 			assertClose(t, got, tc.shape, tc.want)
 		})
 	}
+	// Zeros around the last two dimensions go plane by plane (zeroBorder).
+	t.Run("zero border", func(t *testing.T) {
+		x := randomTensor(5, 2, 3, 4, 5)
+		node := pbNode("Pad", []string{"x", "pads"}, []string{"y"})
+		pads := []int64{0, 0, 1, 2, 0, 0, 2, 1}
+		got := runNode(t, 13, node, [][]byte{pbInt64Tensor("pads", []int64{8}, pads)}, []namedTensor{{"x", x}}, "y")[0]
+		want := make([]float32, 2*3*7*8)
+		for p := range 6 {
+			for i := range 4 {
+				for j := range 5 {
+					want[p*56+(i+1)*8+j+2] = x.Data[p*20+i*5+j]
+				}
+			}
+		}
+		assertClose(t, got, []int{2, 3, 7, 8}, want)
+	})
 	t.Run("opset 2 attributes", func(t *testing.T) {
 		node := pbNode("Pad", []string{"x"}, []string{"y"}, pbAttrInts("pads", 0, 1, 0, 0), pbAttrFloat("value", 7))
 		got := runNode(t, 10, node, nil, []namedTensor{{"x", x}}, "y")[0]

@@ -20,10 +20,11 @@ import (
 //   - the column pass reduces the block's kh input rows per output row;
 //     with stride 1 the block's rows are consecutive, so it is kh vector
 //     calls over the whole block;
-//   - the row pass reduces kw shifted rows (stride 1) or the even lanes
-//     of kw offsets (gemm.PoolStride2) straight into the output;
-//   - an average is scaled by per-position reciprocal counts, one vector
-//     call per block.
+//   - the row pass reduces kw shifted copies of the whole block
+//     (stride 1; rowsStride1) or the even lanes of kw offsets a row
+//     (gemm.PoolStride2) straight into the output;
+//   - an average is scaled by per-position reciprocal counts, as rows
+//     are copied out (stride 1) or one vector call per block.
 //
 // Planes are split among a fixed number of slots, each with its own
 // scratch, so scratch does not grow with the channel count.
@@ -85,6 +86,9 @@ func (p *planePool) stride() int {
 // scratchPerSlot is one slot's column-pass buffer and bordered rows.
 func (p *planePool) scratchPerSlot() int {
 	n := p.rows*p.stride() + gemm.Stride2Slack + p.kw
+	if p.sw == 1 {
+		n += p.rows * p.stride() // the row pass's results
+	}
 	if p.bordered {
 		n += ((p.rows-1)*p.sh + p.kh) * p.wp
 	}
@@ -119,7 +123,11 @@ func (p *planePool) identity() float32 {
 func (p *planePool) plane(dst, src, scratch []float32) {
 	stride := p.stride()
 	v := scratch[:p.rows*stride+gemm.Stride2Slack+p.kw]
-	border := scratch[len(v):]
+	h := scratch[len(v):len(v)]
+	if p.sw == 1 {
+		h = scratch[len(v) : len(v)+p.rows*stride]
+	}
+	border := scratch[len(v)+len(h):]
 	for o0 := 0; o0 < p.outH; o0 += p.rows {
 		o1 := min(o0+p.rows, p.outH)
 		r0, r1 := o0*p.sh, (o1-1)*p.sh+p.kh // padded rows the block reads
@@ -129,8 +137,12 @@ func (p *planePool) plane(dst, src, scratch []float32) {
 			p.fillBorder(rows, src, r0, r1)
 		}
 		p.columns(v, rows, o1-o0, stride)
+		if p.sw == 1 {
+			p.rowsStride1(dst[o0*p.outW:o1*p.outW], v, h, o0, o1-o0, stride)
+			continue
+		}
 		for oh := o0; oh < o1; oh++ {
-			p.row(dst[oh*p.outW:(oh+1)*p.outW], v[(oh-o0)*stride:])
+			gemm.PoolStride2(dst[oh*p.outW:(oh+1)*p.outW], v[(oh-o0)*stride:], p.kw, p.kind == poolMax)
 		}
 		if p.inv != nil {
 			blk := dst[o0*p.outW : o1*p.outW]
@@ -186,14 +198,24 @@ func (p *planePool) reduce(acc, x []float32) {
 	}
 }
 
-// row reduces one row of column results into one output row.
-func (p *planePool) row(out, v []float32) {
-	if p.sw == 2 {
-		gemm.PoolStride2(out, v, p.kw, p.kind == poolMax)
-		return
-	}
-	copy(out, v[:p.outW])
+// rowsStride1 is the row pass of stride 1 for a block of n output rows
+// from o0: the kw shifted copies of the block's column results are
+// reduced into h in kw vector calls over the whole block (columns past a
+// row's outputs hold values never used), and each output row is then
+// copied out of h, scaled by its reciprocal counts for an average: one
+// call a row instead of kw.
+func (p *planePool) rowsStride1(dst, v, h []float32, o0, n, stride int) {
+	span := (n-1)*stride + p.outW
+	copy(h[:span], v[:span])
 	for j := 1; j < p.kw; j++ {
-		p.reduce(out, v[j:j+p.outW])
+		p.reduce(h[:span], v[j:j+span])
+	}
+	for r := range n {
+		out, row := dst[r*p.outW:(r+1)*p.outW], h[r*stride:r*stride+p.outW]
+		if p.inv != nil {
+			gemm.Mul(out, row, p.inv[(o0+r)*p.outW:(o0+r+1)*p.outW])
+		} else {
+			copy(out, row)
+		}
 	}
 }
