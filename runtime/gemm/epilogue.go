@@ -43,8 +43,8 @@ func Add(dst, x, y []float32) {
 	if len(dst) == 0 {
 		return
 	}
-	if f := defaultKernels.vadd; f != nil {
-		f(&dst[0], &x[0], &y[0], len(dst))
+	if f := defaultKernels.arith; f != nil {
+		f(&dst[0], &x[0], &y[0], len(dst), false)
 		return
 	}
 	for i := range dst {

@@ -104,24 +104,40 @@ maxdone:
 	VZEROUPPER
 	RET
 
-// func add512(dst, x, y *float32, n int)
-TEXT ·add512(SB), NOSPLIT, $0-32
+// func arith512(dst, x, y *float32, n int, mul bool)
+//
+// dst[i] = x[i] + y[i], or x[i]·y[i] when mul: 64 elements per
+// iteration, then 16, then a masked tail; the operation is chosen per
+// iteration (a branch the predictor always gets right).
+TEXT ·arith512(SB), NOSPLIT, $0-33
 	MOVQ dst+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ y+16(FP), DX
 	MOVQ n+24(FP), CX
+	MOVB mul+32(FP), R8
 
-add64:
+ar64:
 	CMPQ    CX, $64
-	JLT     add16
+	JLT     ar16
 	VMOVUPS (SI), Z1
 	VMOVUPS 64(SI), Z2
 	VMOVUPS 128(SI), Z3
 	VMOVUPS 192(SI), Z4
+	TESTB   R8, R8
+	JNZ     ar64mul
 	VADDPS  (DX), Z1, Z1
 	VADDPS  64(DX), Z2, Z2
 	VADDPS  128(DX), Z3, Z3
 	VADDPS  192(DX), Z4, Z4
+	JMP     ar64store
+
+ar64mul:
+	VMULPS (DX), Z1, Z1
+	VMULPS 64(DX), Z2, Z2
+	VMULPS 128(DX), Z3, Z3
+	VMULPS 192(DX), Z4, Z4
+
+ar64store:
 	VMOVUPS Z1, (DI)
 	VMOVUPS Z2, 64(DI)
 	VMOVUPS Z3, 128(DI)
@@ -130,32 +146,39 @@ add64:
 	ADDQ    $256, DX
 	ADDQ    $256, DI
 	SUBQ    $64, CX
-	JMP     add64
+	JMP     ar64
 
-add16:
-	CMPQ    CX, $16
-	JLT     addtail
-	VMOVUPS (SI), Z1
-	VADDPS  (DX), Z1, Z1
-	VMOVUPS Z1, (DI)
+ar16:
+	MOVL $0xFFFF, AX
+	KMOVW AX, K1
+	CMPQ CX, $16
+	JGE  ar16op
+	TESTQ CX, CX
+	JZ    ardone
+	MOVL  $1, AX
+	SHLL  CX, AX
+	DECL  AX
+	KMOVW AX, K1
+
+ar16op:
+	VMOVUPS.Z (SI), K1, Z1
+	VMOVUPS.Z (DX), K1, Z2
+	TESTB     R8, R8
+	JNZ       ar16mul
+	VADDPS    Z2, Z1, Z1
+	JMP       ar16store
+
+ar16mul:
+	VMULPS Z2, Z1, Z1
+
+ar16store:
+	VMOVUPS Z1, K1, (DI)
 	ADDQ    $64, SI
 	ADDQ    $64, DX
 	ADDQ    $64, DI
 	SUBQ    $16, CX
-	JMP     add16
+	JG      ar16
 
-addtail:
-	TESTQ     CX, CX
-	JZ        adddone
-	MOVL      $1, AX
-	SHLL      CX, AX
-	DECL      AX
-	KMOVW     AX, K1
-	VMOVUPS.Z (SI), K1, Z1
-	VMOVUPS.Z (DX), K1, Z2
-	VADDPS    Z2, Z1, Z1
-	VMOVUPS   Z1, K1, (DI)
-
-adddone:
+ardone:
 	VZEROUPPER
 	RET

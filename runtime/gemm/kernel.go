@@ -38,13 +38,14 @@ type kernelSet struct {
 	// addMax, if not nil, sets dst[i] = max(src[i] + b, lo) for i < n
 	// (AddMax).
 	addMax func(dst, src *float32, n int, b, lo float32)
-	// vmax and vadd, if not nil, set dst[i] = max(x[i], y[i]) (NaN if
-	// either is) and x[i] + y[i] for i < n (Max, Add).
-	vmax, vadd func(dst, x, y *float32, n int)
-	// vmul, if not nil, sets dst[i] = x[i]·y[i] (Mul).
-	vmul func(dst, x, y *float32, n int)
-	// maxStride2 and addStride2, if not nil, are PoolStride2's routines.
-	maxStride2, addStride2 func(dst, src *float32, n, taps int, idx *[16]int32)
+	// vmax, if not nil, sets dst[i] = max(x[i], y[i]) (NaN if either is)
+	// for i < n (Max).
+	vmax func(dst, x, y *float32, n int)
+	// arith, if not nil, sets dst[i] = x[i] + y[i], or x[i]·y[i] when
+	// mul (Add, Mul).
+	arith func(dst, x, y *float32, n int, mul bool)
+	// stride2, if not nil, is PoolStride2's routine.
+	stride2 func(dst, src *float32, n, taps int, idx *[16]int32, isMax bool)
 	// padRows, if not nil, is PadRows.
 	padRows func(dst *float32, dstStride int, src *float32, srcStride int, rows, lo, hi, width int)
 	// erf, if not nil, is Erf on n elements, n a multiple of 8.

@@ -21,8 +21,8 @@ func avx512Kernels() *kernelSet {
 		name: "avx512", mr: 14, nr: 32, maskedB: true,
 		ar2: avx512AR2, ar1: avx512AR1, ak2: avx512AK2, ak1: avx512AK1,
 		transpose16: transpose16, packCycles: 0.35, transposeCycles: 0.55,
-		addMax: addMax512, vmax: max512, vadd: add512, erf: erf512, expShift: expShift512,
-		vmul: mul512, maxStride2: maxStride2512, addStride2: addStride2512, padRows: padRows512,
+		addMax: addMax512, vmax: max512, arith: arith512, erf: erf512, expShift: expShift512,
+		stride2: stride2512, padRows: padRows512,
 	}
 }
 

@@ -139,8 +139,8 @@ func Mul(dst, x, y []float32) {
 	if len(dst) == 0 {
 		return
 	}
-	if f := defaultKernels.vmul; f != nil {
-		f(&dst[0], &x[0], &y[0], len(dst))
+	if f := defaultKernels.arith; f != nil {
+		f(&dst[0], &x[0], &y[0], len(dst), true)
 		return
 	}
 	for i := range dst {
@@ -162,12 +162,8 @@ func PoolStride2(dst, src []float32, taps int, isMax bool) {
 		return
 	}
 	src = src[:2*(n-1)+taps+Stride2Slack]
-	f := defaultKernels.addStride2
-	if isMax {
-		f = defaultKernels.maxStride2
-	}
-	if f != nil {
-		f(&dst[0], &src[0], n, taps, &evenLanes)
+	if f := defaultKernels.stride2; f != nil {
+		f(&dst[0], &src[0], n, taps, &evenLanes, isMax)
 		return
 	}
 	for o := range dst {

@@ -186,165 +186,65 @@ expdone:
 	MOVSS         X8, ret+40(FP)
 	VZEROUPPER
 	RET
-// func mul512(dst, x, y *float32, n int)
-TEXT ·mul512(SB), NOSPLIT, $0-32
-	MOVQ dst+0(FP), DI
-	MOVQ x+8(FP), SI
-	MOVQ y+16(FP), DX
-	MOVQ n+24(FP), CX
-
-mul64:
-	CMPQ    CX, $64
-	JLT     mul16
-	VMOVUPS (SI), Z1
-	VMOVUPS 64(SI), Z2
-	VMOVUPS 128(SI), Z3
-	VMOVUPS 192(SI), Z4
-	VMULPS  (DX), Z1, Z1
-	VMULPS  64(DX), Z2, Z2
-	VMULPS  128(DX), Z3, Z3
-	VMULPS  192(DX), Z4, Z4
-	VMOVUPS Z1, (DI)
-	VMOVUPS Z2, 64(DI)
-	VMOVUPS Z3, 128(DI)
-	VMOVUPS Z4, 192(DI)
-	ADDQ    $256, SI
-	ADDQ    $256, DX
-	ADDQ    $256, DI
-	SUBQ    $64, CX
-	JMP     mul64
-
-mul16:
-	CMPQ    CX, $16
-	JLT     multail
-	VMOVUPS (SI), Z1
-	VMULPS  (DX), Z1, Z1
-	VMOVUPS Z1, (DI)
-	ADDQ    $64, SI
-	ADDQ    $64, DX
-	ADDQ    $64, DI
-	SUBQ    $16, CX
-	JMP     mul16
-
-multail:
-	TESTQ     CX, CX
-	JZ        muldone
-	MOVL      $1, AX
-	SHLL      CX, AX
-	DECL      AX
-	KMOVW     AX, K1
-	VMOVUPS.Z (SI), K1, Z1
-	VMOVUPS.Z (DX), K1, Z2
-	VMULPS    Z2, Z1, Z1
-	VMOVUPS   Z1, K1, (DI)
-
-muldone:
-	VZEROUPPER
-	RET
-
-// func maxStride2512(dst, src *float32, n, taps int, idx *[16]int32)
+// func stride2512(dst, src *float32, n, taps int, idx *[16]int32, isMax bool)
 //
-// dst[o] = max over taps j of src[2o+j], NaN where any is NaN (as
-// max512). For each block of 16 outputs, the even lanes of the 32 floats at
-// each tap's offset (VPERMT2PS with the index vector in Z30) are reduced
-// into Z0; a short last block is stored under a mask.
-TEXT ·maxStride2512(SB), NOSPLIT, $0-40
+// PoolStride2: for each block of 16 outputs, the even lanes of the 32
+// floats at each tap's offset (VPERMT2PS with the index vector in Z30) are
+// reduced into Z0, by maximum (NaN where either is, as max512) or sum; a
+// short last block is stored under a mask.
+TEXT ·stride2512(SB), NOSPLIT, $0-41
 	MOVQ      dst+0(FP), DI
 	MOVQ      src+8(FP), SI
 	MOVQ      n+16(FP), CX
 	MOVQ      taps+24(FP), DX
 	MOVQ      idx+32(FP), R8
+	MOVB      isMax+40(FP), R11
 	VMOVDQU32 (R8), Z30
 	MOVL      $0xFFFF, AX
 	KMOVW     AX, K1
 
-smaxblock:
+sblock:
 	TESTQ CX, CX
-	JLE   smaxdone
+	JLE   sdone
 	CMPQ  CX, $16
-	JGE   smaxfull
+	JGE   sfull
 	MOVL  $1, AX
 	SHLL  CX, AX
 	DECL  AX
 	KMOVW AX, K1
 
-smaxfull:
+sfull:
 	VMOVUPS   (SI), Z0
 	VPERMT2PS 64(SI), Z30, Z0
 	MOVQ      SI, R10
 	MOVQ      DX, R9
 
-smaxtap:
+stap:
 	DECQ      R9
-	JZ        smaxstore
+	JZ        sstore
 	ADDQ      $4, R10
 	VMOVUPS   (R10), Z1
 	VPERMT2PS 64(R10), Z30, Z1
+	TESTB     R11, R11
+	JZ        ssum
 	VMAXPS    Z1, Z0, Z2
 	VCMPPS    $3, Z0, Z0, K2
 	VMOVAPS   Z0, K2, Z2
 	VMOVAPS   Z2, Z0
-	JMP       smaxtap
+	JMP       stap
 
-smaxstore:
+ssum:
+	VADDPS Z1, Z0, Z0
+	JMP    stap
+
+sstore:
 	VMOVUPS Z0, K1, (DI)
 	ADDQ    $128, SI
 	ADDQ    $64, DI
 	SUBQ    $16, CX
-	JMP     smaxblock
+	JMP     sblock
 
-smaxdone:
-	VZEROUPPER
-	RET
-
-// func addStride2512(dst, src *float32, n, taps int, idx *[16]int32)
-//
-// dst[o] = the sum over taps j of src[2o+j]. For each block of 16 outputs, the even lanes of the 32 floats at
-// each tap's offset (VPERMT2PS with the index vector in Z30) are reduced
-// into Z0; a short last block is stored under a mask.
-TEXT ·addStride2512(SB), NOSPLIT, $0-40
-	MOVQ      dst+0(FP), DI
-	MOVQ      src+8(FP), SI
-	MOVQ      n+16(FP), CX
-	MOVQ      taps+24(FP), DX
-	MOVQ      idx+32(FP), R8
-	VMOVDQU32 (R8), Z30
-	MOVL      $0xFFFF, AX
-	KMOVW     AX, K1
-
-saddblock:
-	TESTQ CX, CX
-	JLE   sadddone
-	CMPQ  CX, $16
-	JGE   saddfull
-	MOVL  $1, AX
-	SHLL  CX, AX
-	DECL  AX
-	KMOVW AX, K1
-
-saddfull:
-	VMOVUPS   (SI), Z0
-	VPERMT2PS 64(SI), Z30, Z0
-	MOVQ      SI, R10
-	MOVQ      DX, R9
-
-saddtap:
-	DECQ      R9
-	JZ        saddstore
-	ADDQ      $4, R10
-	VMOVUPS   (R10), Z1
-	VPERMT2PS 64(R10), Z30, Z1
-	VADDPS    Z1, Z0, Z0
-	JMP       saddtap
-
-saddstore:
-	VMOVUPS Z0, K1, (DI)
-	ADDQ    $128, SI
-	ADDQ    $64, DI
-	SUBQ    $16, CX
-	JMP     saddblock
-
-sadddone:
+sdone:
 	VZEROUPPER
 	RET
 
