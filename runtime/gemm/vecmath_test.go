@@ -8,7 +8,9 @@ import (
 
 // TestErfSameBits: the vector routine gives erfScalar's bits on random
 // values across the clamp, the special values and every tail length.
-func TestErfSameBits(t *testing.T) {
+func TestErfSameBits(t *testing.T) { forEachKernelSet(t, testErfSameBits) }
+
+func testErfSameBits(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	src := make([]float32, 4099)
 	for i := range src {
@@ -49,7 +51,9 @@ func BenchmarkErf(b *testing.B) {
 // TestExpShiftAccuracy holds ExpShift to 2 ulp of float32 against
 // math.Exp over the range softmax uses and beyond, its sum to the sum of
 // its outputs, and the edges to math.Exp's.
-func TestExpShiftAccuracy(t *testing.T) {
+func TestExpShiftAccuracy(t *testing.T) { forEachKernelSet(t, testExpShiftAccuracy) }
+
+func testExpShiftAccuracy(t *testing.T) {
 	const n = 1<<16 + 5
 	src := make([]float32, n)
 	for i := range src {
@@ -91,7 +95,9 @@ func ulp32(x float32) float64 {
 
 // TestPoolStride2: the vector routine against the windows' maximum and
 // sum computed here, for every tail length and tap count, NaN included.
-func TestPoolStride2(t *testing.T) {
+func TestPoolStride2(t *testing.T) { forEachKernelSet(t, testPoolStride2) }
+
+func testPoolStride2(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 4))
 	for _, taps := range []int{1, 2, 3, 5} {
 		for _, n := range []int{1, 5, 15, 16, 17, 33, 73} {
@@ -121,7 +127,9 @@ func TestPoolStride2(t *testing.T) {
 	}
 }
 
-func TestMul(t *testing.T) {
+func TestMul(t *testing.T) { forEachKernelSet(t, testMul) }
+
+func testMul(t *testing.T) {
 	for _, n := range []int{1, 15, 16, 17, 64, 100} {
 		x, y, got := make([]float32, n), make([]float32, n), make([]float32, n)
 		for i := range x {
@@ -138,7 +146,9 @@ func TestMul(t *testing.T) {
 
 // TestPadRows against the definition, for rows of every tail length and
 // padding on either side.
-func TestPadRows(t *testing.T) {
+func TestPadRows(t *testing.T) { forEachKernelSet(t, testPadRows) }
+
+func testPadRows(t *testing.T) {
 	for _, tc := range []struct{ rows, lo, hi, width, ds, ss int }{
 		{1, 0, 5, 5, 5, 5}, {3, 1, 35, 35, 35, 37}, {4, 0, 16, 17, 17, 20}, {2, 3, 3, 7, 9, 7}, {5, 2, 33, 36, 36, 40}, {2, 0, 0, 4, 4, 4},
 	} {
@@ -165,5 +175,17 @@ func TestPadRows(t *testing.T) {
 		if tc.ds > tc.width && dst[tc.width] != -1 {
 			t.Fatalf("%+v: wrote past a row's width", tc)
 		}
+	}
+}
+
+// forEachKernelSet runs test with each kernel set this machine runs, the
+// portable Go one included, so that the fallbacks of the vector routines
+// are tested where the assembly is used too.
+func forEachKernelSet(t *testing.T, test func(t *testing.T)) {
+	saved := defaultKernels
+	defer func() { defaultKernels = saved }()
+	for _, ks := range kernelSets() {
+		defaultKernels = ks
+		t.Run(ks.name, test)
 	}
 }
