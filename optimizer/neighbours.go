@@ -31,8 +31,9 @@ import (
 //   - a node's price depends on itself, its operands and the conv and
 //     ewadd it may fuse with, so only the changed nodes, those whose
 //     use count or liveness changed, and their fusion partners are
-//     priced again. The cost sums the same prices in the same order as
-//     a full Cost of the built neighbour, so it is the same number.
+//     priced again. Costs are exact sums of prices rounded once (see
+//     sumPrices), so g's sum with those prices replaced is the cost of
+//     the built neighbour, bit for bit.
 //
 // After apply, price and key, undo restores the view to the expanded
 // graph.
@@ -52,6 +53,9 @@ type neighbours struct {
 	uses    useCounts
 	partner []int
 	contrib []float64
+	// total is the exact sum of contrib, g's cost before rounding: a
+	// neighbour's is total with the prices it changed replaced.
+	total exactSum
 
 	// view is g with the current rewrite applied, numbered as Apply
 	// numbers before it drops dead nodes: g's nodes keep their index,
@@ -86,7 +90,6 @@ type neighbours struct {
 	// deadReads are the operands of g's dead nodes (a mapped model may
 	// have some; a built neighbour has none).
 	deadReads []rules.Value
-	contribV  []float64
 
 	// done holds the change signature (see signature) of every rewrite
 	// applied so far: a rewrite that makes the same change makes the same
@@ -136,7 +139,10 @@ func newNeighbours(g *Graph, cost CostModel, done map[rewrite.Hash]bool) *neighb
 		nb.partner[conv], nb.partner[add] = add, conv
 	}
 	if nb.pricer != nil {
-		g.eachPriced(func(i, bias int, weight []bool) { nb.contrib[i] = nb.pricer.price(g, i, bias, weight) })
+		g.eachPriced(func(i, bias int, weight []bool) {
+			nb.contrib[i] = nb.pricer.price(g, i, bias, weight)
+			nb.total.add(nb.contrib[i])
+		})
 	}
 	nb.view = *g
 	nb.view.G.Nodes = append([]rules.Node(nil), g.G.Nodes...)
@@ -172,7 +178,6 @@ func (nb *neighbours) grow(size int) {
 	}
 	extra := size - nb.n
 	nb.state, nb.usesV, nb.reader = make([]uint8, size), make(useCounts, size), make([]int, size)
-	nb.contribV = make([]float64, size)
 	nb.cyc = append(nb.cyc[:nb.n], make([]uint32, extra)...)
 	nb.hashes = append(nb.hashes[:nb.n], make([]rewrite.Hash, extra)...)
 	nb.weightV = append(nb.weightV[:nb.n], make([]bool, extra)...)
@@ -607,17 +612,14 @@ func (nb *neighbours) price() (cost float64, ok bool) {
 		nb.differs[id] = nb.differs[id] || id >= nb.n || nb.weightV[id] != nb.weight[id]
 	}
 	nb.markRepriced()
+	total := nb.total
 	for _, i := range nb.repriced {
-		nb.contribV[i] = nb.contribution(i)
-	}
-	for _, id := range nb.order {
-		if nb.recheck[id] {
-			cost += nb.contribV[id]
-		} else {
-			cost += nb.contrib[id]
+		if i < nb.n {
+			total.sub(nb.contrib[i])
 		}
+		total.add(nb.contribution(i))
 	}
-	return cost, true
+	return total.round(), true
 }
 
 // reshape infers a changed node's shapes, unless its operands' shapes

@@ -102,8 +102,9 @@ const (
 )
 
 // tieTolerance is the relative difference under which two costs are the
-// same: sums of the same prices in another order differ in the last
-// digits, and such a difference is no improvement.
+// same: costs are exact sums (see sumPrices), but prices are rounded,
+// and two ways of computing the same thing may differ in their last
+// digits; such a difference is no improvement.
 const tieTolerance = 1e-9
 
 // progressEvery is how often a long expansion reports progress.
