@@ -31,7 +31,7 @@ type counts struct {
 	cnt     []int32   // live readers' reads of any output, outputs' included
 	usesV   useCounts // live readers' reads of the first output, outputs' included
 	liveV   []bool
-	applied []bool // whether cnt and usesV count the node's own reads
+	applied []bool // whether the operands' counts hold the node's reads of them
 	inT     []bool // in touched
 	touched []int
 	queue   []int

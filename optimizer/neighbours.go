@@ -37,9 +37,10 @@ import (
 //     nodes that read a redirected value, directly or not: no other
 //     node's hash changes. The graph's nodes are in topological order,
 //     so none before the first that reads a redirected value changes,
-//     and one walk from the outputs that stops there finds them (rehash).
-//     The search keys only the neighbours it may keep: many are priced
-//     out.
+//     and one pass over the later ones in that order finds and hashes
+//     them (hashDownstream), or, where the replacement reads one of
+//     them, one walk from the outputs (rehash). The search keys only the
+//     neighbours it may keep: many are priced out.
 //
 // After apply, price and key, undo restores the view to the expanded
 // graph.
@@ -77,7 +78,7 @@ type neighbours struct {
 	view     Graph
 	redirect [][2]rules.Value // pattern output, its replacement
 	args     []rules.Value    // backing array of patched operands
-	changed  []int            // g's nodes whose hash may change, the patched first
+	changed  []int            // g's nodes whose hash may change: the patched, then those rehash finds
 	patched  int              // how many of changed read a redirected value
 	first    int              // the first of those, or n
 	// rehashed lists the view's nodes whose hash changes, operands first,
@@ -264,11 +265,54 @@ func (nb *neighbours) apply(rw *rewrite.Rewrite, m *rewrite.Match) outcome {
 // key returns the neighbour's key (as rewrite.CommutativeKey of the
 // built neighbour), hashing the changed nodes again.
 func (nb *neighbours) key() string {
+	if !nb.found && nb.readsUnchanged() {
+		nb.hashDownstream()
+		return nb.hasher.Key(nb.view.G.Outputs, nb.hashes)
+	}
 	nb.findChanged()
 	for _, id := range nb.rehashed {
 		nb.hashes[id] = nb.hasher.Node(&nb.view.G.Nodes[id], nb.hashes)
 	}
 	return nb.hasher.Key(nb.view.G.Outputs, nb.hashes)
+}
+
+// readsUnchanged reports whether the replacement reads, and the
+// redirected values now come from, no node of g computed from a patched
+// one (see fromPatched), as for most rewrites: then the nodes of g whose
+// hash changes are the patched ones and their readers in g, in turn,
+// and g's order with the replacement's nodes first hashes operands
+// first.
+func (nb *neighbours) readsUnchanged() bool {
+	for j := nb.n; j < len(nb.view.G.Nodes); j++ {
+		if slices.ContainsFunc(nb.view.G.Nodes[j].Args, nb.fromPatched) {
+			return false
+		}
+	}
+	return !slices.ContainsFunc(nb.redirect, func(r [2]rules.Value) bool { return nb.fromPatched(r[1]) })
+}
+
+// hashDownstream hashes again, where readsUnchanged, the replacement's
+// nodes, then the changed nodes of g in g's order, marking each one's
+// readers changed as it goes: it looks at every node after the first
+// patched one, where rehash walked them from the outputs, and took a
+// tenth of a search. It hashes some dead nodes for nothing: the key
+// reads the live ones only.
+func (nb *neighbours) hashDownstream() {
+	for j := nb.n; j < len(nb.view.G.Nodes); j++ {
+		nb.hashes[j] = nb.hasher.Node(&nb.view.G.Nodes[j], nb.hashes)
+	}
+	for i := nb.first; i < nb.n; i++ {
+		if !nb.inC[i] {
+			continue
+		}
+		nb.hashes[i] = nb.hasher.Node(&nb.view.G.Nodes[i], nb.hashes)
+		for _, r := range nb.users[i] {
+			if !nb.inC[r] {
+				nb.inC[r] = true
+				nb.changed = append(nb.changed, r)
+			}
+		}
+	}
 }
 
 // findChanged lists the changed nodes (see rehash), once.
@@ -354,8 +398,10 @@ func (nb *neighbours) liveCycle() bool {
 		clear(nb.stamp)
 		nb.gen = 0
 	}
-	nb.gen += 3                                  // marks: walking up from gen, done gen+1, reader walk gen+2
-	for _, surely := range []bool{true, false} { // walking down to the outputs is slower
+	// Marks: walking up from gen, done gen+1, reader walk gen+2. Walking
+	// down to the outputs is slower, so the surely live go first.
+	nb.gen += 3
+	for _, surely := range []bool{true, false} {
 		for _, u := range nb.changed[:nb.patched] {
 			if nb.surelyLive(u, last) == surely && nb.cyc[u] != nb.gen+1 && nb.reachesItself(u) {
 				if surely || nb.liveInView(u, last) {
