@@ -31,10 +31,14 @@ type pricer interface {
 	price(g *Graph, i, bias int, weight []bool) float64
 }
 
+// sumPrices is the exact sum of the node prices, rounded once: it does
+// not depend on the nodes' order, so that a search can price a neighbour
+// by replacing the prices a rewrite changed (see neighbours) and get the
+// very number pricing the built neighbour whole gives.
 func sumPrices(g *Graph, p pricer) float64 {
-	total := 0.0
-	g.eachPriced(func(i, bias int, weight []bool) { total += p.price(g, i, bias, weight) })
-	return total
+	var total exactSum
+	g.eachPriced(func(i, bias int, weight []bool) { total.add(p.price(g, i, bias, weight)) })
+	return total.round()
 }
 
 // OperatorCost is the part of a graph's cost spent in one operator.

@@ -16,23 +16,31 @@ import (
 // copied every node, inferred every shape and priced every node again,
 // for thousands of neighbours an expansion of which most are dropped;
 // here a rewrite is applied in place to a view of the graph, and only
-// what it changed is hashed, inferred and priced again:
+// what it changed is checked, inferred, priced and hashed again:
 //
-//   - the changed nodes are the replacement's and the graph's live nodes
-//     that read, directly or not, a value the rewrite redirects: no other
-//     node's hash, shapes or weight-ness can change. The graph's nodes are
-//     in topological order, so none before the first that reads a
-//     redirected value changes, and one walk from the outputs that stops
-//     there finds the changed nodes; key rehashes them, only for the
-//     neighbours the search may keep, since many are priced out;
-//   - the neighbour's node order (Apply's, which its cost sums in) and
-//     its live nodes come from one walk from the outputs, which also
-//     finds the cycles Apply refuses;
-//   - a node's price depends on itself, its operands and the conv and
-//     ewadd it may fuse with, so only the changed nodes, those whose
-//     use count or liveness changed, and their fusion partners are
-//     priced again. The cost sums the same prices in the same order as
-//     a full Cost of the built neighbour, so it is the same number.
+//   - apply patches the nodes that read a redirected value, and rules
+//     out the cycles Apply refuses by walking up from them (liveCycle),
+//     where a cycle is possible at all;
+//   - price moves the reads the rewrite changed from g's use counts,
+//     which finds the neighbour's live nodes (count); where the
+//     redirected values keep their shapes and weight-ness, as equivalent
+//     sides' do, only the replacement's nodes are inferred (keepsShapes),
+//     else every live node that reads a redirected value, directly or
+//     not. A node's price depends on itself, its operands and the conv
+//     and ewadd it may fuse with, so only the replacement's and the
+//     patched nodes, those whose use count or liveness changed, and
+//     their fusion partners are priced again. Costs are exact sums of
+//     prices rounded once (see sumPrices), so g's sum with those prices
+//     replaced is the cost of the built neighbour, bit for bit, and
+//     pricing a neighbour takes time for what changed only;
+//   - key hashes again the changed nodes, the replacement's and the live
+//     nodes that read a redirected value, directly or not: no other
+//     node's hash changes. The graph's nodes are in topological order,
+//     so none before the first that reads a redirected value changes,
+//     and one pass over the later ones in that order finds and hashes
+//     them (hashDownstream), or, where the replacement reads one of
+//     them, one walk from the outputs (rehash). The search keys only the
+//     neighbours it may keep: many are priced out.
 //
 // After apply, price and key, undo restores the view to the expanded
 // graph.
@@ -51,7 +59,18 @@ type neighbours struct {
 	weight  []bool
 	uses    useCounts
 	partner []int
+	// above holds, in rows of words, the nodes each node of g is computed
+	// from, directly or not, as bits.
+	above []uint64
+	words int
+	// Per node of g: its live readers' reads of any output and of the
+	// first one, graph outputs included.
+	cntG    []int32
+	usesG   useCounts
 	contrib []float64
+	// total is the exact sum of contrib, g's cost before rounding: a
+	// neighbour's is total with the prices it changed replaced.
+	total exactSum
 
 	// view is g with the current rewrite applied, numbered as Apply
 	// numbers before it drops dead nodes: g's nodes keep their index,
@@ -59,7 +78,7 @@ type neighbours struct {
 	view     Graph
 	redirect [][2]rules.Value // pattern output, its replacement
 	args     []rules.Value    // backing array of patched operands
-	changed  []int            // g's nodes whose hash may change, the patched first
+	changed  []int            // g's nodes whose hash may change: the patched, then those rehash finds
 	patched  int              // how many of changed read a redirected value
 	first    int              // the first of those, or n
 	// rehashed lists the view's nodes whose hash changes, operands first,
@@ -70,14 +89,19 @@ type neighbours struct {
 	// from g's; inferred lists those whose shapes were inferred again.
 	differs  []bool
 	inferred []int
-	state    []uint8 // of the walk from the outputs
-	order    []int   // the neighbour's live nodes, in Apply's order
+	state    []uint8 // of the walks from the outputs
 	hashes   []rewrite.Hash
-	usesV    useCounts
-	reader   []int // a reader of each node's first output, or -1
 	weightV  []bool
+	// dirty lists the live changed nodes price inferred again, operands
+	// first; repriced those it priced again, recheck marks them.
+	dirty    []int
 	recheck  []bool
 	repriced []int
+	// found says whether rehash has listed the changed nodes; cyclic
+	// whether the view holds a cycle, which its outputs do not reach.
+	found, cyclic bool
+	special       []uint8 // walk states of mayCycle
+	counts
 	// stamp marks the nodes markRecounted has queued in its gen-th call;
 	// cyc the nodes liveCycle has walked (see there).
 	stamp, cyc []uint32
@@ -86,7 +110,6 @@ type neighbours struct {
 	// deadReads are the operands of g's dead nodes (a mapped model may
 	// have some; a built neighbour has none).
 	deadReads []rules.Value
-	contribV  []float64
 
 	// done holds the change signature (see signature) of every rewrite
 	// applied so far: a rewrite that makes the same change makes the same
@@ -129,6 +152,8 @@ func newNeighbours(g *Graph, cost CostModel, done map[rewrite.Hash]bool) *neighb
 		}
 	}
 	nb.live, nb.weight, nb.uses = g.liveNodes(), g.weightNodes(), g.uses()
+	nb.findAbove()
+	nb.countReads()
 	for i := range nb.partner {
 		nb.partner[i] = -1
 	}
@@ -136,7 +161,10 @@ func newNeighbours(g *Graph, cost CostModel, done map[rewrite.Hash]bool) *neighb
 		nb.partner[conv], nb.partner[add] = add, conv
 	}
 	if nb.pricer != nil {
-		g.eachPriced(func(i, bias int, weight []bool) { nb.contrib[i] = nb.pricer.price(g, i, bias, weight) })
+		g.eachPriced(func(i, bias int, weight []bool) {
+			nb.contrib[i] = nb.pricer.price(g, i, bias, weight)
+			nb.total.add(nb.contrib[i])
+		})
 	}
 	nb.view = *g
 	nb.view.G.Nodes = append([]rules.Node(nil), g.G.Nodes...)
@@ -161,6 +189,25 @@ func newNeighbours(g *Graph, cost CostModel, done map[rewrite.Hash]bool) *neighb
 	return nb
 }
 
+// findAbove fills above, operands first: a node is computed from its
+// operands and from what they are computed from.
+func (nb *neighbours) findAbove() {
+	w := (nb.n + 63) / 64
+	nb.words, nb.above = w, make([]uint64, nb.n*w)
+	for i, node := range nb.g.G.Nodes {
+		row := nb.above[i*w : (i+1)*w]
+		for _, a := range node.Args {
+			if a.IsInput() {
+				continue
+			}
+			for k, bits := range nb.above[a.Node*w : (a.Node+1)*w] {
+				row[k] |= bits
+			}
+			row[a.Node/64] |= 1 << (a.Node % 64)
+		}
+	}
+}
+
 // localTag tells g's nodes' identities from replacement nodes' hashes in
 // signatures.
 const localTag = 0x6c6f63616c6e6f64
@@ -171,8 +218,8 @@ func (nb *neighbours) grow(size int) {
 		return
 	}
 	extra := size - nb.n
-	nb.state, nb.usesV, nb.reader = make([]uint8, size), make(useCounts, size), make([]int, size)
-	nb.contribV = make([]float64, size)
+	nb.state = make([]uint8, size)
+	nb.counts.grow(nb.n, extra)
 	nb.cyc = append(nb.cyc[:nb.n], make([]uint32, extra)...)
 	nb.hashes = append(nb.hashes[:nb.n], make([]rewrite.Hash, extra)...)
 	nb.weightV = append(nb.weightV[:nb.n], make([]bool, extra)...)
@@ -193,7 +240,7 @@ const (
 	repeated         // an earlier rewrite of g made the same change
 )
 
-// apply applies rw at m to the view and finds the nodes it changed; key
+// apply applies rw at m to the view and finds the nodes it patched; key
 // and price evaluate the neighbour it made, when it is applied. Call undo
 // after it whatever the outcome.
 func (nb *neighbours) apply(rw *rewrite.Rewrite, m *rewrite.Match) outcome {
@@ -212,31 +259,82 @@ func (nb *neighbours) apply(rw *rewrite.Rewrite, m *rewrite.Match) outcome {
 	if nb.liveCycle() {
 		return failed
 	}
-	clear(nb.state[:nb.n+k])
-	nb.rehashed = nb.rehashed[:0]
-	for _, o := range nb.view.G.Outputs {
-		if _, ok := nb.rehash(o); !ok {
-			return failed
-		}
-	}
 	return applied
 }
 
 // key returns the neighbour's key (as rewrite.CommutativeKey of the
-// built neighbour), hashing the nodes apply found changed.
+// built neighbour), hashing the changed nodes again.
 func (nb *neighbours) key() string {
+	if !nb.found && nb.readsUnchanged() {
+		nb.hashDownstream()
+		return nb.hasher.Key(nb.view.G.Outputs, nb.hashes)
+	}
+	nb.findChanged()
 	for _, id := range nb.rehashed {
 		nb.hashes[id] = nb.hasher.Node(&nb.view.G.Nodes[id], nb.hashes)
 	}
 	return nb.hasher.Key(nb.view.G.Outputs, nb.hashes)
 }
 
+// readsUnchanged reports whether the replacement reads, and the
+// redirected values now come from, no node of g computed from a patched
+// one (see fromPatched), as for most rewrites: then the nodes of g whose
+// hash changes are the patched ones and their readers in g, in turn,
+// and g's order with the replacement's nodes first hashes operands
+// first.
+func (nb *neighbours) readsUnchanged() bool {
+	for j := nb.n; j < len(nb.view.G.Nodes); j++ {
+		if slices.ContainsFunc(nb.view.G.Nodes[j].Args, nb.fromPatched) {
+			return false
+		}
+	}
+	return !slices.ContainsFunc(nb.redirect, func(r [2]rules.Value) bool { return nb.fromPatched(r[1]) })
+}
+
+// hashDownstream hashes again, where readsUnchanged, the replacement's
+// nodes, then the changed nodes of g in g's order, marking each one's
+// readers changed as it goes: it looks at every node after the first
+// patched one, where rehash walked them from the outputs, and took a
+// tenth of a search. It hashes some dead nodes for nothing: the key
+// reads the live ones only.
+func (nb *neighbours) hashDownstream() {
+	for j := nb.n; j < len(nb.view.G.Nodes); j++ {
+		nb.hashes[j] = nb.hasher.Node(&nb.view.G.Nodes[j], nb.hashes)
+	}
+	for i := nb.first; i < nb.n; i++ {
+		if !nb.inC[i] {
+			continue
+		}
+		nb.hashes[i] = nb.hasher.Node(&nb.view.G.Nodes[i], nb.hashes)
+		for _, r := range nb.users[i] {
+			if !nb.inC[r] {
+				nb.inC[r] = true
+				nb.changed = append(nb.changed, r)
+			}
+		}
+	}
+}
+
+// findChanged lists the changed nodes (see rehash), once.
+func (nb *neighbours) findChanged() {
+	if nb.found {
+		return
+	}
+	nb.found = true
+	clear(nb.state[:len(nb.view.G.Nodes)])
+	nb.rehashed = nb.rehashed[:0]
+	for _, o := range nb.view.G.Outputs {
+		if _, ok := nb.rehash(o); !ok {
+			panic("optimizer: a cycle that liveCycle did not find")
+		}
+	}
+}
+
 // rehash walks the view from value v, operands first, down to the nodes
 // before the first patched one, and lists for key the nodes that
 // changed: the replacement's, the patched ones and those that read a
 // changed one. It reports whether v's node changed, and false on a
-// cycle. A cycle the rewrite makes runs through changed nodes only, so
-// this finds every cycle Apply would.
+// cycle, which liveCycle has ruled out.
 func (nb *neighbours) rehash(v rules.Value) (changed, ok bool) {
 	id := v.Node
 	if v.IsInput() || id < nb.first {
@@ -277,32 +375,151 @@ func (nb *neighbours) rehash(v rules.Value) (changed, ok bool) {
 }
 
 // liveCycle reports whether the view holds a cycle that its outputs
-// reach, which makes Apply refuse the rewrite; false means rehash, which
-// walks from the outputs, must tell. Each cycle runs through a patched
-// node: it has a new operand, and only patched and replacement nodes
-// read replacement nodes. So a walk up from each patched node finds
-// whether it reaches a cycle, and it stops at g's nodes before the first
-// patched one, as none of them reads a patched node. A live patched node
-// that reaches a cycle makes it live. In densenet121 most matches (of
-// two-output patterns such as (relu ?0) ; (relu ?1), on two relus one of
-// which reads the other) make a cycle, and rehash found each only after
-// walking from the outputs.
+// reach, which makes Apply refuse the rewrite, and sets cyclic where it
+// holds only cycles they do not reach (Apply drops those). Most matches
+// either make a cycle surelyLiveCycle finds or make none, as mayCycle
+// tells, from the patched and replacement nodes alone. Else it walks the
+// view: each cycle runs through a patched node, which has a new operand
+// (only patched and replacement nodes read replacement nodes), so a walk
+// up from each patched node finds whether it reaches a cycle, and it
+// stops at g's nodes before the first patched one, as none of them reads
+// a patched node. A live patched node that reaches a cycle makes it
+// live, and a live cycle holds a live patched node.
 func (nb *neighbours) liveCycle() bool {
+	last := nb.lastRedirected()
+	if nb.surelyLiveCycle(last) {
+		return true
+	}
+	if !nb.mayCycle() {
+		return false
+	}
 	if nb.gen > math.MaxUint32-8 {
 		clear(nb.cyc) // older marks would read as this walk's
 		clear(nb.stamp)
 		nb.gen = 0
 	}
-	nb.gen += 3 // marks: walking up from gen, done gen+1, reader walk gen+2
-	last := nb.lastRedirected()
-	for _, surely := range []bool{true, false} { // walking down to the outputs is slower
+	// Marks: walking up from gen, done gen+1, reader walk gen+2. Walking
+	// down to the outputs is slower, so the surely live go first.
+	nb.gen += 3
+	for _, surely := range []bool{true, false} {
 		for _, u := range nb.changed[:nb.patched] {
 			if nb.surelyLive(u, last) == surely && nb.cyc[u] != nb.gen+1 && nb.reachesItself(u) {
-				return surely || nb.liveInView(u, last)
+				if surely || nb.liveInView(u, last) {
+					return true
+				}
+				nb.cyclic = true // so far: a live patched node may reach it too
 			}
 		}
 	}
 	return false
+}
+
+// mayCycle reports whether the view may hold a cycle. Each cycle holds
+// a patched node and a new operand (a redirected one's or a replacement
+// node's), and between those only nodes of g that read what they read in
+// g: so the view has a cycle only where the graph of the patched and
+// replacement nodes has one, in which x reads y where x reads y in the
+// view, or reads a node of g that g computes from y. That graph is
+// small; it may have a cycle the view has not, where g computes a node
+// from a patched one only through a redirected value. Walking the view
+// to tell took a fifth of densenet121's search.
+func (nb *neighbours) mayCycle() bool {
+	clear(nb.special)
+	for x := range nb.special {
+		if nb.special[x] == unvisited && nb.specialCycle(x, false) {
+			return true
+		}
+	}
+	return false
+}
+
+// surelyLiveCycle reports whether the graph of mayCycle has a cycle that
+// a surely live patched node (see surelyLive) reaches, taking only the
+// reads of a node of g computed from a patched one that hold in the view
+// too (see surelyReads): then so has the view. In densenet121 most
+// matches make a cycle (two-output patterns such as (relu ?0) ; (relu ?1)
+// on two relus one of which reads the other), and so do inception_v3's.
+func (nb *neighbours) surelyLiveCycle(last int) bool {
+	nb.special = append(nb.special[:0], make([]uint8, nb.specials())...)
+	for x, p := range nb.changed[:nb.patched] {
+		if nb.surelyLive(p, last) && nb.special[x] == unvisited && nb.specialCycle(x, true) {
+			return true
+		}
+	}
+	return false
+}
+
+// specials counts mayCycle's nodes: the patched ones, then the
+// replacement's.
+func (nb *neighbours) specials() int { return nb.patched + len(nb.view.G.Nodes) - nb.n }
+
+// specialCycle walks the graph of mayCycle up from its x-th node and
+// reports whether it meets one it is walking up from; surely leaves out
+// the reads surelyReads doubts.
+func (nb *neighbours) specialCycle(x int, surely bool) bool {
+	nb.special[x] = visiting
+	id := nb.n + x - nb.patched
+	if x < nb.patched {
+		id = nb.changed[x]
+	}
+	for _, a := range nb.view.G.Nodes[id].Args {
+		switch {
+		case a.IsInput() || a.Node < nb.first:
+			// computed from no patched node
+		case a.Node >= nb.n:
+			if nb.specialStep(nb.patched+a.Node-nb.n, surely) {
+				return true
+			}
+		default:
+			for y, p := range nb.changed[:nb.patched] {
+				if a.Node != p && (a.Node < p || !nb.isAbove(p, a.Node) || surely && !nb.surelyReads(a.Node, p)) {
+					continue
+				}
+				if nb.specialStep(y, surely) {
+					return true
+				}
+			}
+		}
+	}
+	nb.special[x] = visited
+	return false
+}
+
+// specialStep goes on to mayCycle's y-th node: it reports whether the
+// walk has met it already, or meets a cycle from there.
+func (nb *neighbours) specialStep(y int, surely bool) bool {
+	return nb.special[y] == visiting || nb.special[y] == unvisited && nb.specialCycle(y, surely)
+}
+
+// surelyReads reports whether the view computes node x of g from the
+// patched node p as g does: some path from p to x in g passes no node
+// whose value the rewrite redirects, whose readers read another value in
+// the view. Where none lies between p and x, every path does.
+func (nb *neighbours) surelyReads(x, p int) bool {
+	for _, r := range nb.redirect {
+		if v := r[0].Node; (v == x || nb.isAbove(v, x)) && (v == p || nb.isAbove(p, v)) {
+			return false
+		}
+	}
+	return true
+}
+
+// isAbove reports whether g computes node x from node y.
+func (nb *neighbours) isAbove(y, x int) bool {
+	return nb.above[x*nb.words+y/64]&(1<<(y%64)) != 0
+}
+
+// fromPatched reports whether value v is a patched node's, or one
+// computed from a patched node in g. Before the first patched node, none
+// is.
+func (nb *neighbours) fromPatched(v rules.Value) bool {
+	if v.IsInput() || v.Node < nb.first || v.Node >= nb.n {
+		return false
+	}
+	if nb.inC[v.Node] { // patched: rehash, which marks the rest, has not run yet
+		return true
+	}
+	return slices.ContainsFunc(nb.changed[:nb.patched], func(p int) bool { return nb.isAbove(p, v.Node) })
 }
 
 // lastRedirected is the last node of g whose value the rewrite redirects.
@@ -323,11 +540,14 @@ func (nb *neighbours) surelyLive(x, last int) bool {
 }
 
 // reachesItself walks the view up from node id; it reports whether it
-// meets a node it is walking up from.
+// meets a node it is walking up from, or one an earlier walk was walking
+// up from when it met one: whether id reaches a cycle. It leaves out the
+// nodes of g that are not patched nor computed from one: the view
+// computes them as g does, from no new operand, so they reach no cycle.
 func (nb *neighbours) reachesItself(id int) bool {
 	nb.cyc[id] = nb.gen
 	for _, a := range nb.view.G.Nodes[id].Args {
-		if a.IsInput() || a.Node < nb.first {
+		if a.IsInput() || a.Node < nb.n && !nb.fromPatched(a) {
 			continue
 		}
 		switch nb.cyc[a.Node] {
@@ -394,26 +614,6 @@ func (nb *neighbours) appendReaders(stack []int, x int) []int {
 		}
 	}
 	return stack
-}
-
-// walk lists the neighbour's live nodes in Apply's order and counts the
-// readers of each node's first output, graph outputs included.
-func (nb *neighbours) walk() {
-	size := len(nb.view.G.Nodes)
-	clear(nb.state[:size])
-	clear(nb.usesV[:size])
-	nb.order = nb.order[:0]
-	for _, o := range nb.view.G.Outputs {
-		if !o.IsInput() {
-			nb.visit(o.Node)
-		}
-	}
-	for _, o := range nb.view.G.Outputs {
-		if !o.IsInput() && o.Out == 0 {
-			nb.usesV[o.Node]++
-			nb.reader[o.Node] = -1
-		}
-	}
 }
 
 // repeats reports whether an earlier rewrite of g made the same change,
@@ -569,223 +769,6 @@ func (nb *neighbours) reads(u int) bool {
 // node of g.
 func (nb *neighbours) isChanged(id int) bool { return id >= nb.n || nb.inC[id] }
 
-// visit walks the view from node id as Apply's assemble does, operands
-// first, counting readers; rehash has ruled out cycles.
-func (nb *neighbours) visit(id int) {
-	if nb.state[id] != unvisited {
-		return
-	}
-	nb.state[id] = visiting
-	node := &nb.view.G.Nodes[id]
-	for _, a := range node.Args {
-		if !a.IsInput() && nb.state[a.Node] == unvisited {
-			nb.visit(a.Node)
-		}
-	}
-	nb.state[id] = visited
-	nb.order = append(nb.order, id)
-	for _, a := range node.Args {
-		if !a.IsInput() && a.Out == 0 {
-			nb.usesV[a.Node]++
-			nb.reader[a.Node] = id
-		}
-	}
-}
-
-// price type-checks the neighbour apply built and returns its cost; ok
-// is false where a shape rule refuses it. It needs a pricer.
-func (nb *neighbours) price() (cost float64, ok bool) {
-	nb.walk()
-	for _, id := range nb.order {
-		if !nb.isChanged(id) {
-			continue
-		}
-		if !nb.reshape(id) {
-			return 0, false
-		}
-		nb.weightV[id] = nb.view.computedFromWeights(&nb.view.G.Nodes[id], nb.weightV)
-		nb.differs[id] = nb.differs[id] || id >= nb.n || nb.weightV[id] != nb.weight[id]
-	}
-	nb.markRepriced()
-	for _, i := range nb.repriced {
-		nb.contribV[i] = nb.contribution(i)
-	}
-	for _, id := range nb.order {
-		if nb.recheck[id] {
-			cost += nb.contribV[id]
-		} else {
-			cost += nb.contrib[id]
-		}
-	}
-	return cost, true
-}
-
-// reshape infers a changed node's shapes, unless its operands' shapes
-// are those they had in g, and marks whether they differ from g's.
-func (nb *neighbours) reshape(id int) bool {
-	node := &nb.view.G.Nodes[id]
-	if id < nb.n {
-		same := true
-		for i, a := range node.Args {
-			same = same && (!nb.isPatched(id) && (a.IsInput() || !nb.differs[a.Node]) ||
-				nb.view.shapeOf(a) == nb.g.shapeOf(nb.g.G.Nodes[id].Args[i]))
-		}
-		if same {
-			return true
-		}
-	}
-	out, err := nb.view.inferNode(node)
-	if err != nil {
-		return false
-	}
-	nb.view.Shapes[id] = out
-	if id < nb.n {
-		nb.inferred = append(nb.inferred, id)
-		nb.differs[id] = !slices.Equal(out, nb.g.Shapes[id])
-	}
-	return true
-}
-
-// isPatched reports whether node id of g reads a redirected value.
-func (nb *neighbours) isPatched(id int) bool {
-	return id < nb.n && nb.inC[id] && slices.Contains(nb.changed[:nb.patched], id)
-}
-
-// repricing reports whether a live changed node's price may differ from
-// g's: a replacement node, one that reads a redirected value or whose
-// shapes or weight-ness differ, one that reads such a node, and an ewadd
-// of a convolution that reads a changed node (whose being a channel bias
-// may differ).
-func (nb *neighbours) repricing(id int) bool {
-	if id >= nb.n || nb.differs[id] || nb.isPatched(id) {
-		return true
-	}
-	node := &nb.view.G.Nodes[id]
-	changedArg, convArg := false, false
-	for _, a := range node.Args {
-		if a.IsInput() {
-			continue
-		}
-		if nb.differs[a.Node] {
-			return true
-		}
-		changedArg = changedArg || nb.isChanged(a.Node)
-		convArg = convArg || nb.view.G.Nodes[a.Node].Op.Name == "conv2d"
-	}
-	return node.Op.Name == "ewadd" && changedArg && convArg
-}
-
-// markRepriced lists the nodes whose price may differ from g's: the
-// changed ones, those whose liveness or first output's use count changed,
-// and their fusion partners in g and in the neighbour.
-func (nb *neighbours) markRepriced() {
-	nb.repriced = nb.repriced[:0]
-	for _, id := range nb.order {
-		if nb.isChanged(id) && nb.repricing(id) {
-			nb.markRepricing(id)
-		}
-	}
-	nb.markRecounted()
-	for _, i := range nb.repriced[:len(nb.repriced):len(nb.repriced)] {
-		if i < nb.n && nb.partner[i] >= 0 {
-			nb.markRepricing(nb.partner[i])
-		}
-		if nb.state[i] != visited {
-			continue
-		}
-		switch node := &nb.view.G.Nodes[i]; node.Op.Name {
-		case "ewadd":
-			for _, a := range node.Args {
-				if !a.IsInput() && nb.view.G.Nodes[a.Node].Op.Name == "conv2d" {
-					nb.markRepricing(a.Node)
-				}
-			}
-		case "conv2d":
-			if nb.usesV[i] == 1 && nb.reader[i] >= 0 {
-				nb.markRepricing(nb.reader[i])
-			}
-		}
-	}
-}
-
-// markRecounted marks the nodes of g whose liveness or first output's
-// use count changed. Only a node a changed reader read, or reads now, can
-// lose or gain readers: a redirected value's, a patched node's operands
-// before and after, the replacement's operands, and those of a node that
-// died or came alive, in turn.
-func (nb *neighbours) markRecounted() {
-	nb.gen++
-	stack := nb.stack[:0]
-	push := func(v rules.Value) {
-		if !v.IsInput() && v.Node < nb.n && nb.stamp[v.Node] != nb.gen {
-			nb.stamp[v.Node] = nb.gen
-			stack = append(stack, v.Node)
-		}
-	}
-	for _, r := range nb.redirect {
-		push(r[0])
-		push(r[1])
-	}
-	for _, v := range nb.deadReads {
-		push(v) // g's count has dead readers, the neighbour's has not
-	}
-	for _, id := range nb.changed[:nb.patched] {
-		for i, a := range nb.view.G.Nodes[id].Args {
-			push(a)
-			push(nb.g.G.Nodes[id].Args[i])
-		}
-	}
-	for j := nb.n; j < len(nb.view.G.Nodes); j++ {
-		for _, a := range nb.view.G.Nodes[j].Args {
-			push(a)
-		}
-	}
-	for len(stack) > 0 {
-		x := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		live := nb.state[x] == visited
-		if live != nb.live[x] || nb.usesV[x] != nb.uses[x] {
-			nb.markRepricing(x)
-		}
-		if live != nb.live[x] {
-			for _, a := range nb.view.G.Nodes[x].Args {
-				push(a)
-			}
-		}
-	}
-	nb.stack = stack
-}
-
-func (nb *neighbours) markRepricing(i int) {
-	if !nb.recheck[i] {
-		nb.recheck[i] = true
-		nb.repriced = append(nb.repriced, i)
-	}
-}
-
-// contribution is node i's share of the neighbour's cost, as eachPriced
-// decides it: nothing for dead and weight-only nodes and for an ewadd
-// fused into its convolution as its bias.
-func (nb *neighbours) contribution(i int) float64 {
-	if nb.state[i] != visited || nb.weightV[i] {
-		return 0
-	}
-	v := &nb.view
-	node := &v.G.Nodes[i]
-	if node.Op.Name == "ewadd" {
-		if _, fused := v.biasedConv(node, nb.weightV, nb.usesV); fused {
-			return 0
-		}
-	}
-	bias := -1
-	if r := nb.reader[i]; node.Op.Name == "conv2d" && nb.usesV[i] == 1 && r >= 0 && nb.state[r] == visited && !nb.weightV[r] && v.G.Nodes[r].Op.Name == "ewadd" {
-		if conv, ok := v.biasedConv(&v.G.Nodes[r], nb.weightV, nb.usesV); ok && conv == i {
-			bias = r
-		}
-	}
-	return nb.pricer.price(v, i, bias, nb.weightV)
-}
-
 // undo restores the view to g.
 func (nb *neighbours) undo() {
 	for _, id := range nb.changed[:nb.patched] {
@@ -802,6 +785,8 @@ func (nb *neighbours) undo() {
 	for _, i := range nb.repriced {
 		nb.recheck[i] = false
 	}
+	nb.restoreCounts()
+	nb.found, nb.cyclic = false, false
 	nb.changed, nb.repriced, nb.inferred, nb.patched = nb.changed[:0], nb.repriced[:0], nb.inferred[:0], 0
 	nb.view.G.Nodes = nb.view.G.Nodes[:nb.n]
 	nb.view.Shapes = nb.view.Shapes[:nb.n]

@@ -2,6 +2,7 @@ package optimizer
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"rulebook/rewrite"
@@ -26,9 +27,9 @@ func TestNeighboursMatchBuiltGraphs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			children := checkNeighbours(t, g, vs, rws, 2)
+			children := checkNeighbours(t, g, vs, rws, 2, nil)
 			for _, c := range children {
-				checkNeighbours(t, c, vs, rws, 0)
+				checkNeighbours(t, c, vs, rws, 0, nil)
 			}
 		})
 	}
@@ -62,12 +63,38 @@ func TestNeighboursOfGraphWithDeadNodes(t *testing.T) {
 	if live := g.liveNodes(); live[len(live)-1] {
 		t.Fatal("the added Relus are live")
 	}
-	checkNeighbours(t, g, vs, rws, 0)
+	checkNeighbours(t, g, vs, rws, 0, nil)
+}
+
+// Costs are exact sums, so the cost neighbours derives is the built
+// graph's whatever the node order: on random walks of a few rewrites
+// from each shared model, every neighbour of every graph on the way
+// prices, keys and type-checks as built.
+func TestNeighboursOnRandomWalks(t *testing.T) {
+	rs, err := LoadBundle(bundle3Ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, rws, _ := rs.variants()
+	r := rand.New(rand.NewPCG(16, 4))
+	for _, model := range []string{"squeezenet1_1.onnx", "resnet50.onnx", "inception_v3.onnx", "bert_base.onnx"} {
+		t.Run(model, func(t *testing.T) {
+			m, rt := load(t, model)
+			g, err := FromONNX(m, rt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 4 {
+				g = checkNeighbours(t, g, vs, rws, 1, r)[0]
+			}
+		})
+	}
 }
 
 // checkNeighbours compares every neighbour of g as neighbours evaluates it
-// with the built one, and returns up to keep neighbours that type-check.
-func checkNeighbours(t *testing.T, g *Graph, vs []variant, rws []rewrite.Rewrite, keep int) []*Graph {
+// with the built one, and returns up to keep neighbours that type-check:
+// the first ones, or with r a sample drawn at random.
+func checkNeighbours(t *testing.T, g *Graph, vs []variant, rws []rewrite.Rewrite, keep int, r *rand.Rand) []*Graph {
 	t.Helper()
 	cost := DefaultCPU()
 	nb := newNeighbours(g, cost, map[rewrite.Hash]bool{})
@@ -120,8 +147,11 @@ func checkNeighbours(t *testing.T, g *Graph, vs []variant, rws []rewrite.Rewrite
 		if want := cost.Cost(built); got != want {
 			t.Fatalf("rule %d: cost %v, built graph's %v", rw.Rule, got, want)
 		}
-		if len(kept) < keep {
+		switch {
+		case len(kept) < keep:
 			kept = append(kept, built)
+		case r != nil && r.IntN(priced) < keep: // each of the priced kept with chance keep/priced
+			kept[r.IntN(keep)] = built
 		}
 		return true
 	})

@@ -102,12 +102,17 @@ const (
 )
 
 // tieTolerance is the relative difference under which two costs are the
-// same: sums of the same prices in another order differ in the last
-// digits, and such a difference is no improvement.
+// same: costs are exact sums (see sumPrices), but prices are rounded,
+// and two ways of computing the same thing may differ in their last
+// digits; such a difference is no improvement.
 const tieTolerance = 1e-9
 
 // progressEvery is how often a long expansion reports progress.
 const progressEvery = 200 * time.Millisecond
+
+// haltEvery is how many matches an expansion tries between looks at the
+// clock and the context: well under a millisecond of work.
+const haltEvery = 16
 
 func (r StopReason) String() string { return string(r) }
 
@@ -301,6 +306,7 @@ type search struct {
 	seen               map[string]bool       // keys of the graphs that may have been kept
 	done               map[rewrite.Hash]bool // scratch of each expansion (see neighbours)
 	matcher            *rewrite.Matcher
+	polls              int // calls of halted
 	queue              candidates
 	best               *candidate
 	res                *Result
@@ -335,8 +341,13 @@ func (s *search) step() error {
 
 // halted says whether the search must stop now, in the middle of an
 // expansion if need be: a graph of a thousand nodes has thousands of
-// neighbours, a minute's work. It reports progress while it waits.
+// neighbours, a minute's work. It reports progress while it waits. It
+// looks at the clock on every haltEvery-th call only: a call per match,
+// each reading the clock, took 5% of inception_v3's search.
 func (s *search) halted() bool {
+	if s.polls++; s.polls%haltEvery != 0 {
+		return false
+	}
 	now := time.Now()
 	if now.Sub(s.reported) >= progressEvery {
 		s.report()
