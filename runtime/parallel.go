@@ -33,10 +33,20 @@ type workers struct {
 
 	// pending counts the helpers still on the job. join settles whether
 	// the dispatcher parked (joinParked, then the last helper sends on
-	// finished) or the helpers finished first (joinDone).
+	// finished) or the helpers finished first (joinDone). It holds the
+	// job's number beside the state (join(gen, state)): the last helper
+	// of a job may reach its compare-and-swap after the dispatcher, which
+	// saw pending at 0, has started the next job, and must then touch
+	// nothing.
+	gen      uint64
 	pending  atomic.Int32
-	join     atomic.Int32
+	join     atomic.Uint64
 	finished chan struct{}
+
+	// lastDone, nil but in tests, runs when a job's last helper has
+	// counted itself done, before it settles join: tests widen that
+	// window with it.
+	lastDone func()
 
 	// part and parts serve RunParts (gemm's Runner) without allocating.
 	part  func(i int)
@@ -55,10 +65,13 @@ const (
 
 // The dispatcher's wait for its helpers: spinning, done, or parked.
 const (
-	joinSpinning int32 = iota
+	joinSpinning uint64 = iota
 	joinDone
 	joinParked
 )
+
+// join packs a job's number and the dispatcher's wait state.
+func join(gen, state uint64) uint64 { return gen<<2 | state }
 
 type helper struct {
 	state atomic.Int32
@@ -93,10 +106,17 @@ func (w *workers) stop() {
 func (w *workers) help(id int) {
 	h := &w.helpers[id]
 	for h.await(&w.stopped) {
+		gen := w.gen // published before the claim
 		w.drain(id)
 		h.state.Store(helperSpinning) // before finishing: the next job may come at once
-		if w.pending.Add(-1) == 0 && !w.join.CompareAndSwap(joinSpinning, joinDone) {
-			w.finished <- struct{}{} // the dispatcher parked
+		if w.pending.Add(-1) != 0 {
+			continue
+		}
+		if w.lastDone != nil {
+			w.lastDone()
+		}
+		if !w.join.CompareAndSwap(join(gen, joinSpinning), join(gen, joinDone)) && w.join.Load() == join(gen, joinParked) {
+			w.finished <- struct{}{} // the dispatcher parked, and waits for this
 		}
 	}
 }
@@ -147,7 +167,7 @@ func (w *workers) wait() {
 			goruntime.Gosched() // lets helpers run where threads exceed GOMAXPROCS
 			continue
 		}
-		if w.join.CompareAndSwap(joinSpinning, joinParked) {
+		if w.join.CompareAndSwap(join(w.gen, joinSpinning), join(w.gen, joinParked)) {
 			<-w.finished
 		}
 		return
@@ -207,7 +227,8 @@ func (w *workers) run(n, grain int, body func(lo, hi int), bodyID func(id, lo, h
 	w.body, w.bodyID, w.n, w.chunk = body, bodyID, n, chunk
 	w.next.Store(0)
 	w.pending.Store(int32(helpers))
-	w.join.Store(joinSpinning)
+	w.gen++
+	w.join.Store(join(w.gen, joinSpinning))
 	for id := range helpers {
 		w.start(id)
 	}

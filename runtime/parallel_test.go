@@ -68,3 +68,37 @@ func TestWorkersSpinAndPark(t *testing.T) {
 		w.stop()
 	}
 }
+
+// TestWorkersReturnAfterEveryChunk runs jobs back to back and checks
+// that every job's chunks have all finished when the loop returns: the
+// last helper of one job must not settle the next job's wait (a bug that
+// let a product's parts run on after their job was recycled, seen once in
+// CI). lastDone holds the last helper of every fifth job back while the
+// next job starts, and that job's chunks outlast spinFor, so that its
+// dispatcher parks.
+func TestWorkersReturnAfterEveryChunk(t *testing.T) {
+	for _, threads := range []int{2, 3, 4} {
+		w := newWorkers(threads)
+		var job atomic.Int32
+		w.lastDone = func() {
+			if job.Load()%5 == 4 {
+				time.Sleep(spinFor / 4)
+			}
+		}
+		for j := range 200 {
+			job.Store(int32(j))
+			var done atomic.Int32
+			n := 2 * threads
+			w.parallelFor(n, 1, func(lo, hi int) {
+				if j%5 == 0 {
+					time.Sleep(2 * spinFor)
+				}
+				done.Add(int32(hi - lo))
+			})
+			if got := done.Load(); got != int32(n) {
+				t.Fatalf("threads %d, job %d: returned with %d of %d items done", threads, j, got, n)
+			}
+		}
+		w.stop()
+	}
+}
