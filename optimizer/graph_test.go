@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"reflect"
+	"rulebook/rewrite"
 	"slices"
 	"strings"
 	"testing"
@@ -18,6 +19,32 @@ import (
 
 // load reads a shared model and loads it with the runtime (random weights
 // where the weights file is absent).
+// sharedModels are the shared models the tests map and search.
+var sharedModels = []string{"squeezenet1_1.onnx", "resnet50.onnx", "inception_v3.onnx", "bert_base.onnx"}
+
+// loadGraph maps a shared model.
+func loadGraph(t testing.TB, name string) *Graph {
+	t.Helper()
+	m, rt := load(t, name)
+	g, err := FromONNX(m, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// releasedVariants are the pattern variants and rewrites of the released
+// ≤3 rulebook (bundle3Ops).
+func releasedVariants(t testing.TB) ([]variant, []rewrite.Rewrite) {
+	t.Helper()
+	rs, err := LoadBundle(bundle3Ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, rws, _ := rs.variants()
+	return vs, rws
+}
+
 func load(t testing.TB, name string) (*onnx.Model, *runtime.Model) {
 	t.Helper()
 	path := testfiles.Shared(t, "models", name)
@@ -83,7 +110,7 @@ func TestFromONNX(t *testing.T) {
 // unchanged: the CPU runtime must compute the same outputs from the
 // written model, whose weights are now inline.
 func TestRoundTrip(t *testing.T) {
-	for _, name := range []string{"squeezenet1_1.onnx", "resnet50.onnx", "inception_v3.onnx", "bert_base.onnx"} {
+	for _, name := range sharedModels {
 		t.Run(name, func(t *testing.T) {
 			m, rt := load(t, name)
 			g, err := FromONNX(m, rt)

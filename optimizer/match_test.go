@@ -17,23 +17,15 @@ import (
 // shared model and on graphs a random walk of rewrites reaches from it,
 // whose nodes are renumbered and partly new.
 func TestMatchesInPatternOrder(t *testing.T) {
-	rs, err := LoadBundle(bundle3Ops)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rws, _ := rs.variants()
+	_, rws := releasedVariants(t)
 	matcher := rewrite.NewMatcher(rws)
 	index := map[*rewrite.Rewrite]int{}
 	for i := range rws {
 		index[&rws[i]] = i
 	}
 	rng := rand.New(rand.NewPCG(16, 4))
-	for _, model := range []string{"squeezenet1_1.onnx", "resnet50.onnx", "inception_v3.onnx", "bert_base.onnx"} {
-		m, rt := load(t, model)
-		g, err := FromONNX(m, rt)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, model := range sharedModels {
+		g := loadGraph(t, model)
 		host := &g.G
 		for step := range 4 {
 			var want, got []string

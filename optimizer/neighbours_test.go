@@ -15,18 +15,10 @@ import (
 // released rulebook, and of two of its neighbours' neighbours (whose
 // nodes are all live, unlike a mapped model's).
 func TestNeighboursMatchBuiltGraphs(t *testing.T) {
-	rs, err := LoadBundle(bundle3Ops)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vs, rws, _ := rs.variants()
-	for _, model := range []string{"squeezenet1_1.onnx", "resnet50.onnx", "inception_v3.onnx", "bert_base.onnx"} {
+	vs, rws := releasedVariants(t)
+	for _, model := range sharedModels {
 		t.Run(model, func(t *testing.T) {
-			m, rt := load(t, model)
-			g, err := FromONNX(m, rt)
-			if err != nil {
-				t.Fatal(err)
-			}
+			g := loadGraph(t, model)
 			children := checkNeighbours(t, g, vs, rws, 2, nil)
 			for _, c := range children {
 				checkNeighbours(t, c, vs, rws, 0, nil)
@@ -40,11 +32,7 @@ func TestNeighboursMatchBuiltGraphs(t *testing.T) {
 // too may fuse its bias in the neighbour). resnet50 with a dead Relu on
 // every fourth node's output.
 func TestNeighboursOfGraphWithDeadNodes(t *testing.T) {
-	rs, err := LoadBundle(bundle3Ops)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vs, rws, _ := rs.variants()
+	vs, rws := releasedVariants(t)
 	m, rt := load(t, "resnet50.onnx")
 	g, err := FromONNX(m, rt)
 	if err != nil {
@@ -71,19 +59,11 @@ func TestNeighboursOfGraphWithDeadNodes(t *testing.T) {
 // from each shared model, every neighbour of every graph on the way
 // prices, keys and type-checks as built.
 func TestNeighboursOnRandomWalks(t *testing.T) {
-	rs, err := LoadBundle(bundle3Ops)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vs, rws, _ := rs.variants()
+	vs, rws := releasedVariants(t)
 	r := rand.New(rand.NewPCG(16, 4))
-	for _, model := range []string{"squeezenet1_1.onnx", "resnet50.onnx", "inception_v3.onnx", "bert_base.onnx"} {
+	for _, model := range sharedModels {
 		t.Run(model, func(t *testing.T) {
-			m, rt := load(t, model)
-			g, err := FromONNX(m, rt)
-			if err != nil {
-				t.Fatal(err)
-			}
+			g := loadGraph(t, model)
 			for range 4 {
 				g = checkNeighbours(t, g, vs, rws, 1, r)[0]
 			}
@@ -168,18 +148,10 @@ func checkNeighbours(t *testing.T, g *Graph, vs []variant, rws []rewrite.Rewrite
 // rulebook, whose rules share hundreds of patterns, with one matcher
 // going from model to model.
 func TestMatchesReplaySharedPatterns(t *testing.T) {
-	rs, err := LoadBundle(bundle3Ops)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rws, _ := rs.variants()
+	_, rws := releasedVariants(t)
 	matcher := rewrite.NewMatcher(rws) // one for all models, as a search keeps one
-	for _, model := range []string{"squeezenet1_1.onnx", "resnet50.onnx", "inception_v3.onnx", "bert_base.onnx"} {
-		m, rt := load(t, model)
-		g, err := FromONNX(m, rt)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, model := range sharedModels {
+		g := loadGraph(t, model)
 		var want []string
 		for i := range rws {
 			rewrite.FindCommutative(rws[i].From, &g.G, func(m *rewrite.Match) bool {

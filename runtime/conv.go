@@ -266,12 +266,9 @@ func (k *convKernel) block(call *gemmCall, packed []*gemm.PackedA, epi *convEpil
 	}
 	call.set(false, false, mg, n, rows, 1, in[1].Data[g*mg*rows:(g+1)*mg*rows], cols, 0, yg[c0:])
 	call.ldb, call.ldc = ldb, outPlane
-	switch {
-	case packed != nil:
+	if packed != nil {
 		call.runPackedA(w, packed[g])
-	case w == nil:
-		call.runSerial()
-	default:
+	} else {
 		call.run(w)
 	}
 	if k.hasBias || k.relu {

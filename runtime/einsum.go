@@ -243,7 +243,7 @@ func (p *einsumPlan) product(a, b, c *Tensor, e *env) func() {
 				var g gemmCall
 				for i := lo; i < hi; i++ {
 					set(&g, i)
-					g.runSerial()
+					g.run(nil)
 				}
 			})
 		}

@@ -34,20 +34,19 @@ func (g *gemmCall) set(transA, transB bool, m, n, k int, alpha float32, a, b []f
 	g.lda, g.ldb, g.ldc = max(g.lda, 1), max(g.ldb, 1), max(g.ldc, 1)
 }
 
-// run computes the product on the session's threads.
+// run computes the product on w's threads, or on the calling goroutine
+// when w is nil (products issued from inside an already parallel loop).
 func (g *gemmCall) run(w *workers) {
+	if w == nil {
+		gemm.Sgemm(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc)
+		return
+	}
 	gemm.SgemmOn(w, g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc)
-}
-
-// runSerial computes the product on the calling goroutine, for products
-// issued from inside an already parallel loop.
-func (g *gemmCall) runSerial() {
-	gemm.Sgemm(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc)
 }
 
 // runPackedA computes the product with op(A) taken from pa, which must
 // hold the m×k matrix set describes (packed once, for constant weights),
-// on w's threads, or on the calling goroutine when w is nil.
+// on w's threads or, w nil, the calling goroutine.
 func (g *gemmCall) runPackedA(w *workers, pa *gemm.PackedA) {
 	if w == nil {
 		gemm.SgemmPackedA(1, pa, g.transB, g.n, g.alpha, g.b, g.ldb, g.beta, g.c, g.ldc)

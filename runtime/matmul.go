@@ -67,7 +67,7 @@ func (mk *matMulKernel) bind(in, out []*Tensor, e *env) func() {
 		var g gemmCall
 		for i := lo; i < hi; i++ {
 			mk.setBatch(&g, i, in[0].Data, in[1].Data, out[0].Data)
-			g.runSerial()
+			g.run(nil)
 		}
 	}
 	return func() {

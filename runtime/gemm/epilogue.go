@@ -38,16 +38,26 @@ func Max(dst, x, y []float32) {
 
 // Add sets dst[i] = x[i] + y[i]: the row reduction of average pooling and
 // element-wise Add. Slices may alias.
-func Add(dst, x, y []float32) {
+func Add(dst, x, y []float32) { arith(dst, x, y, false) }
+
+// Mul sets dst[i] = x[i]·y[i]; slices may alias. Average pooling scales
+// its sums by per-position reciprocal counts with it.
+func Mul(dst, x, y []float32) { arith(dst, x, y, true) }
+
+func arith(dst, x, y []float32, mul bool) {
 	x, y = x[:len(dst)], y[:len(dst)]
 	if len(dst) == 0 {
 		return
 	}
 	if f := defaultKernels.arith; f != nil {
-		f(&dst[0], &x[0], &y[0], len(dst), false)
+		f(&dst[0], &x[0], &y[0], len(dst), mul)
 		return
 	}
 	for i := range dst {
-		dst[i] = x[i] + y[i]
+		if mul {
+			dst[i] = x[i] * y[i]
+		} else {
+			dst[i] = x[i] + y[i]
+		}
 	}
 }

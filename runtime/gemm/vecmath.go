@@ -132,22 +132,6 @@ func newExpConstants() expConstants {
 		1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1}
 }
 
-// Mul sets dst[i] = x[i]·y[i]; slices may alias. Average pooling scales
-// its sums by per-position reciprocal counts with it.
-func Mul(dst, x, y []float32) {
-	x, y = x[:len(dst)], y[:len(dst)]
-	if len(dst) == 0 {
-		return
-	}
-	if f := defaultKernels.arith; f != nil {
-		f(&dst[0], &x[0], &y[0], len(dst), true)
-		return
-	}
-	for i := range dst {
-		dst[i] = x[i] * y[i]
-	}
-}
-
 // Stride2Slack is how many elements PoolStride2 may read past the last
 // window: its vector routine loads 32 floats per 16 outputs and tap.
 const Stride2Slack = 32
