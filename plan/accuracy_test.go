@@ -8,6 +8,8 @@ import (
 	"rulebook/runtime"
 	"rulebook/simulate"
 	"rulebook/timing"
+
+	"rulebook/internal/testfiles"
 )
 
 // BenchmarkSimulatedAgainstRun holds the simulator's single-device
@@ -22,7 +24,7 @@ import (
 func BenchmarkSimulatedAgainstRun(b *testing.B) {
 	for _, name := range []string{"squeezenet1_1", "resnet50", "inception_v3", "bert_base"} {
 		b.Run(name, func(b *testing.B) {
-			m, _, err := runtime.Load("../../shared/models/"+name+".onnx", runtime.LoadOptions{Weights: "auto", Seed: 1})
+			m, _, err := runtime.Load(testfiles.Shared(b, "models", name+".onnx"), runtime.LoadOptions{Weights: "auto", Seed: 1})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -13,6 +13,8 @@ import (
 	"rulebook/internal/outfile"
 	"rulebook/onnx"
 	"rulebook/training"
+
+	"rulebook/internal/testfiles"
 )
 
 // needPython skips unless python3 imports the bridge's packages
@@ -100,7 +102,7 @@ func TestTorchPlanRefused(t *testing.T) {
 func TestShardedONNXChecks(t *testing.T) {
 	needPython(t, "onnx, onnxruntime")
 	path := filepath.Join(t.TempDir(), "squeeze.json")
-	out, err := Run(context.Background(), Request{Model: "../../shared/models/squeezenet1_1-full.onnx", Machine: "summit:1", Batch: 6, Strategy: "grid", Out: path})
+	out, err := Run(context.Background(), Request{Model: testfiles.Shared(t, "models", "squeezenet1_1-full.onnx"), Machine: "summit:1", Batch: 6, Strategy: "grid", Out: path})
 	if err != nil {
 		t.Fatal(err)
 	}

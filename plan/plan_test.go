@@ -12,6 +12,8 @@ import (
 	"rulebook/onnx"
 	"rulebook/simulate"
 	"rulebook/training"
+
+	"rulebook/internal/testfiles"
 )
 
 func smallEncoder(t *testing.T) *training.Graph {
@@ -133,7 +135,7 @@ func TestBadInput(t *testing.T) {
 		want string
 	}{
 		{Request{Model: "mlp", Machine: zero, Batch: 8}, "zero.json: devices_per_node is 0; want a positive number"},
-		{Request{Model: "../../shared/models/resnet50.onnx", Machine: "summit:1"}, "resnet50: no batch dimension (input input has fixed shape [1 3 224 224]); pass --batch N"},
+		{Request{Model: testfiles.Shared(t, "models", "resnet50.onnx"), Machine: "summit:1"}, "resnet50: no batch dimension (input input has fixed shape [1 3 224 224]); pass --batch N"},
 		{Request{Model: "mlp", Machine: "tpu:4", Batch: 8}, `unknown machine preset "tpu"`},
 		{Request{Model: "mlp", Machine: "summit:1", Batch: 10, Strategy: "dp"}, "batch 10 does not divide by the data-parallel degree 6"},
 		{Request{Model: "gpt", Machine: "summit:1", Batch: 8}, `unknown model "gpt"`},

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"rulebook/onnx"
+
+	"rulebook/internal/testfiles"
 )
 
 // TestSharedModels: shapes infer at batch 8 on the four shared exports,
@@ -25,7 +27,7 @@ func TestSharedModels(t *testing.T) {
 		{"inception_v3", 23_802_088, 11.4, 0.05}, // 5.71 GMAC (torchvision, at 299×299)
 		{"bert_base", 85_019_136, 0, 0},
 	} {
-		m, err := onnx.ReadModel("../../shared/models/" + c.file + ".onnx")
+		m, err := onnx.ReadModel(testfiles.Shared(t, "models", c.file+".onnx"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +106,7 @@ func TestModulePath(t *testing.T) {
 
 // TestNoBatch: a model whose batch is not given gets one line saying so.
 func TestNoBatch(t *testing.T) {
-	m, err := onnx.ReadModel("../../shared/models/resnet50.onnx")
+	m, err := onnx.ReadModel(testfiles.Shared(t, "models", "resnet50.onnx"))
 	if err != nil {
 		t.Fatal(err)
 	}
