@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"path/filepath"
 	"reflect"
 	"rulebook/rewrite"
 	"slices"
@@ -17,8 +18,6 @@ import (
 	"rulebook/runtime"
 )
 
-// load reads a shared model and loads it with the runtime (random weights
-// where the weights file is absent).
 // sharedModels are the shared models the tests map and search.
 var sharedModels = []string{"squeezenet1_1.onnx", "resnet50.onnx", "inception_v3.onnx", "bert_base.onnx"}
 
@@ -45,9 +44,15 @@ func releasedVariants(t testing.TB) ([]variant, []rewrite.Rewrite) {
 	return vs, rws
 }
 
+// load reads a shared model, or the model at name if it is an absolute
+// path, and loads it with the runtime (random weights where the weights
+// file is absent).
 func load(t testing.TB, name string) (*onnx.Model, *runtime.Model) {
 	t.Helper()
-	path := testfiles.Shared(t, "models", name)
+	path := name
+	if !filepath.IsAbs(name) {
+		path = testfiles.Shared(t, "models", name)
+	}
 	m, err := onnx.ReadModel(path)
 	if err != nil {
 		t.Fatal(err)

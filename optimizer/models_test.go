@@ -2,6 +2,9 @@ package optimizer
 
 import (
 	"context"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -55,12 +58,25 @@ func TestOptimizeModels(t *testing.T) {
 // BenchmarkSearch times the search with the released rulebook on the
 // shared models, 20 expansions a run, and reports graphs expanded a second
 // (go test -run XXX -bench Search -benchtime 3x ./optimizer).
+// RULEBOOK_SEARCH_MODELS, a comma-separated list of ONNX paths, searches
+// those instead, e.g. torchvision's exports (scripts/export_torchvision.py),
+// and RULEBOOK_SEARCH_RULES names another bundle (e.g.
+// testdata/rules-3ops-1x1.json, as scripts/optimize_torchvision.py uses)
+// and RULEBOOK_SEARCH_BUDGET another budget (300 is the default search's).
 func BenchmarkSearch(b *testing.B) {
-	rs, err := LoadBundle(bundle3Ops)
+	bundle := bundle3Ops
+	if path := os.Getenv("RULEBOOK_SEARCH_RULES"); path != "" {
+		bundle = path
+	}
+	rs, err := LoadBundle(bundle)
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, model := range []string{"resnet50.onnx", "inception_v3.onnx", "bert_base.onnx"} {
+	models := []string{"resnet50.onnx", "inception_v3.onnx", "bert_base.onnx"}
+	if list := os.Getenv("RULEBOOK_SEARCH_MODELS"); list != "" {
+		models = strings.Split(list, ",")
+	}
+	for _, model := range models {
 		b.Run(model, func(b *testing.B) {
 			m, rt := load(b, model)
 			g, err := FromONNX(m, rt)
@@ -69,6 +85,9 @@ func BenchmarkSearch(b *testing.B) {
 			}
 			opt := DefaultOptions()
 			opt.Budget, opt.Timeout = 20, time.Hour
+			if n, err := strconv.Atoi(os.Getenv("RULEBOOK_SEARCH_BUDGET")); err == nil {
+				opt.Budget = n
+			}
 			b.ResetTimer()
 			for range b.N {
 				res, err := Optimize(context.Background(), g, rs, opt)

@@ -230,7 +230,7 @@ func (nb *neighbours) reshapeChanged() bool {
 		return ok
 	}
 	nb.findChanged()
-	nb.dirty = append(nb.dirty[:0], nb.rehashed...)
+	nb.dirty = append(nb.dirty[:0], nb.downstream...)
 	for _, id := range nb.dirty {
 		if !nb.reshape(id) {
 			return false

@@ -11,12 +11,12 @@ import (
 	"rulebook/rules"
 )
 
-// neighbours keys, type-checks and prices the graphs one rewrite away
+// neighbours type-checks and prices the graphs one rewrite away
 // from an expanded graph without building them. Building a neighbour
 // copied every node, inferred every shape and priced every node again,
 // for thousands of neighbours an expansion of which most are dropped;
 // here a rewrite is applied in place to a view of the graph, and only
-// what it changed is checked, inferred, priced and hashed again:
+// what it changed is checked, inferred and priced again:
 //
 //   - apply patches the nodes that read a redirected value, and rules
 //     out the cycles Apply refuses by walking up from them (liveCycle),
@@ -33,27 +33,20 @@ import (
 //     prices rounded once (see sumPrices), so g's sum with those prices
 //     replaced is the cost of the built neighbour, bit for bit, and
 //     pricing a neighbour takes time for what changed only;
-//   - key hashes again the changed nodes, the replacement's and the live
-//     nodes that read a redirected value, directly or not: no other
-//     node's hash changes. The graph's nodes are in topological order,
-//     so none before the first that reads a redirected value changes,
-//     and one pass over the later ones in that order finds and hashes
-//     them (hashDownstream), or, where the replacement reads one of
-//     them, one walk from the outputs (rehash). The search keys only the
-//     neighbours it may keep: many are priced out.
 //
-// After apply, price and key, undo restores the view to the expanded
-// graph.
+// Neighbours are not keyed here: a node's key is computed from its
+// operands', so a rewrite changes the keys of every node below it, and
+// the search keys the few graphs it expands instead (see search.step).
+//
+// After apply and price, undo restores the view to the expanded graph.
 type neighbours struct {
 	g      *Graph
 	pricer pricer // nil when the cost model prices whole graphs only
 	hasher rewrite.Hasher
 	n      int // nodes of g
-	// Per node of g: its hash, readers (of any output), liveness,
-	// weight-ness, readers of its first output, fusion partner (a conv
-	// and the ewadd adding its bias, each other's; else -1) and share of
-	// the cost.
-	base    []rewrite.Hash
+	// Per node of g: its readers (of any output), liveness, weight-ness,
+	// readers of its first output, fusion partner (a conv and the ewadd
+	// adding its bias, each other's; else -1) and share of the cost.
 	users   [][]int
 	live    []bool
 	weight  []bool
@@ -78,26 +71,25 @@ type neighbours struct {
 	view     Graph
 	redirect [][2]rules.Value // pattern output, its replacement
 	args     []rules.Value    // backing array of patched operands
-	changed  []int            // g's nodes whose hash may change: the patched, then those rehash finds
+	changed  []int            // g's nodes that may change: the patched, then those markChanged finds
 	patched  int              // how many of changed read a redirected value
 	first    int              // the first of those, or n
-	// rehashed lists the view's nodes whose hash changes, operands first,
-	// for key.
-	rehashed []int
-	inC      []bool
+	// downstream lists the view's changed nodes, operands first: those
+	// whose shapes may have to be inferred again.
+	downstream []int
+	inC        []bool
 	// differs marks the changed nodes whose shapes or weight-ness differ
 	// from g's; inferred lists those whose shapes were inferred again.
 	differs  []bool
 	inferred []int
 	state    []uint8 // of the walks from the outputs
-	hashes   []rewrite.Hash
 	weightV  []bool
 	// dirty lists the live changed nodes price inferred again, operands
 	// first; repriced those it priced again, recheck marks them.
 	dirty    []int
 	recheck  []bool
 	repriced []int
-	// found says whether rehash has listed the changed nodes; cyclic
+	// found says whether markChanged has listed the changed nodes; cyclic
 	// whether the view holds a cycle, which its outputs do not reach.
 	found, cyclic bool
 	special       []uint8 // walk states of mayCycle
@@ -140,7 +132,6 @@ func newNeighbours(g *Graph, cost CostModel, done map[rewrite.Hash]bool) *neighb
 	n := len(g.G.Nodes)
 	nb := &neighbours{g: g, n: n, hasher: rewrite.Hasher{Commutative: true}, users: make([][]int, n), partner: make([]int, n), contrib: make([]float64, n)}
 	nb.pricer, _ = cost.(pricer)
-	nb.base = nb.hasher.Nodes(&g.G, nil)
 	for i, node := range g.G.Nodes {
 		for _, a := range node.Args {
 			if a.IsInput() {
@@ -170,7 +161,6 @@ func newNeighbours(g *Graph, cost CostModel, done map[rewrite.Hash]bool) *neighb
 	nb.view.G.Nodes = append([]rules.Node(nil), g.G.Nodes...)
 	nb.view.G.Outputs = append([]rules.Value(nil), g.G.Outputs...)
 	nb.view.Shapes = append([][]rules.Shape(nil), g.Shapes...)
-	nb.hashes = append([]rewrite.Hash(nil), nb.base...)
 	nb.weightV = append([]bool(nil), nb.weight...)
 	nb.inC, nb.recheck, nb.differs = make([]bool, n), make([]bool, n), make([]bool, n)
 	nb.stamp = make([]uint32, n)
@@ -221,7 +211,6 @@ func (nb *neighbours) grow(size int) {
 	nb.state = make([]uint8, size)
 	nb.counts.grow(nb.n, extra)
 	nb.cyc = append(nb.cyc[:nb.n], make([]uint32, extra)...)
-	nb.hashes = append(nb.hashes[:nb.n], make([]rewrite.Hash, extra)...)
 	nb.weightV = append(nb.weightV[:nb.n], make([]bool, extra)...)
 	nb.inC = append(nb.inC[:nb.n], make([]bool, extra)...)
 	nb.recheck = append(nb.recheck[:nb.n], make([]bool, extra)...)
@@ -262,80 +251,26 @@ func (nb *neighbours) apply(rw *rewrite.Rewrite, m *rewrite.Match) outcome {
 	return applied
 }
 
-// key returns the neighbour's key (as rewrite.CommutativeKey of the
-// built neighbour), hashing the changed nodes again.
-func (nb *neighbours) key() string {
-	if !nb.found && nb.readsUnchanged() {
-		nb.hashDownstream()
-		return nb.hasher.Key(nb.view.G.Outputs, nb.hashes)
-	}
-	nb.findChanged()
-	for _, id := range nb.rehashed {
-		nb.hashes[id] = nb.hasher.Node(&nb.view.G.Nodes[id], nb.hashes)
-	}
-	return nb.hasher.Key(nb.view.G.Outputs, nb.hashes)
-}
-
-// readsUnchanged reports whether the replacement reads, and the
-// redirected values now come from, no node of g computed from a patched
-// one (see fromPatched), as for most rewrites: then the nodes of g whose
-// hash changes are the patched ones and their readers in g, in turn,
-// and g's order with the replacement's nodes first hashes operands
-// first.
-func (nb *neighbours) readsUnchanged() bool {
-	for j := nb.n; j < len(nb.view.G.Nodes); j++ {
-		if slices.ContainsFunc(nb.view.G.Nodes[j].Args, nb.fromPatched) {
-			return false
-		}
-	}
-	return !slices.ContainsFunc(nb.redirect, func(r [2]rules.Value) bool { return nb.fromPatched(r[1]) })
-}
-
-// hashDownstream hashes again, where readsUnchanged, the replacement's
-// nodes, then the changed nodes of g in g's order, marking each one's
-// readers changed as it goes: it looks at every node after the first
-// patched one, where rehash walked them from the outputs, and took a
-// tenth of a search. It hashes some dead nodes for nothing: the key
-// reads the live ones only.
-func (nb *neighbours) hashDownstream() {
-	for j := nb.n; j < len(nb.view.G.Nodes); j++ {
-		nb.hashes[j] = nb.hasher.Node(&nb.view.G.Nodes[j], nb.hashes)
-	}
-	for i := nb.first; i < nb.n; i++ {
-		if !nb.inC[i] {
-			continue
-		}
-		nb.hashes[i] = nb.hasher.Node(&nb.view.G.Nodes[i], nb.hashes)
-		for _, r := range nb.users[i] {
-			if !nb.inC[r] {
-				nb.inC[r] = true
-				nb.changed = append(nb.changed, r)
-			}
-		}
-	}
-}
-
-// findChanged lists the changed nodes (see rehash), once.
+// findChanged lists the changed nodes (see markChanged), once.
 func (nb *neighbours) findChanged() {
 	if nb.found {
 		return
 	}
 	nb.found = true
 	clear(nb.state[:len(nb.view.G.Nodes)])
-	nb.rehashed = nb.rehashed[:0]
+	nb.downstream = nb.downstream[:0]
 	for _, o := range nb.view.G.Outputs {
-		if _, ok := nb.rehash(o); !ok {
+		if _, ok := nb.markChanged(o); !ok {
 			panic("optimizer: a cycle that liveCycle did not find")
 		}
 	}
 }
 
-// rehash walks the view from value v, operands first, down to the nodes
-// before the first patched one, and lists for key the nodes that
-// changed: the replacement's, the patched ones and those that read a
+// markChanged walks the view from value v, operands first, down to the
+// nodes before the first patched one, and lists the nodes that changed: the replacement's, the patched ones and those that read a
 // changed one. It reports whether v's node changed, and false on a
 // cycle, which liveCycle has ruled out.
-func (nb *neighbours) rehash(v rules.Value) (changed, ok bool) {
+func (nb *neighbours) markChanged(v rules.Value) (changed, ok bool) {
 	id := v.Node
 	if v.IsInput() || id < nb.first {
 		return false, true
@@ -356,7 +291,7 @@ func (nb *neighbours) rehash(v rules.Value) (changed, ok bool) {
 		case nb.state[a.Node] == visited:
 			changed = changed || nb.isChanged(a.Node)
 		default:
-			c, ok := nb.rehash(a)
+			c, ok := nb.markChanged(a)
 			if !ok {
 				return false, false
 			}
@@ -369,7 +304,7 @@ func (nb *neighbours) rehash(v rules.Value) (changed, ok bool) {
 			nb.inC[id] = true
 			nb.changed = append(nb.changed, id)
 		}
-		nb.rehashed = append(nb.rehashed, id)
+		nb.downstream = append(nb.downstream, id)
 	}
 	return changed, true
 }
@@ -516,7 +451,7 @@ func (nb *neighbours) fromPatched(v rules.Value) bool {
 	if v.IsInput() || v.Node < nb.first || v.Node >= nb.n {
 		return false
 	}
-	if nb.inC[v.Node] { // patched: rehash, which marks the rest, has not run yet
+	if nb.inC[v.Node] { // patched: markChanged, which marks the rest, has not run yet
 		return true
 	}
 	return slices.ContainsFunc(nb.changed[:nb.patched], func(p int) bool { return nb.isAbove(p, v.Node) })
@@ -779,7 +714,6 @@ func (nb *neighbours) undo() {
 	}
 	for _, id := range nb.changed {
 		nb.inC[id], nb.differs[id] = false, false
-		nb.hashes[id] = nb.base[id]
 		nb.weightV[id] = nb.weight[id]
 	}
 	for _, i := range nb.repriced {

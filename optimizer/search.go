@@ -40,10 +40,9 @@ type Options struct {
 	// confirmation of its gain ("confirmation") begin; Job adds its own
 	// phases ("comparison", "writing").
 	Phase func(name string)
-	// keyAll keys every neighbour, also those priced out, as the search
-	// did before it priced first: tests check that this changes nothing
-	// but Result.Seen.
-	keyAll bool
+	// expanded, if set, hears each graph the search expands, with its
+	// key (rewrite.CommutativeKey): tests check that none repeats.
+	expanded func(g *Graph, key string)
 }
 
 // Confirmer is a cost model whose prices drift, so that the search's
@@ -140,14 +139,15 @@ type Result struct {
 	// Applied counts the rules used on the way to the best graph, by the
 	// rule's index in the rule set.
 	Applied  map[int]int
-	Explored int // graphs taken from the queue
-	// Seen counts the distinct graphs kept in the seen set: those that
-	// type-check and were, when generated, within Alpha of the best cost
-	// (see expand). Generated counts every neighbour generated, again
-	// when generated again.
-	Seen, Generated int
-	Elapsed         time.Duration
-	Stopped         StopReason
+	Explored int // graphs taken from the queue and expanded
+	// Seen counts the graphs queued: those that type-check and were,
+	// when generated, within Alpha of the best cost (see expand); one
+	// generated again is queued again. Repeats counts the queued graphs
+	// that, taken from the queue, repeat one expanded already, and were
+	// dropped (see step). Generated counts every neighbour generated.
+	Seen, Repeats, Generated int
+	Elapsed                  time.Duration
+	Stopped                  StopReason
 	// Trace is the best cost over time: the start, every improvement, and
 	// the confirmed cost when the search's gain was timed again.
 	Trace []Progress
@@ -170,6 +170,9 @@ type Result struct {
 type candidate struct {
 	g    *Graph // nil until the candidate is expanded or best
 	cost float64
+	// seq numbers the queued candidates in the order queued: of two that
+	// cost the same, the first queued is expanded first.
+	seq int
 	// expanded candidates keep their graph: their children rebuild from it.
 	expanded bool
 	parent   *candidate
@@ -220,14 +223,14 @@ func Optimize(ctx context.Context, g *Graph, rs *RuleSet, opt Options) (*Result,
 		return nil, fmt.Errorf("optimizer: the model needs %d MiB, above the memory limit of %d MiB", g.Memory()>>20, opt.MemoryLimit>>20)
 	}
 	announce(opt.Phase, PhaseSearch)
-	s := &search{ctx: ctx, opt: opt, start: time.Now(), seen: map[string]bool{rewrite.CommutativeKey(&g.G): true}, done: map[rewrite.Hash]bool{}}
+	s := &search{ctx: ctx, opt: opt, start: time.Now(), expanded: map[string]bool{}, done: map[rewrite.Hash]bool{}}
 	s.deadline, s.reported = s.start.Add(opt.Timeout), s.start
 	var unshaped int
 	s.vs, s.rws, unshaped = rs.variants()
 	s.matcher = rewrite.NewMatcher(s.rws)
 	s.best = &candidate{g: g, cost: opt.Cost.Cost(g)}
 	s.queue = candidates{s.best}
-	s.res = &Result{Before: s.best.cost, Trace: []Progress{{Best: s.best.cost}}, Unshaped: unshaped}
+	s.res = &Result{Before: s.best.cost, Trace: []Progress{{Best: s.best.cost}}, Unshaped: unshaped, Seen: 1}
 	for s.res.Stopped == Searching {
 		if err := s.step(); err != nil {
 			return nil, err
@@ -243,7 +246,7 @@ func Optimize(ctx context.Context, g *Graph, rs *RuleSet, opt Options) (*Result,
 	s.report()
 	s.confirm(ctx, g)
 	res := s.res
-	res.Graph, res.After, res.Seen, res.Elapsed = s.best.g, s.best.cost, len(s.seen), time.Since(s.start)
+	res.Graph, res.After, res.Elapsed = s.best.g, s.best.cost, time.Since(s.start)
 	res.BeforeByOperator, res.AfterByOperator = ByOperator(opt.Cost, g), ByOperator(opt.Cost, res.Graph)
 	res.Applied = map[int]int{}
 	for v, n := range s.best.applied() {
@@ -303,7 +306,7 @@ type search struct {
 	deadline, reported time.Time
 	vs                 []variant
 	rws                []rewrite.Rewrite
-	seen               map[string]bool       // keys of the graphs that may have been kept
+	expanded           map[string]bool       // keys of the graphs expanded
 	done               map[rewrite.Hash]bool // scratch of each expansion (see neighbours)
 	matcher            *rewrite.Matcher
 	polls              int // calls of halted
@@ -313,6 +316,14 @@ type search struct {
 }
 
 // step expands the cheapest queued graph, or says why the search stops.
+//
+// A graph may be queued more than once, as a neighbour of two graphs,
+// or of its own neighbour (a rule's inverse), and is expanded once: the
+// search keys a graph when it takes it from the queue, not each
+// neighbour as it generates it. Few of the neighbours queued repeat one
+// (vit_l_16: 363 of 120,000), and keying them all took 40% of a search,
+// since a node's key is computed from its operands' and a rewrite
+// changes the keys of all the nodes below it.
 func (s *search) step() error {
 	switch {
 	case s.queue.Len() == 0:
@@ -331,6 +342,15 @@ func (s *search) step() error {
 	g, err := cur.graph()
 	if err != nil {
 		return err
+	}
+	key := rewrite.CommutativeKey(&g.G)
+	if s.expanded[key] {
+		s.res.Repeats++
+		return nil
+	}
+	s.expanded[key] = true
+	if s.opt.expanded != nil {
+		s.opt.expanded(g, key)
 	}
 	cur.g, cur.expanded = g, true
 	s.res.Explored++
@@ -374,10 +394,9 @@ func (s *search) improves(cost float64) bool {
 	return cost < s.best.cost*(1-max(s.opt.MinGain, tieTolerance))
 }
 
-// mayKeep says whether consider would keep a graph of this cost: a graph
-// it would not keep never will be, since the best cost only falls.
+// mayKeep says whether consider would keep a graph of this cost.
 func (s *search) mayKeep(cost float64) bool {
-	return s.opt.keyAll || s.improves(cost) || cost < s.opt.Alpha*s.best.cost
+	return s.improves(cost) || cost < s.opt.Alpha*s.best.cost
 }
 
 // consider keeps a priced graph if it is the best so far, and queues it
@@ -395,6 +414,8 @@ func (s *search) consider(next *candidate) {
 		if next != s.best {
 			next.g = nil
 		}
+		next.seq = s.res.Seen
+		s.res.Seen++
 		heap.Push(&s.queue, next)
 	}
 }
@@ -404,11 +425,8 @@ func (s *search) consider(next *candidate) {
 // keyed in place (see neighbours); only a cost model that prices whole
 // graphs, or a memory limit, needs each new one built.
 //
-// A neighbour is priced before it is keyed, and keyed only if consider
-// may keep it: many are priced out (inception_v3: 3 in 10), and keying
-// took a fifth of its search. One priced out is not remembered as seen; generated again, it
-// is priced out again (it costs the same, and the best only fell), so
-// the search goes as it did when every neighbour was keyed.
+// Neighbours are not keyed: step drops a queued graph that repeats one
+// expanded already.
 func (s *search) expand(cur *candidate) {
 	nb := newNeighbours(cur.g, s.opt.Cost, s.done)
 	build := nb.pricer == nil || s.opt.MemoryLimit > 0
@@ -428,11 +446,11 @@ func (s *search) expand(cur *candidate) {
 		}
 		s.res.Generated++
 		if build {
-			s.buildNeighbour(nb, cur, rw, m)
+			s.buildNeighbour(cur, rw, m)
 			return true
 		}
 		cost, ok := nb.price()
-		if !ok || !s.mayKeep(cost) || !s.isNew(nb) {
+		if !ok || !s.mayKeep(cost) {
 			return true
 		}
 		s.consider(&candidate{cost: cost, parent: cur, rw: rw, match: cloneMatch(m)})
@@ -440,22 +458,8 @@ func (s *search) expand(cur *candidate) {
 	})
 }
 
-// isNew reports whether the neighbour nb holds was not seen before, and
-// remembers it.
-func (s *search) isNew(nb *neighbours) bool {
-	key := nb.key()
-	if s.seen[key] {
-		return false
-	}
-	s.seen[key] = true
-	return true
-}
-
-// buildNeighbour builds, prices and considers a new neighbour whole.
-func (s *search) buildNeighbour(nb *neighbours, cur *candidate, rw *rewrite.Rewrite, m *rewrite.Match) {
-	if !s.isNew(nb) {
-		return
-	}
+// buildNeighbour builds, prices and considers a neighbour whole.
+func (s *search) buildNeighbour(cur *candidate, rw *rewrite.Rewrite, m *rewrite.Match) {
 	next := &candidate{parent: cur, rw: rw, match: cloneMatch(m)}
 	if s.build(next) {
 		s.consider(next)
@@ -491,10 +495,12 @@ func (g *Graph) with(next *rules.Graph) *Graph {
 
 type candidates []*candidate
 
-func (c candidates) Len() int           { return len(c) }
-func (c candidates) Less(i, j int) bool { return c[i].cost < c[j].cost }
-func (c candidates) Swap(i, j int)      { c[i], c[j] = c[j], c[i] }
-func (c *candidates) Push(x any)        { *c = append(*c, x.(*candidate)) }
+func (c candidates) Len() int { return len(c) }
+func (c candidates) Less(i, j int) bool {
+	return c[i].cost < c[j].cost || c[i].cost == c[j].cost && c[i].seq < c[j].seq
+}
+func (c candidates) Swap(i, j int) { c[i], c[j] = c[j], c[i] }
+func (c *candidates) Push(x any)   { *c = append(*c, x.(*candidate)) }
 func (c *candidates) Pop() any {
 	old := *c
 	x := old[len(old)-1]
