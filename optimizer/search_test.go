@@ -225,7 +225,3 @@ func TestQueuedRepeatsExpandOnce(t *testing.T) {
 		t.Error("no queued graph repeated an expanded one: nothing checked")
 	}
 }
-
-// sameStep compares two points of the best cost over time, but for their
-// times.
-func sameStep(a, b Progress) bool { return a.Explored == b.Explored && a.Best == b.Best }
