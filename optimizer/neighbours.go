@@ -407,7 +407,7 @@ func (nb *neighbours) specialCycle(x int, surely bool) bool {
 			}
 		default:
 			for y, p := range nb.changed[:nb.patched] {
-				if a.Node != p && (a.Node < p || !nb.isAbove(p, a.Node) || surely && !nb.surelyReads(a.Node, p)) {
+				if a.Node != p && (a.Node < p || !nb.Above(p, a.Node) || surely && !nb.surelyReads(a.Node, p)) {
 					continue
 				}
 				if nb.specialStep(y, surely) {
@@ -432,17 +432,22 @@ func (nb *neighbours) specialStep(y int, surely bool) bool {
 // the view. Where none lies between p and x, every path does.
 func (nb *neighbours) surelyReads(x, p int) bool {
 	for _, r := range nb.redirect {
-		if v := r[0].Node; (v == x || nb.isAbove(v, x)) && (v == p || nb.isAbove(p, v)) {
+		if v := r[0].Node; (v == x || nb.Above(v, x)) && (v == p || nb.Above(p, v)) {
 			return false
 		}
 	}
 	return true
 }
 
-// isAbove reports whether g computes node x from node y.
-func (nb *neighbours) isAbove(y, x int) bool {
+// Above reports whether g computes node x from node y: with Live, it
+// tells the search's matcher which matches would be cyclic
+// (rewrite.Ancestry).
+func (nb *neighbours) Above(y, x int) bool {
 	return nb.above[x*nb.words+y/64]&(1<<(y%64)) != 0
 }
+
+// Live reports whether g's outputs are computed from node x.
+func (nb *neighbours) Live(x int) bool { return nb.live[x] }
 
 // fromPatched reports whether value v is a patched node's, or one
 // computed from a patched node in g. Before the first patched node, none
@@ -454,7 +459,7 @@ func (nb *neighbours) fromPatched(v rules.Value) bool {
 	if nb.inC[v.Node] { // patched: markChanged, which marks the rest, has not run yet
 		return true
 	}
-	return slices.ContainsFunc(nb.changed[:nb.patched], func(p int) bool { return nb.isAbove(p, v.Node) })
+	return slices.ContainsFunc(nb.changed[:nb.patched], func(p int) bool { return nb.Above(p, v.Node) })
 }
 
 // lastRedirected is the last node of g whose value the rewrite redirects.
@@ -557,7 +562,7 @@ func (nb *neighbours) appendReaders(stack []int, x int) []int {
 // values replaced, so an equal change gives an equal graph.
 func (nb *neighbours) repeated() bool {
 	if nb.changes >= rememberAtLeast && nb.repeats*100 < nb.changes {
-		return false // an unnoticed repeat is keyed, and found seen
+		return false // an unnoticed repeat is queued again, and dropped when expanded (see search.step)
 	}
 	sig := xxh3.Hash128(nb.signature()) // as collision-free as keys
 	if nb.done[sig] {

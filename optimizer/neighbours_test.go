@@ -1,6 +1,7 @@
 package optimizer
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -9,7 +10,7 @@ import (
 	"rulebook/rules"
 )
 
-// The key, type check and cost that neighbours derives from what a rewrite
+// The type check and cost that neighbours derives from what a rewrite
 // changed are those of the neighbour built by Apply and priced whole, bit
 // for bit, on every neighbour of each shared model's graph under the
 // released rulebook, and of two of its neighbours' neighbours (whose
@@ -170,4 +171,73 @@ func TestMatchesReplaySharedPatterns(t *testing.T) {
 
 func describeMatch(rw int, m *rewrite.Match) string {
 	return fmt.Sprint(rw, m.Nodes, m.Inputs, m.Bound)
+}
+
+// Given the expanded graph's ancestry (neighbours), the matcher leaves
+// out only matches that make a cycle: on each shared model and on graphs
+// a few rewrites away, every match MatchesAcyclic skips makes Apply
+// refuse the rewrite (rewrite.ErrCycle) and neighbours find it failed,
+// and the others come in Matches' order.
+func TestMatcherSkipsOnlyCycles(t *testing.T) {
+	_, rws := releasedVariants(t)
+	matcher := rewrite.NewMatcher(rws)
+	index := map[*rewrite.Rewrite]int{}
+	for i := range rws {
+		index[&rws[i]] = i
+	}
+	r := rand.New(rand.NewPCG(7, 11))
+	skipped := 0
+	for _, model := range sharedModels {
+		g := loadGraph(t, model)
+		for step := range 3 {
+			nb := newNeighbours(g, DefaultCPU(), map[rewrite.Hash]bool{})
+			var kept []string
+			matcher.MatchesAcyclic(&g.G, nb, func(rw *rewrite.Rewrite, m *rewrite.Match) bool {
+				kept = append(kept, describeMatch(index[rw], m))
+				return true
+			})
+			k := 0
+			var next []*rules.Graph
+			matcher.Matches(&g.G, func(rw *rewrite.Rewrite, m *rewrite.Match) bool {
+				built, err := rewrite.Apply(&g.G, rw.From, rw.To, m)
+				if k < len(kept) && describeMatch(index[rw], m) == kept[k] {
+					k++
+					if err == nil && r.IntN(50) == 0 {
+						next = append(next, built)
+					}
+					return true
+				}
+				skipped++
+				clear(nb.done) // a repeated change is found before a cycle
+				out := nb.apply(rw, m)
+				nb.undo()
+				if !errors.Is(err, rewrite.ErrCycle) || out != failed {
+					t.Fatalf("%s step %d: rule %d skipped at %v, but Apply's error is %v and the outcome in place %d", model, step, rw.Rule, m.Nodes, err, out)
+				}
+				return true
+			})
+			if k != len(kept) {
+				t.Fatalf("%s step %d: %d matches kept, %d of them in Matches' order", model, step, len(kept), k)
+			}
+			g = typeChecked(t, g, next)
+		}
+	}
+	if skipped == 0 {
+		t.Error("no match skipped: nothing checked")
+	}
+	t.Logf("%d cyclic matches skipped", skipped)
+}
+
+// typeChecked returns the first of the graphs g rewrites to that
+// type-checks.
+func typeChecked(t *testing.T, g *Graph, next []*rules.Graph) *Graph {
+	t.Helper()
+	for _, n := range next {
+		h := g.with(n)
+		if h.Infer() == nil {
+			return h
+		}
+	}
+	t.Fatal("no neighbour type-checks")
+	return nil
 }

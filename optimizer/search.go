@@ -430,7 +430,7 @@ func (s *search) consider(next *candidate) {
 func (s *search) expand(cur *candidate) {
 	nb := newNeighbours(cur.g, s.opt.Cost, s.done)
 	build := nb.pricer == nil || s.opt.MemoryLimit > 0
-	s.matcher.Matches(&cur.g.G, func(rw *rewrite.Rewrite, m *rewrite.Match) bool {
+	s.matcher.MatchesAcyclic(&cur.g.G, nb, func(rw *rewrite.Rewrite, m *rewrite.Match) bool {
 		if s.halted() {
 			return false
 		}

@@ -87,6 +87,8 @@ type Matcher struct {
 	// rewrite has; filled says which have been searched for in this graph.
 	lists  map[string]*matchList
 	filled map[*matchList]bool
+	// cuts of each rewrite, for MatchesAcyclic (see formCuts).
+	cuts [][]cut
 }
 
 // NewMatcher prepares to match rws.
@@ -102,12 +104,20 @@ func NewMatcher(rws []Rewrite) *Matcher {
 			mt.lists[f.key] = &matchList{nodes: len(rws[i].From.Nodes), inputs: len(f.inputs)}
 		}
 	}
+	mt.cuts = formCuts(rws, mt.forms)
 	return mt
 }
 
 // Matches calls yield with every match in g of every rewrite's pattern
 // (see the function Matches), until yield returns false.
 func (mt *Matcher) Matches(g *rules.Graph, yield func(rw *Rewrite, m *Match) bool) {
+	mt.MatchesAcyclic(g, nil, yield)
+}
+
+// MatchesAcyclic is Matches without the matches that anc shows Apply
+// would refuse for a cycle (see Ancestry); the others come in the same
+// order. A nil anc skips none.
+func (mt *Matcher) MatchesAcyclic(g *rules.Graph, anc Ancestry, yield func(rw *Rewrite, m *Match) bool) {
 	idx := indexHost(g)
 	clear(mt.filled)
 	for i := range mt.rws {
@@ -127,7 +137,11 @@ func (mt *Matcher) Matches(g *rules.Graph, yield func(rw *Rewrite, m *Match) boo
 			mt.filled[list] = true
 		}
 		stop := false
-		find(rw.From, g, idx, rw.Commutative, func(m *Match) bool {
+		var acyclic *skipCycles
+		if anc != nil {
+			acyclic = &skipCycles{anc: anc, cuts: mt.cuts[i]}
+		}
+		find(rw.From, g, idx, rw.Commutative, acyclic, func(m *Match) bool {
 			list.add(m, form)
 			stop = !yield(rw, m)
 			return !stop
