@@ -251,15 +251,11 @@ func (nb *neighbours) reshapeChanged() bool {
 // where a replacement node does not type-check, which Infer confirms
 // where none so far read a node of g computed from a patched one, whose
 // shapes might change. keepsShapes gives up on those, and where a
-// redirected value is computed from weights alone: a channel bias that
-// reads it (see channelBias) might then change, and with it the price of
-// an ewadd further down.
+// redirected value's replacement differs in being computed from weights
+// alone. Where both are (most of a transformer's neighbours rewrite how
+// a weight is computed), the weight-only nodes computed from the patched
+// ones and their readers are dirty too (see markWeightReaders).
 func (nb *neighbours) keepsShapes() (kept, ok bool) {
-	for _, r := range nb.redirect {
-		if nb.weight[r[0].Node] {
-			return false, true
-		}
-	}
 	nb.dirty = nb.dirty[:0]
 	late := false // whether a replacement node read a node of g computed from a patched one
 	for j := nb.n; j < len(nb.view.G.Nodes); j++ {
@@ -277,17 +273,55 @@ func (nb *neighbours) keepsShapes() (kept, ok bool) {
 		nb.differs[j] = true
 		nb.dirty = append(nb.dirty, j)
 	}
+	weights := false
 	for _, r := range nb.redirect {
-		if to := r[1]; nb.liveValue(to) && (nb.view.shapeOf(to) != nb.g.shapeOf(r[0]) || nb.weightValue(to)) {
+		if to := r[1]; nb.liveValue(to) && (nb.view.shapeOf(to) != nb.g.shapeOf(r[0]) || nb.weightValue(to) != nb.weight[r[0].Node]) {
 			return false, true
 		}
+		weights = weights || nb.weight[r[0].Node]
 	}
 	for _, u := range nb.changed[:nb.patched] {
 		if nb.liveV[u] {
 			nb.dirty = append(nb.dirty, u)
 		}
 	}
+	if weights {
+		nb.markWeightReaders()
+	}
 	return true, true
+}
+
+// markWeightReaders marks changed the weight-only nodes of g computed
+// from a patched one, and lists them and the nodes that read them as
+// dirty: a rewrite that keeps a weight's shape and its being computed
+// from weights alone changes no other node's shapes or weight-ness, but
+// may change whether it is a channel bias (see channelBias), and with it
+// the price of an ewadd that adds it to a convolution (see repricing).
+func (nb *neighbours) markWeightReaders() {
+	stack := nb.stack[:0]
+	for _, u := range nb.changed[:nb.patched] {
+		if nb.weight[u] {
+			stack = append(stack, u)
+		}
+	}
+	for len(stack) > 0 {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, r := range nb.users[x] {
+			if nb.inC[r] {
+				continue
+			}
+			nb.inC[r] = true
+			nb.changed = append(nb.changed, r)
+			if nb.liveV[r] {
+				nb.dirty = append(nb.dirty, r)
+			}
+			if nb.weight[r] {
+				stack = append(stack, r)
+			}
+		}
+	}
+	nb.stack = stack
 }
 
 // liveValue reports whether a value of the view is a graph input or a

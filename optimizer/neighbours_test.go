@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
+	"rulebook/onnx"
 	"rulebook/rewrite"
 	"rulebook/rules"
 )
@@ -240,4 +242,121 @@ func typeChecked(t *testing.T, g *Graph, next []*rules.Graph) *Graph {
 	}
 	t.Fatal("no neighbour type-checks")
 	return nil
+}
+
+// Where a rewrite changes how a weight is computed, neighbours infers and
+// prices again only the weight-only nodes below it and their readers
+// (markWeightReaders): on walks that take, at each step, a neighbour with
+// more weight-only nodes (a convolution's folded scale, biases added
+// together), every neighbour of every graph on the way prices and
+// type-checks as built. The walks start from resnet50, inception_v3 and
+// a convolution with three biases, whose sum becomes a weight-only
+// channel bias that the convolution fuses (and rewrites of that sum
+// reprice the ewadd adding it).
+func TestNeighboursAfterWeightRewrites(t *testing.T) {
+	vs, rws := releasedVariants(t)
+	r := rand.New(rand.NewPCG(5, 21))
+	m, rt := tinyModel(t, []int{1, 4, 8, 8}, map[string][]int{"w": {4, 4, 1, 1}, "b1": {4}, "b2": {4, 1, 1}, "b3": {4, 1, 1}}, []string{"y"},
+		&onnx.Node{Name: "conv", OpType: "Conv", Inputs: []string{"x", "w", "b1"}, Outputs: []string{"c"}},
+		&onnx.Node{Name: "add2", OpType: "Add", Inputs: []string{"c", "b2"}, Outputs: []string{"c2"}},
+		&onnx.Node{Name: "add3", OpType: "Add", Inputs: []string{"c2", "b3"}, Outputs: []string{"c3"}},
+		&onnx.Node{Name: "relu", OpType: "Relu", Inputs: []string{"c3"}, Outputs: []string{"y"}})
+	biases, err := FromONNX(m, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fused := false
+	for _, c := range []struct {
+		name string
+		g    *Graph
+	}{{"resnet50", loadGraph(t, "resnet50.onnx")}, {"inception_v3", loadGraph(t, "inception_v3.onnx")}, {"biases", biases}} {
+		t.Run(c.name, func(t *testing.T) {
+			g := c.g
+			for range 4 {
+				checkNeighbours(t, g, vs, rws, 0, nil)
+				g = moreWeightNodes(t, g, rws, r)
+				fused = fused || computedBias(g)
+			}
+			checkNeighbours(t, g, vs, rws, 0, nil)
+		})
+	}
+	if !fused {
+		t.Error("no convolution fused a bias computed from weights: the walks missed what they are for")
+	}
+}
+
+// A rewrite of a weight-only node two steps above an ewadd that adds a
+// channel bias to a convolution changes the ewadd's price: the bias
+// computed through a max pool (of window 1) is not a channel bias, and
+// without the pool it is again, so that the convolution fuses the ewadd.
+// Neighbours prices the ewadd again although the rewrite changed a node
+// below it only (see markWeightReaders).
+func TestNeighboursRepriceChannelBias(t *testing.T) {
+	_, rws := releasedVariants(t)
+	m, rt := tinyModel(t, []int{1, 4, 8, 8}, map[string][]int{"w": {4, 4, 1, 1}, "b1": {4}, "b2": {4, 1, 1}}, []string{"y"},
+		&onnx.Node{Name: "conv", OpType: "Conv", Inputs: []string{"x", "w", "b1"}, Outputs: []string{"c"}},
+		&onnx.Node{Name: "add", OpType: "Add", Inputs: []string{"c", "b2"}, Outputs: []string{"c2"}},
+		&onnx.Node{Name: "relu", OpType: "Relu", Inputs: []string{"c2"}, Outputs: []string{"y"}})
+	g, err := FromONNX(m, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for !computedBias(g) { // (ewadd (conv2d …) (ewadd b1 b2))
+		g = moreWeightNodes(t, g, rws, r)
+	}
+	var pooled *Graph
+	for _, h := range rewrites(t, g, "(ewadd ?a ?b) => (ewadd (pool_max 1 1 same ?a) ?b)") {
+		weight := h.weightNodes()
+		for i, n := range h.G.Nodes {
+			if n.Op.Name == "pool_max" && weight[i] && len(h.convBiases(h.liveNodes(), weight, h.uses())) == 0 {
+				pooled = h
+			}
+		}
+	}
+	if pooled == nil {
+		t.Fatal("no graph pools the bias")
+	}
+	vs, unpool, _ := shapedRuleSet(t, "(pool_max 1 1 same ?a)", "?a", "?a:1x4x8x8").variants()
+	checkNeighbours(t, pooled, vs, unpool, 0, nil)
+}
+
+// computedBias reports whether a convolution of g fuses, as its bias, a
+// node computed from weights alone.
+func computedBias(g *Graph) bool {
+	weight := g.weightNodes()
+	for _, add := range g.convBiases(g.liveNodes(), weight, g.uses()) {
+		for _, a := range g.G.Nodes[add].Args {
+			if !a.IsInput() && weight[a.Node] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// moreWeightNodes returns a neighbour of g, drawn at random, that
+// type-checks and has more weight-only nodes than g.
+func moreWeightNodes(t *testing.T, g *Graph, rws []rewrite.Rewrite, r *rand.Rand) *Graph {
+	t.Helper()
+	weights := func(g *Graph) int {
+		return len(slices.DeleteFunc(g.weightNodes(), func(w bool) bool { return !w }))
+	}
+	have := weights(g)
+	var pick *Graph
+	seen := 0
+	rewrite.Neighbours(&g.G, rws, func(rw *rewrite.Rewrite, m *rewrite.Match, next *rules.Graph) bool {
+		h := g.with(next)
+		if h.Infer() != nil || weights(h) <= have {
+			return true
+		}
+		if seen++; r.IntN(seen) == 0 {
+			pick = h
+		}
+		return true
+	})
+	if pick == nil {
+		t.Fatal("no neighbour has more weight-only nodes")
+	}
+	return pick
 }
