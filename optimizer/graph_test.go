@@ -44,6 +44,16 @@ func releasedVariants(t testing.TB) ([]variant, []rewrite.Rewrite) {
 	return vs, rws
 }
 
+// rewriteIndex numbers each rewrite by its place in rws, for naming
+// matches.
+func rewriteIndex(rws []rewrite.Rewrite) map[*rewrite.Rewrite]int {
+	index := map[*rewrite.Rewrite]int{}
+	for i := range rws {
+		index[&rws[i]] = i
+	}
+	return index
+}
+
 // load reads a shared model, or the model at name if it is an absolute
 // path, and loads it with the runtime (random weights where the weights
 // file is absent).

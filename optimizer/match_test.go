@@ -19,10 +19,7 @@ import (
 func TestMatchesInPatternOrder(t *testing.T) {
 	_, rws := releasedVariants(t)
 	matcher := rewrite.NewMatcher(rws)
-	index := map[*rewrite.Rewrite]int{}
-	for i := range rws {
-		index[&rws[i]] = i
-	}
+	index := rewriteIndex(rws)
 	rng := rand.New(rand.NewPCG(16, 4))
 	for _, model := range sharedModels {
 		g := loadGraph(t, model)

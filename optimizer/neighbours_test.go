@@ -153,10 +153,7 @@ func TestMatchesReplaySharedPatterns(t *testing.T) {
 				return true
 			})
 		}
-		index := map[*rewrite.Rewrite]int{}
-		for i := range rws {
-			index[&rws[i]] = i
-		}
+		index := rewriteIndex(rws)
 		k := 0
 		matcher.Matches(&g.G, func(rw *rewrite.Rewrite, m *rewrite.Match) bool {
 			if got := describeMatch(index[rw], m); k >= len(want) || got != want[k] {
@@ -183,10 +180,7 @@ func describeMatch(rw int, m *rewrite.Match) string {
 func TestMatcherSkipsOnlyCycles(t *testing.T) {
 	_, rws := releasedVariants(t)
 	matcher := rewrite.NewMatcher(rws)
-	index := map[*rewrite.Rewrite]int{}
-	for i := range rws {
-		index[&rws[i]] = i
-	}
+	index := rewriteIndex(rws)
 	r := rand.New(rand.NewPCG(7, 11))
 	skipped := 0
 	for _, model := range sharedModels {
