@@ -96,13 +96,39 @@ type opaqueNode struct {
 // noOperator is why a node whose type the registry lacks stays opaque.
 const noOperator = "the registry has no such operator"
 
+// fusedPrefix and fusedSuffix frame why a node of a run that the runtimes
+// fuse (a layer normalisation or a GELU as PyTorch exports them) stays
+// opaque: the run is one operator, which no rule family covers.
+const (
+	fusedPrefix = "part of a "
+	fusedSuffix = ", which both runtimes run as one fused step: a rewrite inside it would break the fusion"
+)
+
+func fusedReason(kind runtime.Fusion) string { return fusedPrefix + string(kind) + fusedSuffix }
+
+// fusedKind is the kind of run a fused node's reason names.
+func fusedKind(reason string) (string, bool) {
+	kind, ok := strings.CutPrefix(reason, fusedPrefix)
+	if !ok {
+		return "", false
+	}
+	return strings.CutSuffix(kind, fusedSuffix)
+}
+
 // FromONNX maps a model onto the registry. rt is the same model loaded by
 // the runtime, which supplies every value's shape and the weights' data.
 func FromONNX(m *onnx.Model, rt *runtime.Model) (*Graph, error) {
 	if m.Graph == nil {
 		return nil, fmt.Errorf("optimizer: the model has no graph")
 	}
-	b := &builder{g: &Graph{model: m, prefix: freePrefix(m.Graph), reg: rules.Default()}, rt: rt, byName: map[string]rules.Value{}, padded: map[string]rules.Value{}}
+	b := &builder{g: &Graph{model: m, prefix: freePrefix(m.Graph), reg: rules.Default()}, rt: rt, byName: map[string]rules.Value{}, padded: map[string]rules.Value{}, fused: map[string]runtime.Fusion{}}
+	for _, r := range rt.FusedRuns() {
+		if r.Kind == runtime.FusedGELU || r.Kind == runtime.FusedLayerNorm {
+			for _, name := range r.Nodes {
+				b.fused[name] = r.Kind
+			}
+		}
+	}
 	if err := b.inputs(); err != nil {
 		return nil, err
 	}
@@ -136,6 +162,9 @@ type builder struct {
 	// padded maps the output of a Pad folded into the average pool that
 	// reads it to the Pad's input.
 	padded map[string]rules.Value
+	// fused says which run each node of a layer normalisation or a GELU
+	// belongs to, by the node's first output (see mapped).
+	fused map[string]runtime.Fusion
 	// why the node being mapped stays opaque, when the registry has its
 	// operator (see refuse).
 	why string
@@ -439,16 +468,19 @@ func (g *Graph) OpaqueReasons() []OpaqueReason {
 
 // OpaqueShare is how much of a model the rules cannot see. Nodes whose
 // operator the registry lacks (Softmax, Erf, Flatten, …) are outside every
-// rule family; the rest of the opaque nodes are forms of registry
-// operators that the mapping refuses (a rank-4 transpose, say), the share
-// the mapping could still reduce.
+// rule family, and so are the Adds and Muls of a run the runtimes fuse (a
+// GELU, a layer normalisation), which the mapping keeps whole; the rest
+// of the opaque nodes are forms of registry operators that the mapping
+// refuses (a rank-4 transpose, say), the share the mapping could still
+// reduce.
 type OpaqueShare struct {
 	// Nodes are the model's nodes that compute at run time: all but those
 	// folded into constants at load.
 	Nodes  int `json:"nodes"`
 	Opaque int `json:"opaque"`
-	// Uncovered are the opaque nodes of operators the registry lacks, and
-	// UncoveredOperators their ONNX types.
+	// Uncovered are the opaque nodes of operators the registry lacks or of
+	// fused runs, and UncoveredOperators their ONNX types or the runs'
+	// kinds ("GELU", "layer normalisation").
 	Uncovered          int      `json:"uncovered"`
 	UncoveredOperators []string `json:"uncovered_operators"`
 	// Refused are the opaque nodes of operators the registry has, and
@@ -463,13 +495,16 @@ func (g *Graph) OpaqueShare() OpaqueShare {
 	s := OpaqueShare{Nodes: g.computing, UncoveredOperators: []string{}}
 	for _, r := range g.OpaqueReasons() {
 		s.Opaque += r.Nodes
-		if !strings.HasPrefix(r.Reason, noOperator) {
+		operator := r.Operator
+		if kind, ok := fusedKind(r.Reason); ok {
+			operator = kind
+		} else if !strings.HasPrefix(r.Reason, noOperator) {
 			s.Refused += r.Nodes
 			continue
 		}
 		s.Uncovered += r.Nodes
-		if !slices.Contains(s.UncoveredOperators, r.Operator) {
-			s.UncoveredOperators = append(s.UncoveredOperators, r.Operator)
+		if !slices.Contains(s.UncoveredOperators, operator) {
+			s.UncoveredOperators = append(s.UncoveredOperators, operator)
 		}
 	}
 	if s.Nodes > 0 {

@@ -2,6 +2,7 @@ package optimizer
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"rulebook/onnx"
 	"rulebook/rewrite"
 	"rulebook/rules"
+	"rulebook/runtime"
 )
 
 // bundleRules are the released ≤3-operator rules of these texts, with the
@@ -45,11 +47,34 @@ func ruleSet(t *testing.T, texts ...string) *RuleSet {
 	return rs
 }
 
-// TestOptimizeKeepsOutputs optimizes bert_base with a rule that folds
-// GELU's halving into the next product's weight and checks that the
-// rewritten model computes the same outputs.
+// halvedProducts is a model of products by weights, each of an
+// activation halved first: x·0.5·W1, relu'd, ·0.5·W2, and so on, with x
+// of rows × the first width.
+func halvedProducts(t *testing.T, rows int, widths ...int) (*onnx.Model, *runtime.Model) {
+	t.Helper()
+	weights := map[string][]int{"half": {}}
+	var nodes []*onnx.Node
+	in := "x"
+	for i := 1; i < len(widths); i++ {
+		w, h, p := fmt.Sprint("w", i), fmt.Sprint("h", i), fmt.Sprint("p", i)
+		weights[w] = []int{widths[i-1], widths[i]}
+		nodes = append(nodes,
+			&onnx.Node{Name: h, OpType: "Mul", Inputs: []string{in, "half"}, Outputs: []string{h}},
+			&onnx.Node{Name: p, OpType: "MatMul", Inputs: []string{h, w}, Outputs: []string{p}})
+		in = p
+		if i < len(widths)-1 {
+			in = fmt.Sprint("r", i)
+			nodes = append(nodes, &onnx.Node{Name: in, OpType: "Relu", Inputs: []string{p}, Outputs: []string{in}})
+		}
+	}
+	return tinyModel(t, []int{rows, widths[0]}, weights, []string{in}, nodes...)
+}
+
+// TestOptimizeKeepsOutputs optimizes a model with a rule that folds each
+// halving into the next product's weight, and checks that the rewritten
+// model computes the same outputs with three Muls fewer.
 func TestOptimizeKeepsOutputs(t *testing.T) {
-	m, rt := load(t, "bert_base.onnx")
+	m, rt := halvedProducts(t, 8, 16, 16, 16, 16)
 	g, err := FromONNX(m, rt)
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +90,7 @@ func TestOptimizeKeepsOutputs(t *testing.T) {
 	for _, n := range res.Applied {
 		applied += n
 	}
-	if res.After >= res.Before || applied < 12 {
+	if res.After >= res.Before || applied != 3 {
 		t.Fatalf("no improvement: %.4f -> %.4f ms, applied %v", res.Before, res.After, res.Applied)
 	}
 	decoded, rt2 := written(t, res.Graph)
@@ -79,8 +104,8 @@ func TestOptimizeKeepsOutputs(t *testing.T) {
 		}
 		return n
 	}
-	if before, after := muls(m.Graph.Nodes), muls(decoded.Graph.Nodes); after != before-12 {
-		t.Errorf("%d Mul nodes after folding the halving into weights, want %d", after, before-12)
+	if before, after := muls(m.Graph.Nodes), muls(decoded.Graph.Nodes); after != before-3 {
+		t.Errorf("%d Mul nodes after folding the halving into weights, want %d", after, before-3)
 	}
 }
 
@@ -119,10 +144,11 @@ func TestOptimizeWithoutApplicableRules(t *testing.T) {
 	}
 }
 
-// A gain below MinGain does not make a new best: folding GELU's halving
-// into the next product saves bert_base 1.4%, under a 2% minimum.
+// A gain below MinGain does not make a new best: folding the halving
+// into a large product saves 1.2% of the model's cost, under a 2%
+// minimum.
 func TestMinGain(t *testing.T) {
-	m, rt := load(t, "bert_base.onnx")
+	m, rt := halvedProducts(t, 64, 512, 4096)
 	g, err := FromONNX(m, rt)
 	if err != nil {
 		t.Fatal(err)

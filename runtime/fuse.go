@@ -41,9 +41,49 @@ type fuser struct {
 	done     []bool  // per node, absorbed into a step already
 }
 
-// steps returns the model's nodes as session steps, fused where a pattern
-// above matches and fuse is set.
-func (m *Model) steps(roles []valueRole, fuse bool) []step {
+// Fusion names a kind of fused run.
+type Fusion string
+
+// The runs of nodes a session fuses (see above).
+const (
+	FusedLayerNorm Fusion = "layer normalisation"
+	FusedGELU      Fusion = "GELU"
+	FusedEpilogue  Fusion = "epilogue" // a Relu or a bias Add into the node before it
+)
+
+// FusedRun is a run of the model's nodes that a session executes as one
+// step.
+type FusedRun struct {
+	Kind Fusion
+	// Nodes names each node of the run by its first output.
+	Nodes []string
+}
+
+// FusedRuns lists the runs of nodes that a session fuses into one step.
+// The optimizer keeps a layer normalisation or a GELU whole: ONNX Runtime
+// fuses both too, and a rewrite inside one would break the fusion.
+func (m *Model) FusedRuns() []FusedRun {
+	var out []FusedRun
+	for _, r := range m.fusedRuns(m.valueRoles()) {
+		run := FusedRun{Kind: r.kind}
+		for _, i := range r.absorbed {
+			run.Nodes = append(run.Nodes, m.values[m.nodes[i].out[0]].name)
+		}
+		out = append(out, run)
+	}
+	return out
+}
+
+// fusedRun is a run of nodes and the step that runs them.
+type fusedRun struct {
+	kind     Fusion
+	step     step
+	absorbed []int // the run's nodes
+}
+
+// fusedRuns finds the runs a session fuses, trying each pattern at each
+// node not yet in a run, in the order of the nodes.
+func (m *Model) fusedRuns(roles []valueRole) []fusedRun {
 	f := &fuser{m: m, roles: roles, readers: make([][]int, len(m.values)),
 		producer: make([]int, len(m.values)), done: make([]bool, len(m.nodes))}
 	for id := range f.producer {
@@ -61,15 +101,18 @@ func (m *Model) steps(roles []valueRole, fuse bool) []step {
 			}
 		}
 	}
-	// Each match replaces the node a run ends with; the others are done.
-	fused := map[int]step{}
+	patterns := []struct {
+		kind  Fusion
+		match func(int) (step, []int, bool)
+	}{{FusedLayerNorm, f.layerNorm}, {FusedGELU, f.gelu}, {FusedEpilogue, f.epilogue}}
+	var runs []fusedRun
 	for i := range m.nodes {
-		if f.done[i] || !fuse {
+		if f.done[i] {
 			continue
 		}
-		for _, match := range []func(int) (step, []int, bool){f.layerNorm, f.gelu, f.epilogue} {
-			if s, absorbed, ok := match(i); ok {
-				fused[s.node] = s
+		for _, p := range patterns {
+			if s, absorbed, ok := p.match(i); ok {
+				runs = append(runs, fusedRun{kind: p.kind, step: s, absorbed: absorbed})
 				for _, j := range absorbed {
 					f.done[j] = true
 				}
@@ -77,11 +120,27 @@ func (m *Model) steps(roles []valueRole, fuse bool) []step {
 			}
 		}
 	}
+	return runs
+}
+
+// steps returns the model's nodes as session steps, fused where a pattern
+// above matches and fuse is set: each run's step replaces the node the
+// run ends with, and its other nodes are left out.
+func (m *Model) steps(roles []valueRole, fuse bool) []step {
+	fused, absorbed := map[int]step{}, map[int]bool{}
+	if fuse {
+		for _, r := range m.fusedRuns(roles) {
+			fused[r.step.node] = r.step
+			for _, j := range r.absorbed {
+				absorbed[j] = true
+			}
+		}
+	}
 	var out []step
 	for i, n := range m.nodes {
 		if s, ok := fused[i]; ok {
 			out = append(out, s)
-		} else if !f.done[i] {
+		} else if !absorbed[i] {
 			out = append(out, step{in: n.in, out: n.out, kernel: n.kernel, node: i})
 		}
 	}

@@ -58,3 +58,27 @@ func TestFusedSteps(t *testing.T) {
 		})
 	}
 }
+
+// FusedRuns names the runs the session fuses by their nodes' first
+// outputs: bert_base's 24 layer normalisations of nine nodes and 12 GELUs
+// of five, each node in one run at most.
+func TestFusedRunsNamed(t *testing.T) {
+	m, _, err := Load(sharedModel(t, "bert_base.onnx"), LoadOptions{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, sizes, seen := map[Fusion]int{}, map[Fusion]int{}, map[string]bool{}
+	for _, r := range m.FusedRuns() {
+		runs[r.Kind]++
+		sizes[r.Kind] = len(r.Nodes)
+		for _, name := range r.Nodes {
+			if _, ok := m.Shape(name); !ok || seen[name] {
+				t.Fatalf("%s run names %q, not a value or named twice", r.Kind, name)
+			}
+			seen[name] = true
+		}
+	}
+	if runs[FusedLayerNorm] != 24 || sizes[FusedLayerNorm] != 9 || runs[FusedGELU] != 12 || sizes[FusedGELU] != 5 {
+		t.Errorf("runs %v of sizes %v, want 24 layer normalisations of 9 nodes and 12 GELUs of 5", runs, sizes)
+	}
+}
