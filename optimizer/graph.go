@@ -89,31 +89,15 @@ func freePrefix(g *onnx.Graph) string {
 type opaqueNode struct {
 	node   *onnx.Node
 	shapes []rules.Shape
-	// why the mapping kept the node opaque, for people.
-	why string
+	// why the mapping kept the node opaque, for people; uncovered names
+	// the operator no rule family covers that the node is or is part of
+	// (its ONNX type, or a fused run's kind), "" for a form of a registry
+	// operator the mapping refuses.
+	why, uncovered string
 }
 
 // noOperator is why a node whose type the registry lacks stays opaque.
 const noOperator = "the registry has no such operator"
-
-// fusedPrefix and fusedSuffix frame why a node of a run that the runtimes
-// fuse (a layer normalisation or a GELU as PyTorch exports them) stays
-// opaque: the run is one operator, which no rule family covers.
-const (
-	fusedPrefix = "part of a "
-	fusedSuffix = ", which both runtimes run as one fused step: a rewrite inside it would break the fusion"
-)
-
-func fusedReason(kind runtime.Fusion) string { return fusedPrefix + string(kind) + fusedSuffix }
-
-// fusedKind is the kind of run a fused node's reason names.
-func fusedKind(reason string) (string, bool) {
-	kind, ok := strings.CutPrefix(reason, fusedPrefix)
-	if !ok {
-		return "", false
-	}
-	return strings.CutSuffix(kind, fusedSuffix)
-}
 
 // FromONNX maps a model onto the registry. rt is the same model loaded by
 // the runtime, which supplies every value's shape and the weights' data.
@@ -166,8 +150,9 @@ type builder struct {
 	// belongs to, by the node's first output (see mapped).
 	fused map[string]runtime.Fusion
 	// why the node being mapped stays opaque, when the registry has its
-	// operator (see refuse).
-	why string
+	// operator (see refuse), and what it is outside the rules as, if so
+	// (see outsideRules).
+	why, uncovered string
 }
 
 // inputs makes the model's inputs and its initializers graph inputs.
@@ -266,7 +251,7 @@ func (b *builder) node(n *onnx.Node) error {
 			return err
 		}
 	}
-	b.why = ""
+	b.why, b.uncovered = "", ""
 	var args []rules.Value // the inputs present; omitted optional ones are ""
 	for _, name := range n.Inputs {
 		if name == "" {
@@ -340,7 +325,11 @@ func (b *builder) opaqueNode(n *onnx.Node, args []rules.Value) error {
 		shapes[i] = rules.NewShape(collapse(shape, rules.MaxRank)...)
 		b.byName[name] = rules.Value{Node: len(b.g.G.Nodes) - 1, Out: i}
 	}
-	b.g.opaque = append(b.g.opaque, opaqueNode{node: n, shapes: shapes, why: cmp.Or(b.why, noOperator)})
+	why, uncovered := b.why, b.uncovered
+	if why == "" {
+		why, uncovered = noOperator, n.OpType
+	}
+	b.g.opaque = append(b.g.opaque, opaqueNode{node: n, shapes: shapes, why: why, uncovered: uncovered})
 	b.g.Shapes = append(b.g.Shapes, shapes)
 	return nil
 }
@@ -449,18 +438,34 @@ type OpaqueReason struct {
 // OpaqueReasons groups the opaque nodes by ONNX operator and by why the
 // mapping kept them opaque, in that order.
 func (g *Graph) OpaqueReasons() []OpaqueReason {
-	count := map[OpaqueReason]int{}
+	out := []OpaqueReason{}
+	for _, r := range g.opaqueGroups() {
+		out = append(out, r.OpaqueReason)
+	}
+	return out
+}
+
+// opaqueGroup is an OpaqueReason with what its nodes are outside the
+// rules as (see opaqueNode).
+type opaqueGroup struct {
+	OpaqueReason
+	uncovered string
+}
+
+// opaqueGroups groups the opaque nodes as OpaqueReasons does.
+func (g *Graph) opaqueGroups() []opaqueGroup {
+	count := map[opaqueGroup]int{}
 	for _, n := range g.G.Nodes {
 		if o, ok := g.opaqueOf(&n); ok {
-			count[OpaqueReason{Operator: o.node.OpType, Reason: o.why}]++
+			count[opaqueGroup{OpaqueReason{Operator: o.node.OpType, Reason: o.why}, o.uncovered}]++
 		}
 	}
-	out := []OpaqueReason{}
+	out := []opaqueGroup{}
 	for r, n := range count {
 		r.Nodes = n
 		out = append(out, r)
 	}
-	slices.SortFunc(out, func(a, b OpaqueReason) int {
+	slices.SortFunc(out, func(a, b opaqueGroup) int {
 		return cmp.Or(cmp.Compare(a.Operator, b.Operator), cmp.Compare(a.Reason, b.Reason))
 	})
 	return out
@@ -493,18 +498,15 @@ type OpaqueShare struct {
 // their operator.
 func (g *Graph) OpaqueShare() OpaqueShare {
 	s := OpaqueShare{Nodes: g.computing, UncoveredOperators: []string{}}
-	for _, r := range g.OpaqueReasons() {
+	for _, r := range g.opaqueGroups() {
 		s.Opaque += r.Nodes
-		operator := r.Operator
-		if kind, ok := fusedKind(r.Reason); ok {
-			operator = kind
-		} else if !strings.HasPrefix(r.Reason, noOperator) {
+		if r.uncovered == "" {
 			s.Refused += r.Nodes
 			continue
 		}
 		s.Uncovered += r.Nodes
-		if !slices.Contains(s.UncoveredOperators, operator) {
-			s.UncoveredOperators = append(s.UncoveredOperators, operator)
+		if !slices.Contains(s.UncoveredOperators, r.uncovered) {
+			s.UncoveredOperators = append(s.UncoveredOperators, r.uncovered)
 		}
 	}
 	if s.Nodes > 0 {

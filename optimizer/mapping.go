@@ -23,8 +23,7 @@ func (b *builder) mapped(n *onnx.Node, args []rules.Value) (ok bool, err error) 
 		// A GELU's halving folded into the next product's weight, say,
 		// looked 1.4% cheaper on bert_base and left ONNX Runtime 10 of its
 		// 12 Gelu nodes to run unfused.
-		b.why = fusedReason(kind)
-		return false, nil
+		return b.outsideRules(string(kind), fmt.Sprintf("part of a %s, which both runtimes run as one fused step: a rewrite inside it would break the fusion", kind))
 	}
 	if r := b.maxRank(n); r > rules.MaxRank {
 		return b.refuse("operands of rank %d (the registry's have at most %d axes)", r, rules.MaxRank)
@@ -70,6 +69,13 @@ func (b *builder) transpose(n *onnx.Node, args []rules.Value) (bool, error) {
 		return b.refuse("perm %v", perm)
 	}
 	return b.emit(n, "transpose", nil, args...)
+}
+
+// outsideRules keeps the node being mapped opaque as (part of) an
+// operator no rule family covers, named uncovered, and says why.
+func (b *builder) outsideRules(uncovered, why string) (bool, error) {
+	b.why, b.uncovered = why, uncovered
+	return false, nil
 }
 
 // refuse keeps the node being mapped opaque and says why, for the report.
@@ -260,7 +266,7 @@ func (b *builder) clip(n *onnx.Node, args []rules.Value) (bool, error) {
 		hasHi, knownHi = n.Attr("max") != nil, true
 	}
 	if !knownLo || !knownHi || !hasLo || lo != 0 || hasHi {
-		return b.refuse("%s: bounds other than [0, ∞) (the registry has relu, not relu6)", noOperator)
+		return b.outsideRules(n.OpType, noOperator+": bounds other than [0, ∞) (the registry has relu, not relu6)")
 	}
 	return b.emit(n, "relu", nil, args[0])
 }

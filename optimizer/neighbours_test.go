@@ -250,15 +250,7 @@ func typeChecked(t *testing.T, g *Graph, next []*rules.Graph) *Graph {
 func TestNeighboursAfterWeightRewrites(t *testing.T) {
 	vs, rws := releasedVariants(t)
 	r := rand.New(rand.NewPCG(5, 21))
-	m, rt := tinyModel(t, []int{1, 4, 8, 8}, map[string][]int{"w": {4, 4, 1, 1}, "b1": {4}, "b2": {4, 1, 1}, "b3": {4, 1, 1}}, []string{"y"},
-		&onnx.Node{Name: "conv", OpType: "Conv", Inputs: []string{"x", "w", "b1"}, Outputs: []string{"c"}},
-		&onnx.Node{Name: "add2", OpType: "Add", Inputs: []string{"c", "b2"}, Outputs: []string{"c2"}},
-		&onnx.Node{Name: "add3", OpType: "Add", Inputs: []string{"c2", "b3"}, Outputs: []string{"c3"}},
-		&onnx.Node{Name: "relu", OpType: "Relu", Inputs: []string{"c3"}, Outputs: []string{"y"}})
-	biases, err := FromONNX(m, rt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	biases := biasedConv(t, 3)
 	fused := false
 	for _, c := range []struct {
 		name string
@@ -287,14 +279,7 @@ func TestNeighboursAfterWeightRewrites(t *testing.T) {
 // below it only (see markWeightReaders).
 func TestNeighboursRepriceChannelBias(t *testing.T) {
 	_, rws := releasedVariants(t)
-	m, rt := tinyModel(t, []int{1, 4, 8, 8}, map[string][]int{"w": {4, 4, 1, 1}, "b1": {4}, "b2": {4, 1, 1}}, []string{"y"},
-		&onnx.Node{Name: "conv", OpType: "Conv", Inputs: []string{"x", "w", "b1"}, Outputs: []string{"c"}},
-		&onnx.Node{Name: "add", OpType: "Add", Inputs: []string{"c", "b2"}, Outputs: []string{"c2"}},
-		&onnx.Node{Name: "relu", OpType: "Relu", Inputs: []string{"c2"}, Outputs: []string{"y"}})
-	g, err := FromONNX(m, rt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := biasedConv(t, 2)
 	r := rand.New(rand.NewPCG(1, 2))
 	for !computedBias(g) { // (ewadd (conv2d …) (ewadd b1 b2))
 		g = moreWeightNodes(t, g, rws, r)
@@ -313,6 +298,26 @@ func TestNeighboursRepriceChannelBias(t *testing.T) {
 	}
 	vs, unpool, _ := shapedRuleSet(t, "(pool_max 1 1 same ?a)", "?a", "?a:1x4x8x8").variants()
 	checkNeighbours(t, pooled, vs, unpool, 0, nil)
+}
+
+// biasedConv maps relu(conv(x, w) + b1 + b2 + …) with n biases, the
+// first the Conv's own, of 4 channels on 8×8 images.
+func biasedConv(t *testing.T, n int) *Graph {
+	t.Helper()
+	weights := map[string][]int{"w": {4, 4, 1, 1}, "b1": {4}}
+	nodes := []*onnx.Node{{Name: "conv", OpType: "Conv", Inputs: []string{"x", "w", "b1"}, Outputs: []string{"c1"}}}
+	for i := 2; i <= n; i++ {
+		b, in, out := fmt.Sprint("b", i), fmt.Sprint("c", i-1), fmt.Sprint("c", i)
+		weights[b] = []int{4, 1, 1}
+		nodes = append(nodes, &onnx.Node{Name: out, OpType: "Add", Inputs: []string{in, b}, Outputs: []string{out}})
+	}
+	nodes = append(nodes, &onnx.Node{Name: "relu", OpType: "Relu", Inputs: []string{fmt.Sprint("c", n)}, Outputs: []string{"y"}})
+	m, rt := tinyModel(t, []int{1, 4, 8, 8}, weights, []string{"y"}, nodes...)
+	g, err := FromONNX(m, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }
 
 // computedBias reports whether a convolution of g fuses, as its bias, a

@@ -18,7 +18,8 @@ type Ancestry interface {
 	Live(a int) bool
 }
 
-// skipCycles is what find needs to skip cyclic matches.
+// skipCycles is what find needs to skip cyclic matches; the zero value
+// skips none.
 type skipCycles struct {
 	anc  Ancestry
 	cuts []cut
@@ -115,7 +116,7 @@ func feedsEveryOutput(g *rules.Graph) []bool {
 // the path may leave from another), or another matched node on the way,
 // leaves the match to Apply.
 func (f *finder) cyclic() bool {
-	if len(f.cuts) == 0 {
+	if f.anc == nil || len(f.cuts) == 0 {
 		return false
 	}
 	last := -1

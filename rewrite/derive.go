@@ -137,11 +137,7 @@ func (mt *Matcher) MatchesAcyclic(g *rules.Graph, anc Ancestry, yield func(rw *R
 			mt.filled[list] = true
 		}
 		stop := false
-		var acyclic *skipCycles
-		if anc != nil {
-			acyclic = &skipCycles{anc: anc, cuts: mt.cuts[i]}
-		}
-		find(rw.From, g, idx, rw.Commutative, acyclic, func(m *Match) bool {
+		find(rw.From, g, idx, rw.Commutative, skipCycles{anc, mt.cuts[i]}, func(m *Match) bool {
 			list.add(m, form)
 			stop = !yield(rw, m)
 			return !stop

@@ -36,14 +36,14 @@ type Match struct {
 // are also used elsewhere stay computed after Apply. Patterns without
 // nodes, or with an input as an output, match nowhere.
 func Find(pattern, host *rules.Graph, yield func(*Match) bool) {
-	find(pattern, host, indexHost(host), false, nil, yield)
+	find(pattern, host, indexHost(host), false, skipCycles{}, yield)
 }
 
 // FindCommutative is Find where the operands of commutative operators
 // (rules.Op.Commutative) match in either order, so that a search needs no
 // commutation rewrites.
 func FindCommutative(pattern, host *rules.Graph, yield func(*Match) bool) {
-	find(pattern, host, indexHost(host), true, nil, yield)
+	find(pattern, host, indexHost(host), true, skipCycles{}, yield)
 }
 
 // hostIndex lists a host graph's nodes by operator and parameters, and
@@ -97,19 +97,16 @@ func indexHost(g *rules.Graph) *hostIndex {
 	return idx
 }
 
-// find yields pattern's embeddings in host (see Find); with acyclic, not
-// those that it finds cyclic.
-func find(pattern, host *rules.Graph, idx *hostIndex, commutative bool, acyclic *skipCycles, yield func(*Match) bool) {
+// find yields pattern's embeddings in host (see Find), but those skip
+// finds cyclic.
+func find(pattern, host *rules.Graph, idx *hostIndex, commutative bool, skip skipCycles, yield func(*Match) bool) {
 	if len(pattern.Nodes) == 0 || slices.ContainsFunc(pattern.Outputs, rules.Value.IsInput) {
 		return
 	}
 	k := len(pattern.Nodes)
 	f := &finder{pattern: pattern, host: host, idx: idx, commutative: commutative,
 		m:    &Match{Nodes: make([]int, k), Inputs: make([]rules.Value, pattern.NumInputs), Bound: make([]bool, pattern.NumInputs)},
-		kind: make([]int, k), set: make([]bool, k), swap: make([]bool, k)}
-	if acyclic != nil {
-		f.anc, f.cuts = acyclic.anc, acyclic.cuts
-	}
+		kind: make([]int, k), set: make([]bool, k), swap: make([]bool, k), skipCycles: skip}
 	var key []byte
 	for i := range pattern.Nodes {
 		key = kindKey(key[:0], &pattern.Nodes[i])
@@ -151,9 +148,7 @@ type finder struct {
 	// without allocating a list a try.
 	bound, assigned []int
 	found           found
-	// anc and cuts, when set, tell the matches to skip (see cyclic).
-	anc  Ancestry
-	cuts []cut
+	skipCycles      // the matches to skip (see cyclic)
 }
 
 // plan orders the pattern's nodes for matching: first the one whose
