@@ -12,14 +12,17 @@ import (
 
 // TestWrongAxiomsAreCaught validates each deliberately wrong axiom of
 // testdata/wrong on its own and expects a counterexample: three about the
-// default set's operators, three about the parallel ones
-// (reduce-replicate-identity, relu-reduce, linear-weight-rows), which are
-// evaluated at degrees 1 to 4 and at parallel layouts.
+// default set's operators, five about the parallel ones
+// (reduce-replicate-identity, relu-reduce, linear-weight-rows, and Unity's
+// linear-reduce-input and linear-reduce-weight), which are evaluated at
+// degrees 1 to 4 and at parallel layouts. The last two hold at every layout
+// with one feature per tensor; only the combined layouts refute them.
 func TestWrongAxiomsAreCaught(t *testing.T) {
 	files, _ := filepath.Glob("testdata/wrong/*.smt2")
-	if len(files) != 6 {
-		t.Fatalf("want 6 wrong-axiom fixtures, found %d", len(files))
+	if len(files) != 8 {
+		t.Fatalf("want 8 wrong-axiom fixtures, found %d", len(files))
 	}
+	combined := map[string]bool{"linear-reduce-input": true, "linear-reduce-weight": true}
 	reg := rules.All()
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
@@ -37,6 +40,9 @@ func TestWrongAxiomsAreCaught(t *testing.T) {
 			r := reports[0]
 			if r.OK() || r.Counterexample == "" {
 				t.Fatalf("%s was not caught", r.Axiom.Name)
+			}
+			if combined[r.Axiom.Name] && !strings.Contains(r.Counterexample, "at combined layouts") {
+				t.Fatalf("%s was caught, but not at combined layouts: %s", r.Axiom.Name, r.Counterexample)
 			}
 			t.Logf("%s: %s", r.Axiom.Name, r.Counterexample)
 		})

@@ -188,6 +188,14 @@ func validateAxiom(ctx context.Context, a *Axiom, reg *rules.Registry, b Bound) 
 	if err := paramLoop(0); err != nil {
 		return *c.report, err
 	}
+	if usesParallelOps(a, reg) && c.report.Counterexample == "" {
+		n, cx, err := validateLayouts(ctx, a, reg, domains, b.Seed)
+		if err != nil {
+			return *c.report, err
+		}
+		c.report.Instances += n
+		c.report.Counterexample = cx
+	}
 	if c.report.Instances == 0 && c.report.Counterexample == "" {
 		c.report.Counterexample = "no instance within the bound has both sides defined"
 		if c.partial != "" {

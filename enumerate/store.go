@@ -88,3 +88,15 @@ func (s *Stored) WriteText(w io.Writer, elapsed time.Duration) {
 	fmt.Fprintf(w, "%-28s %12d\n", "stored (new)", s.New)
 	fmt.Fprintf(w, "%-28s %12s\n", "time", elapsed.Round(time.Millisecond))
 }
+
+// OverDegrees reports whether a run generated over parallel degrees
+// (Config.Degrees): its rules are claimed at every parallel layout.
+func OverDegrees(run store.Run) bool {
+	if run.Command != "generate" {
+		return false
+	}
+	var settings struct {
+		Degrees []int `json:"degrees"`
+	}
+	return json.Unmarshal([]byte(run.Config), &settings) == nil && len(settings.Degrees) > 0
+}

@@ -151,20 +151,36 @@ func (r *Rule) scaledInputs(d, factor int) ([]Shape, error) {
 // InferShapes infers the graph's output shapes from its input shapes, or
 // says which node is ill-shaped.
 func (g *Graph) InferShapes(inputs []Shape) ([]Shape, error) {
+	results, err := g.NodeShapes(inputs)
+	if err != nil {
+		return nil, err
+	}
+	outs := make([]Shape, len(g.Outputs))
+	for i, o := range g.Outputs {
+		if o.IsInput() {
+			outs[i] = inputs[o.Input()]
+		} else {
+			outs[i] = results[o.Node][o.Out]
+		}
+	}
+	return outs, nil
+}
+
+// NodeShapes infers the output shapes of every node, in order, or says
+// which node is ill-shaped.
+func (g *Graph) NodeShapes(inputs []Shape) ([][]Shape, error) {
 	if len(inputs) != g.NumInputs {
 		return nil, fmt.Errorf("graph has %d inputs, got %d shapes", g.NumInputs, len(inputs))
 	}
 	results := make([][]Shape, len(g.Nodes))
-	get := func(v Value) Shape {
-		if v.IsInput() {
-			return inputs[v.Input()]
-		}
-		return results[v.Node][v.Out]
-	}
 	for i, n := range g.Nodes {
 		var in []Shape
 		for _, a := range n.Args {
-			in = append(in, get(a))
+			if a.IsInput() {
+				in = append(in, inputs[a.Input()])
+			} else {
+				in = append(in, results[a.Node][a.Out])
+			}
 		}
 		if n.Op.IsConstant() {
 			if n.ConstShape == nil {
@@ -174,15 +190,11 @@ func (g *Graph) InferShapes(inputs []Shape) ([]Shape, error) {
 		}
 		out, err := n.Op.InferShapes(n.Params, in)
 		if err != nil {
-			return nil, fmt.Errorf("node %d: %w", i, err)
+			return nil, &nodeShapeError{node: i, err: err}
 		}
 		results[i] = out
 	}
-	outs := make([]Shape, len(g.Outputs))
-	for i, o := range g.Outputs {
-		outs[i] = get(o)
-	}
-	return outs, nil
+	return results, nil
 }
 
 func gcd(a, b int) int {

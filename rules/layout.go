@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"errors"
 	"slices"
 	"strings"
 )
@@ -20,6 +21,10 @@ const MaxDegree = 1024
 // d = 8 are 4096; pieces share one logical tensor per partial sum, so many
 // cost no memory.
 const MaxPieces = 1 << 16
+
+// ErrTooManyPieces is what a layout of more than MaxPieces pieces wraps: a
+// bound of this implementation, not a fault of the layout.
+var ErrTooManyPieces = errors.New("too many pieces")
 
 // DegreeVar is the parameter value that stands for the degree variable d
 // in a rule that holds at every degree; it is substituted before shapes
@@ -60,6 +65,14 @@ func (s Shape) SameLayout(t Shape) bool {
 	return true
 }
 
+// layout is a shape's layout alone, comparable.
+type layout struct {
+	degrees   [MaxRank]int
+	sum, copy int
+}
+
+func (s Shape) layout() layout { return layout{s.Degrees, s.Sum, s.Copy} }
+
 // Plain returns the shape without its layout.
 func (s Shape) Plain() Shape {
 	s.Degrees, s.Sum, s.Copy = [MaxRank]int{}, 0, 0
@@ -75,7 +88,7 @@ func (s Shape) CheckLayout() error {
 		}
 	}
 	if s.Pieces() > MaxPieces {
-		return shapeErrorf("%d pieces exceed the limit of %d", s.Pieces(), MaxPieces)
+		return &shapeError{format: "%d pieces exceed the limit of %d", args: []any{s.Pieces(), MaxPieces}, cause: ErrTooManyPieces}
 	}
 	return nil
 }
@@ -229,22 +242,19 @@ func replicateShape(p []int, in []Shape) ([]Shape, error) {
 	return []Shape{out}, out.CheckLayout()
 }
 
-// reduceShape sums groups of d replica pieces: partial sums when d divides
-// their number, else copies (which multiplies the value by d).
+// reduceShape sums groups of d consecutive partial sums. As in
+// flexflow-train, reduce consumes partial sums only and never copies, so
+// it has one meaning at every layout and never changes the logical value.
 func reduceShape(p []int, in []Shape) ([]Shape, error) {
 	d, x := p[0], in[0]
 	if err := checkDegree(d); err != nil {
 		return nil, err
 	}
-	out := x
-	switch {
-	case x.SumDegree() > 1 && x.SumDegree()%d == 0:
-		out.Sum = x.SumDegree() / d
-	case x.CopyDegree()%d == 0:
-		out.Copy = x.CopyDegree() / d
-	default:
-		return nil, shapeErrorf("degree %d divides neither the %d partial sums nor the %d copies of %s", d, x.SumDegree(), x.CopyDegree(), x)
+	if x.SumDegree()%d != 0 {
+		return nil, shapeErrorf("degree %d does not divide the %d partial sums of %s", d, x.SumDegree(), x)
 	}
+	out := x
+	out.Sum = x.SumDegree() / d
 	out.normalizeLayout()
 	return []Shape{out}, nil
 }
@@ -324,32 +334,19 @@ func moveKernel[T any](_ []int, in []*Tensor[T], out []*Tensor[T]) {
 	copy(out[0].Data, in[0].Data)
 }
 
-// reduceKernel sums consecutive groups of d partial sums, or multiplies
-// copies by d.
+// reduceKernel adds consecutive groups of d partial sums: partial sum j
+// of the result is the sum of the operand's j·d to j·d+d−1.
 func reduceKernel[T any, R Ring[T]](p []int, in []*Tensor[T], out []*Tensor[T]) {
 	var r R
 	d, x, y := p[0], in[0], out[0]
 	n := x.Shape.Size()
-	if x.Shape.SumDegree() == y.Shape.SumDegree() {
-		for i, v := range x.Data {
-			acc := r.Zero()
-			for k := 0; k < d; k++ {
-				acc = r.Add(acc, v)
-			}
-			y.Data[i] = acc
-		}
-		return
-	}
 	for j := range y.Shape.SumDegree() {
 		dst := y.Data[j*n : (j+1)*n]
-		for k := 0; k < d; k++ {
+		copy(dst, x.Data[j*d*n:(j*d+1)*n])
+		for k := 1; k < d; k++ {
 			src := x.Data[(j*d+k)*n : (j*d+k+1)*n]
 			for i := range dst {
-				if k == 0 {
-					dst[i] = src[i]
-				} else {
-					dst[i] = r.Add(dst[i], src[i])
-				}
+				dst[i] = r.Add(dst[i], src[i])
 			}
 		}
 	}
@@ -479,7 +476,7 @@ func parallelOps() []*Op {
 			// FlexFlow's replicate names a dimension, which our single replica
 			// dimension does not need; the importer reads and drops it.
 			FlexFlow: FlexFlowForm{Type: "OP_REPLICATE", Params: ffParallel, Required: ffParallel[1:], Operands: []int{1}}},
-		{Name: "reduce", Doc: "sum groups of degree replica pieces (Unity's reduce): partial sums, or copies, which multiplies by degree", Arity: 1, Outputs: 1, Z3: []string{"reduce"},
+		{Name: "reduce", Doc: "add groups of degree consecutive partial sums (Unity's reduce; as in flexflow-train it takes partial sums only)", Arity: 1, Outputs: 1, Z3: []string{"reduce"},
 			Set: SetParallel, Params: []ParamSpec{degree()}, Layout: layoutAny,
 			Shape: reduceShape, IntKernel: reduceKernel[uint32, Mod], FloatKernel: reduceKernel[float64, Real],
 			ONNX: ONNXForm{None: true}, TASO: TASOForm{None: true},

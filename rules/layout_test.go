@@ -41,11 +41,12 @@ func TestParallelValues(t *testing.T) {
 		name     string
 		inputs   []string
 		src, dst string
-		scale    float64 // src = scale × dst, 1 unless replicate/reduce meet
+		scale    float64 // src = scale × dst
 	}{
 		{"partition and combine are inverses", []string{"6x6"}, "(combine 1 2 (partition 1 2 ?a))", "?a", 1},
 		{"partitions commute", []string{"6x6"}, "(partition 0 2 (partition 1 3 ?a))", "(partition 1 3 (partition 0 2 ?a))", 1},
-		{"reduce after replicate multiplies by the degree", []string{"6x6"}, "(reduce 3 (replicate 3 ?a))", "?a", 3},
+		{"reduce adds partial sums and leaves copies", []string{"6x6+sum3"}, "(reduce 3 (replicate 2 ?a))", "(replicate 2 (reduce 3 ?a))", 1},
+		{"reduce adds consecutive partial sums", []string{"6x6+sum2", "6x6+sum2"}, "(reduce 2 (ewadd ?a ?b))", "(ewadd (reduce 2 ?a) (reduce 2 ?b))", 1},
 		{"a cut contraction gives partial sums", []string{"4x6", "6x4"}, "(reduce 2 (matmul (partition 1 2 ?a) (partition 0 2 ?b)))", "(matmul ?a ?b)", 1},
 		{"row-parallel linear", []string{"2x4x6", "6x4"}, "(reduce 3 (linear none (partition 2 3 ?a) (partition 0 3 ?b)))", "(linear none ?a ?b)", 1},
 		{"column-parallel linear (FlexFlow's rule 241)", []string{"2x4x6", "6x4"}, "(linear none (replicate 2 ?a) (partition 1 2 ?b))", "(partition 2 2 (linear none ?a ?b))", 1},
@@ -92,7 +93,8 @@ func TestParallelLayoutErrors(t *testing.T) {
 		{[]string{"4x6", "6x4"}, "(relu (matmul (partition 1 2 ?a) (partition 0 2 ?b)))", "partial sums; reduce them first"},
 		{[]string{"6x6"}, "(concat 0 (partition 0 2 ?a) (partition 0 2 ?a))", "along axis 0, the operator's own axis"},
 		{[]string{"6x6", "6x6"}, "(ewadd (partition 0 2 ?a) ?b)", "equal shapes"},
-		{[]string{"6x6"}, "(reduce 2 ?a)", "divides neither"},
+		{[]string{"6x6"}, "(reduce 2 ?a)", "degree 2 does not divide the 1 partial sums"},
+		{[]string{"6x6"}, "(reduce 2 (replicate 2 ?a))", "degree 2 does not divide the 1 partial sums of 6x6+copy2"},
 		{[]string{"6x6"}, "(combine 0 2 ?a)", "does not divide dimension 0's 1 pieces"},
 		{[]string{"1x6x6x6", "6x6x3x3"}, "(conv2d 1 same none 1 (partition 1 2 ?a) ?b)", "takes tensors on one device only"},
 		{[]string{"4x6", "6x4"}, "(matmul (partition 1 2 ?a) ?b)", "contraction dimension cut in 2 and 1 pieces"},

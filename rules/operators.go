@@ -89,12 +89,12 @@ func Parallel() *Registry {
 func tasoOps() []*Op {
 	return []*Op{
 		{Name: "ewadd", Doc: "element-wise addition", Arity: 2, Outputs: 1, Z3: []string{"ewadd"}, Commutative: true,
-			Layout: layoutAny, Shape: elementwiseShape, IntKernel: perSum(ewaddKernel[uint32, Mod]), FloatKernel: perSum(ewaddKernel[float64, Real]),
+			Layout: layoutAny, AlikeLayouts: true, Shape: elementwiseShape, IntKernel: perSum(ewaddKernel[uint32, Mod]), FloatKernel: perSum(ewaddKernel[float64, Real]),
 			ONNX:     ONNXForm{Types: []string{"Add"}},
 			TASO:     TASOForm{Type: 16, Name: "OP_EW_ADD", Operands: []int{2}},
 			FlexFlow: FlexFlowForm{Type: "OP_EW_ADD"}},
 		{Name: "ewmul", Doc: "element-wise multiplication", Arity: 2, Outputs: 1, Z3: []string{"ewmul"}, Commutative: true,
-			Layout: layoutNoSums, Shape: elementwiseShape, IntKernel: ewmulKernel[uint32, Mod], FloatKernel: ewmulKernel[float64, Real],
+			Layout: layoutNoSums, AlikeLayouts: true, Shape: elementwiseShape, IntKernel: ewmulKernel[uint32, Mod], FloatKernel: ewmulKernel[float64, Real],
 			ONNX:     ONNXForm{Types: []string{"Mul"}},
 			TASO:     TASOForm{Type: 17, Name: "OP_EW_MUL", Operands: []int{2}},
 			FlexFlow: FlexFlowForm{Type: "OP_EW_MUL"}},
@@ -165,7 +165,7 @@ func tasoOps() []*Op {
 			FlexFlow: FlexFlowForm{Type: "OP_POOL2D_MAX", Params: poolFlexFlowParams()}},
 		{Name: "concat", Doc: "concatenation of two tensors along an axis", Arity: 2, Outputs: 1, Z3: []string{"concat"},
 			Params: []ParamSpec{axisParam()},
-			Layout: layoutAxisWhole, Shape: concatShape, IntKernel: perSum(concatKernel[uint32]), FloatKernel: perSum(concatKernel[float64]),
+			Layout: layoutAxisWhole, AlikeLayouts: true, Shape: concatShape, IntKernel: perSum(concatKernel[uint32]), FloatKernel: perSum(concatKernel[float64]),
 			ONNX: ONNXForm{Types: []string{"Concat"}, Attrs: []string{ONNXAttrAxis}},
 			TASO: TASOForm{Type: 12, Name: "OP_CONCAT", Params: []TASOParam{PMNumInputs, PMAxis, PMNumDim},
 				Required: []TASOParam{PMAxis}, Operands: []int{2}},

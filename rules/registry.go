@@ -130,6 +130,9 @@ type Op struct {
 	// Layout says which parallel layouts the operator takes (layout.go);
 	// nil means tensors on one device only.
 	Layout LayoutRule
+	// AlikeLayouts says the operands must be laid out alike (element-wise
+	// operators, concat): a search over layouts pairs only those.
+	AlikeLayouts bool
 	// Set names the operator set the operator belongs to: "" for TASO's
 	// default set, SetParallel for Unity's parallel operators.
 	Set string

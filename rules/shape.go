@@ -240,9 +240,12 @@ func (t *ShapeTable) Shape(id int32) Shape { return t.shapes[id] }
 type shapeError struct {
 	format string
 	args   []any
+	cause  error // a sentinel such as ErrTooManyPieces, or nil
 }
 
 func (e *shapeError) Error() string { return fmt.Sprintf(e.format, e.args...) }
+
+func (e *shapeError) Unwrap() error { return e.cause }
 
 func shapeErrorf(format string, args ...any) error { return &shapeError{format: format, args: args} }
 
@@ -255,3 +258,15 @@ type opShapeError struct {
 func (e *opShapeError) Error() string { return e.op + ": " + e.err.Error() }
 
 func (e *opShapeError) Unwrap() error { return e.err }
+
+// nodeShapeError names the node of a graph whose shape rule failed. Like
+// shapeError it is formatted only when read: the layout sweep tries
+// millions of shapes and reads almost none of the messages.
+type nodeShapeError struct {
+	node int
+	err  error
+}
+
+func (e *nodeShapeError) Error() string { return fmt.Sprintf("node %d: %v", e.node, e.err) }
+
+func (e *nodeShapeError) Unwrap() error { return e.err }

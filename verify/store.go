@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"rulebook/enumerate"
 	"sort"
 	"strings"
 	"time"
@@ -106,7 +107,7 @@ func (w *proofWriter) verify(ctx context.Context, cfg Config, req Request) error
 	if err != nil {
 		return err
 	}
-	jobs, err := storedJobs(cfg.Registry, todo)
+	jobs, err := storedJobs(ctx, w.db, cfg.Registry, todo)
 	if err != nil {
 		return err
 	}
@@ -200,14 +201,24 @@ func checkSoundness(ctx context.Context, reg *rules.Registry, set *axioms.Set, w
 }
 
 // storedJobs parses the stored rules with the shapes they were found with.
-func storedJobs(reg *rules.Registry, rs []store.Rule) ([]Job, error) {
+// A rule first found by a generation over parallel degrees is claimed at
+// every layout (Job.Layouts).
+func storedJobs(ctx context.Context, db *store.Store, reg *rules.Registry, rs []store.Rule) ([]Job, error) {
+	runs, err := db.Runs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	parallel := map[int64]bool{}
+	for _, run := range runs {
+		parallel[run.ID] = enumerate.OverDegrees(run)
+	}
 	jobs := make([]Job, len(rs))
 	for i, r := range rs {
 		t, err := r.Checked(reg)
 		if err != nil {
 			return nil, fmt.Errorf("rule %d: %w", r.ID, err)
 		}
-		jobs[i] = Job{ID: r.ID, Rule: t.Rule()}
+		jobs[i] = Job{ID: r.ID, Rule: t.Rule(), Layouts: parallel[r.RunID]}
 	}
 	return jobs, nil
 }

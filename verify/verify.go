@@ -41,7 +41,15 @@ type Config struct {
 type Job struct {
 	ID   int64
 	Rule *rules.Rule
+	// Layouts claims the rule at every parallel layout, as a rule found by
+	// a generation over parallel degrees is: its proof stands only if the
+	// layout sweep finds it true (LayoutSweep). A rule with a parallel
+	// operator or input layout is claimed so in any case.
+	Layouts bool
 }
+
+// swept reports whether a job's rule is held to the layout sweep.
+func (j Job) swept() bool { return j.Layouts || isParallel(j.Rule) }
 
 // DefaultBudget is the budget a zero Config.Budget takes. The largest proof
 // of the ≤4-operator candidates spends about 51,000 resource units and the
@@ -105,7 +113,7 @@ func Run(ctx context.Context, cfg Config, jobs []Job, emit func(Job, Result) err
 				if i >= len(jobs) {
 					return
 				}
-				res, err := decide(ctx, cfg, jobs[i].Rule)
+				res, err := decide(ctx, cfg, jobs[i])
 				if err != nil && ctx.Err() == nil {
 					// A Z3 failure on one rule makes it unknown, not the run failed.
 					res, err = Result{Status: Unknown, Reason: "z3 error: " + err.Error()}, nil
@@ -145,8 +153,9 @@ func Run(ctx context.Context, cfg Config, jobs []Job, emit func(Job, Result) err
 //
 // The float64 tests share the rule's wall clock with the proof: a test
 // that runs past it leaves the rule unknown, "timeout".
-func decide(ctx context.Context, cfg Config, r *rules.Rule) (Result, error) {
+func decide(ctx context.Context, cfg Config, j Job) (Result, error) {
 	start := time.Now()
+	r := j.Rule
 	p, err := newRuleProver(cfg.Axioms, r)
 	if err != nil {
 		return Result{}, err
@@ -159,9 +168,9 @@ func decide(ctx context.Context, cfg Config, r *rules.Rule) (Result, error) {
 	fctx, cancel := context.WithDeadline(ctx, start.Add(cfg.Budget.WallClock))
 	defer cancel()
 	if res.Status == Proved {
-		res, err = checkProofShapes(fctx, r, res, cfg)
+		res, err = checkProofShapes(fctx, j, res, cfg)
 	} else {
-		res, err = refute(fctx, r, res, cfg.Seed)
+		res, err = refute(fctx, j, res, cfg)
 	}
 	if err != nil && ctx.Err() == nil { // the rule's wall clock, not the run's
 		return Result{Status: Unknown, Reason: ReasonTimeout, Elapsed: time.Since(start), Units: res.Units}, nil
@@ -169,11 +178,19 @@ func decide(ctx context.Context, cfg Config, r *rules.Rule) (Result, error) {
 	return res, err
 }
 
-// refute looks for a counterexample to a rule that was not proved and
-// says in the reason when the float test could not run at the rule's
+// refute looks for a counterexample to a rule that was not proved: for a
+// swept rule (Job.Layouts) at every combined layout first, then at other shapes.
+// The reason says when the float test could not run at the rule's
 // recorded shapes.
-func refute(ctx context.Context, r *rules.Rule, res Result, seed uint64) (Result, error) {
-	why, found, err := Counterexample(ctx, r, seed)
+func refute(ctx context.Context, j Job, res Result, cfg Config) (Result, error) {
+	r := j.Rule
+	why, found, err := "", false, error(nil)
+	if j.swept() {
+		why, found, err = LayoutSweep(ctx, r, cfg.Seed)
+	}
+	if !found && err == nil {
+		why, found, err = Counterexample(ctx, r, cfg.Seed)
+	}
 	switch {
 	case err != nil:
 		return res, err
@@ -187,41 +204,41 @@ func refute(ctx context.Context, r *rules.Rule, res Result, seed uint64) (Result
 	return res, nil
 }
 
-// checkProofShapes tests a proof that used a block axiom (see BlockAxioms)
-// or a layout-conditional one (ConditionalAxioms) at other shapes. A block
-// axiom pairs the parts of two concats, which lines up only when the parts
-// have equal sizes; a conditional axiom holds only under a layout
-// condition. The axioms do not model shapes or layouts, so Z3 may have
-// used such an axiom where it does not hold and proved a rule that holds
-// only at the shapes it was found with. Such a rule is refuted, with the
-// counterexample. A rule with the degree variable is tested at degrees 2,
-// 3 and 4, a parallel rule at other layouts too.
-//
-// Every parallel rule is tested so, whatever axioms its proof used: an
-// axiom holds wherever both of its sides are laid out validly, but a chain
-// of them may pass through terms laid out differently from the rule's
-// inputs, and so prove a rule whose pieces differ at some valid layout
-// (linear(reduce(2, replicate(2, a)), b) = linear(a, reduce(2,
-// replicate(2, b))) holds for inputs on one device, not for partial sums).
-func checkProofShapes(ctx context.Context, r *rules.Rule, res Result, cfg Config) (Result, error) {
+// checkProofShapes tests a proof at other layouts and shapes before it
+// stands. Every swept rule (Job.Layouts) is evaluated at every combined layout of
+// its inputs: an axiom holds wherever both of its sides are laid out
+// validly, but a chain of them may pass through terms laid out differently
+// from the rule's inputs, and so prove a rule whose pieces differ at some
+// layout, or whose target cannot be laid out where its source can. A proof
+// that used a block axiom (see BlockAxioms) or a layout-conditional one
+// (ConditionalAxioms) is also tested at other sizes: a block axiom pairs
+// the parts of two concats, which lines up only when the parts have equal
+// sizes. Such a rule is refuted, with the counterexample.
+func checkProofShapes(ctx context.Context, j Job, res Result, cfg Config) (Result, error) {
+	r := j.Rule
 	conditional := slices.ContainsFunc(res.Core, cfg.retested.has)
-	if !conditional && !isParallel(r) {
+	if j.swept() {
+		why, found, err := LayoutSweep(ctx, r, cfg.Seed)
+		if err != nil {
+			return res, err
+		}
+		if found {
+			res.Status, res.Core = Refuted, nil
+			res.Reason = why + "; the axioms do not model layouts, and Z3's proof does not hold at this one"
+			return res, err
+		}
+	}
+	if !conditional {
 		return res, nil
 	}
-	search := OtherShapes
-	if !conditional {
-		search = LayoutNeighbours // the axioms hold at any shape: only layouts are in doubt
-	}
-	why, found, err := search(ctx, r, cfg.Seed)
+	why, found, err := OtherShapes(ctx, r, cfg.Seed)
 	if found {
 		used := slices.DeleteFunc(slices.Clone(res.Core), func(a string) bool { return !cfg.retested.has(a) })
 		res.Status, res.Core = Refuted, nil
-		if len(used) == 0 {
-			res.Reason = why + "; the axioms do not model layouts, and Z3's proof holds only at the rule's recorded layouts"
-		} else if slices.ContainsFunc(used, cfg.blockAxioms.has) {
+		if slices.ContainsFunc(used, cfg.blockAxioms.has) {
 			res.Reason = why + "; Z3's proof paired parts of unequal size through " + strings.Join(used, ", ")
 		} else {
-			res.Reason = why + "; Z3's proof used " + strings.Join(used, ", ") + " where its layout condition fails"
+			res.Reason = why + "; Z3's proof used " + strings.Join(used, ", ") + " where its condition fails"
 		}
 	}
 	return res, err
@@ -408,8 +425,8 @@ const (
 //
 // A rule with the degree variable is searched at degrees 2, 3 and 4
 // (atDegrees). A parallel rule (one with a parallel operator or input
-// layout) keeps its inputs' layouts at the other extents, and is first
-// tested at the layouts next to its own (layoutNeighbours).
+// layout) keeps its inputs' layouts at the other extents; LayoutSweep
+// tries its other layouts.
 func OtherShapes(ctx context.Context, r *rules.Rule, seed uint64) (string, bool, error) {
 	if len(r.InputShapes) != r.NumInputs {
 		return "", false, nil
@@ -425,11 +442,6 @@ func OtherShapes(ctx context.Context, r *rules.Rule, seed uint64) (string, bool,
 // otherShapes is OtherShapes for a rule without the degree variable.
 func otherShapes(ctx context.Context, r *rules.Rule, seed uint64) (string, bool, error) {
 	parallel := isParallel(r)
-	if parallel {
-		if why, found, err := layoutNeighbours(ctx, r, seed); found || err != nil {
-			return why, found, err
-		}
-	}
 	saved := saveShapes(r)
 	defer saved.restore(r)
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))

@@ -1,0 +1,2 @@
+; reducing the input's partial sums first or the output's last is the same (wrong: Unity's Matmul(Reduce(d, x), y) = Reduce(d, Matmul(x, Replicate(d, y))) holds on one device, but where x's features are cut too, the product's partial sums are numbered operand sum first, and a reduce of d consecutive ones adds the contraction's blocks, not x's partial sums)
+(assert (! (forall ((d Int) (x Tensor) (w Tensor)) (=> (>= d 1) (= (linear activation.none (reduce d x) w) (reduce d (linear activation.none x (replicate d w)))))) :named linear-reduce-input))

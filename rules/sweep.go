@@ -1,0 +1,421 @@
+package rules
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+)
+
+// The layout sweep: a parallel rule is claimed wherever its source is laid
+// out validly, so it is evaluated at every combined layout of its inputs
+// (docs/parallel.md, "Soundness"). Each input takes every layout whose
+// per-dimension degrees, sum degree and copy degree are each 1, g or g²,
+// all together, at degree g. Z3 says why a rule is true; this says
+// whether it is, with the exact (modular) kernels, and with float draws
+// too where relu is involved.
+
+// SweepConfig says how far a sweep goes.
+type SweepConfig struct {
+	// Whole are the degrees at which every assignment of layouts is tried,
+	// as long as the search stays within MaxSteps; Sampled those at which
+	// Samples random assignments are. A rule written at a concrete degree
+	// is swept at that degree only, as a whole.
+	Whole, Sampled []int
+	MaxSteps       int // shape inferences a whole search may take before it samples instead
+	Samples        int // assignments under which the source type-checks, per sampled degree
+	// MaxElements bounds the elements of one evaluation (inputs and every
+	// value, both sides); larger assignments are counted, not evaluated.
+	MaxElements int
+	Seed        uint64
+	// BothValid weakens the claim to an axiom's: the sides are equal where
+	// both are laid out validly, so assignments under which the target is
+	// not are passed over rather than counted against the rule.
+	BothValid bool
+	// AsWritten sweeps a rule written at concrete degrees (an axiom's
+	// instance) at the layouts of every degree of Whole and Sampled, not at
+	// its own degree only.
+	AsWritten bool
+	// Int and Float draw input number i at shape s: exact values, and float
+	// draws for rules with relu (stream 0 uniform, 1 one-signed).
+	Int   func(i int, s Shape) *IntTensor
+	Float func(stream uint64, i int, s Shape) *FloatTensor
+}
+
+// DefaultSweep is the sweep a release is held to: every assignment at
+// degrees 2 and 3, samples at 4 and 8.
+func DefaultSweep() SweepConfig {
+	return SweepConfig{Whole: []int{2, 3}, Sampled: []int{4, 8}, MaxSteps: 40_000_000, Samples: 200, MaxElements: 1 << 18, Seed: 1}
+}
+
+// Mismatch is how a rule fails at a layout.
+type Mismatch int
+
+const (
+	// TargetIllLaidOut: the source type-checks and the target does not.
+	TargetIllLaidOut Mismatch = iota + 1
+	// LayoutDiffers: both type-check, and an output is laid out differently.
+	LayoutDiffers
+	// ValueDiffers: an output's pieces differ.
+	ValueDiffers
+)
+
+func (m Mismatch) String() string {
+	switch m {
+	case TargetIllLaidOut:
+		return "target ill-laid-out"
+	case LayoutDiffers:
+		return "layout differs"
+	case ValueDiffers:
+		return "value differs"
+	}
+	return "none"
+}
+
+// LayoutCounterexample is an assignment of input layouts at which a rule
+// fails.
+type LayoutCounterexample struct {
+	Degree int
+	Inputs []Shape
+	Kind   Mismatch
+	Output int
+	// Why says what differs: the target's shape error, the two layouts, or
+	// the element and its two values.
+	Why string
+}
+
+func (c *LayoutCounterexample) String() string {
+	parts := make([]string, len(c.Inputs))
+	for i, s := range c.Inputs {
+		parts[i] = inputName(i) + ":" + s.String()
+	}
+	return fmt.Sprintf("at d=%d %s: %s", c.Degree, strings.Join(parts, " "), c.Why)
+}
+
+// SweepResult is what a sweep found.
+type SweepResult struct {
+	Evaluated int // assignments at which both sides were evaluated and agreed
+	TooLarge  int // assignments above MaxElements, not evaluated
+	// SampledAt lists the degrees sampled, by the config or because the
+	// whole search ran past MaxSteps.
+	SampledAt      []int
+	Counterexample *LayoutCounterexample
+}
+
+// Sweep evaluates r at every combined layout of its inputs (see
+// SweepConfig). The rule needs input shapes: their ranks and extents (not
+// their layouts) are kept, scaled so that each layout divides them.
+func (r *Rule) Sweep(ctx context.Context, cfg SweepConfig) (SweepResult, error) {
+	var res SweepResult
+	if len(r.InputShapes) != r.NumInputs {
+		return res, fmt.Errorf("rule records no input shapes")
+	}
+	whole, sampled := cfg.Whole, cfg.Sampled
+	if own, concrete := concreteDegree(r); concrete && !cfg.AsWritten {
+		whole, sampled = []int{own}, nil
+	}
+	for _, g := range whole {
+		if err := r.sweepAt(ctx, cfg, g, false, &res); err != nil || res.Counterexample != nil {
+			return res, err
+		}
+	}
+	for _, g := range sampled {
+		if err := r.sweepAt(ctx, cfg, g, true, &res); err != nil || res.Counterexample != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// concreteDegree is the degree of a rule written at one (without the
+// degree variable); concrete is false for a d-rule or one without degrees.
+func concreteDegree(r *Rule) (own int, concrete bool) {
+	if r.HasDegreeVar() {
+		return 0, false
+	}
+	r.EachDegree(func(d int) { own = max(own, d) })
+	return own, own > 1
+}
+
+// sweep is one degree's search.
+type sweep struct {
+	cfg  SweepConfig
+	rule *Rule // at degree g
+	g    int
+	base []Shape // the inputs' extents over their common divisor, no layout
+	// big is the scale at which candidates are shaped: every scale tried
+	// divides it, so an assignment that type-checks at some scale tried
+	// type-checks at big.
+	big   int
+	piece bool // relu is involved: float draws too
+	res   *SweepResult
+	err   error
+}
+
+func (r *Rule) sweepAt(ctx context.Context, cfg SweepConfig, g int, sample bool, res *SweepResult) error {
+	s := &sweep{cfg: cfg, rule: r, g: g, res: res, piece: r.Src.Piecewise() || r.Dst.Piecewise()}
+	if r.HasDegreeVar() {
+		s.rule = r.WithDegree(g)
+	}
+	s.base = commonBase(r.InputShapes)
+	unit := g
+	s.rule.EachDegree(func(d int) { unit = lcm(unit, max(d, 1)) })
+	s.big = lcm(2, unit*unit) * pow(unit, 4)
+	candidates := make([][]Shape, r.NumInputs)
+	for i, b := range s.base {
+		candidates[i] = combinedLayouts(b, g, s.big)
+	}
+	visit := func(in []Shape) bool {
+		if err := ctx.Err(); err != nil {
+			s.err = err
+			return false
+		}
+		s.check(in)
+		return s.err == nil && res.Counterexample == nil
+	}
+	if !sample && eachLayout(&s.rule.Src, candidates, cfg.MaxSteps, visit) {
+		return s.err
+	}
+	if s.err != nil || res.Counterexample != nil {
+		return s.err
+	}
+	res.SampledAt = append(res.SampledAt, g)
+	s.sample(candidates, visit)
+	return s.err
+}
+
+// sample draws cfg.Samples assignments under which the source type-checks
+// (of at most 50 times as many tries).
+func (s *sweep) sample(candidates [][]Shape, visit func([]Shape) bool) {
+	rng := rand.New(rand.NewPCG(s.cfg.Seed, uint64(s.g)))
+	in := make([]Shape, len(candidates))
+	found := 0
+	for try := 0; try < 50*s.cfg.Samples && found < s.cfg.Samples; try++ {
+		for i, c := range candidates {
+			in[i] = c[rng.IntN(len(c))]
+		}
+		if _, err := s.rule.Src.InferShapes(in); err != nil {
+			continue
+		}
+		found++
+		if !visit(slices.Clone(in)) {
+			return
+		}
+	}
+}
+
+// commonBase returns the input shapes without layout, each extent divided
+// by the greatest common divisor of all: the ratios a rule's shapes may
+// rely on (a concat's operands, a linear's features) survive every scale.
+func commonBase(in []Shape) []Shape {
+	g := 0
+	for _, s := range in {
+		for i := 0; i < s.Rank; i++ {
+			g = gcd(g, s.Dims[i])
+		}
+	}
+	out := make([]Shape, len(in))
+	for k, s := range in {
+		out[k] = NewShape(s.DimList()...)
+		for i := 0; i < s.Rank && g > 0; i++ {
+			out[k].Dims[i] /= g
+		}
+	}
+	return out
+}
+
+// combinedLayouts lists every layout of b at degree g, its extents scaled
+// by big: each dimension's degree, the sum degree and the copy degree each
+// 1, g or g², together. Layouts of more than MaxPieces pieces are left out.
+func combinedLayouts(b Shape, g, big int) []Shape {
+	factors := []int{1, g, g * g}
+	features := b.Rank + 2
+	var out []Shape
+	for code := 0; code < pow(len(factors), features); code++ {
+		s := b
+		for i := 0; i < s.Rank; i++ {
+			s.Dims[i] *= big
+		}
+		c := code
+		for f := 0; f < features; f++ {
+			v := factors[c%len(factors)]
+			c /= len(factors)
+			switch {
+			case f < b.Rank:
+				s.Degrees[f] = v
+			case f == b.Rank:
+				s.Sum = v
+			default:
+				s.Copy = v
+			}
+		}
+		s.normalizeLayout()
+		if s.CheckLayout() == nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func pow(b, e int) int {
+	n := 1
+	for range e {
+		n *= b
+	}
+	return n
+}
+
+// check evaluates the rule at one assignment of layouts (shaped at s.big):
+// at the smallest scale at which both sides type-check. Where the target
+// does not type-check even at s.big, the rule fails there, unless only
+// both sides laid out validly are claimed (BothValid).
+func (s *sweep) check(big []Shape) {
+	if _, err := s.rule.Dst.InferShapes(big); err != nil {
+		switch {
+		case s.cfg.BothValid:
+		case errors.Is(err, ErrTooManyPieces): // a bound of ours, not the rule's fault
+			s.res.TooLarge++
+		default:
+			in, _ := s.smallest(big, false)
+			if _, small := s.rule.Dst.InferShapes(in); small != nil {
+				err = small // the same failure, at the sizes reported
+			}
+			s.fail(in, TargetIllLaidOut, 0, "the source type-checks and the target does not: "+err.Error())
+		}
+		return
+	}
+	in, ok := s.smallest(big, true)
+	if !ok {
+		return
+	}
+	if s.elements(in) > s.cfg.MaxElements {
+		s.res.TooLarge++
+		return
+	}
+	src, _ := s.rule.Src.InferShapes(in)
+	dst, _ := s.rule.Dst.InferShapes(in)
+	for k := range src {
+		if !src[k].SameDims(dst[k]) {
+			s.fail(in, LayoutDiffers, k, fmt.Sprintf("output %d is %s on the source and %s on the target", k, src[k], dst[k]))
+			return
+		}
+	}
+	if s.exactDiffers(in) || s.piece && s.floatDiffers(in) {
+		return
+	}
+	s.res.Evaluated++
+}
+
+// smallest rescales an assignment to the smallest scale at which the
+// source type-checks, and the target too when both is set: the least that
+// the inputs' layouts divide (each extent at least 2), or a multiple of it
+// that divides s.big (a rule may cut what is cut already). Without one it
+// returns the assignment as it is.
+func (s *sweep) smallest(big []Shape, both bool) ([]Shape, bool) {
+	f := 1
+	for k, b := range s.base {
+		for i := 0; i < b.Rank; i++ {
+			d := big[k].Degree(i)
+			f = lcm(f, d/gcd(d, b.Dims[i]))
+		}
+	}
+	if f == 1 {
+		f = 2
+	}
+	for scale := f; scale <= s.big; scale += f {
+		if s.big%scale != 0 {
+			continue
+		}
+		in := make([]Shape, len(big))
+		for k, b := range big {
+			in[k] = b
+			for i := 0; i < b.Rank; i++ {
+				in[k].Dims[i] = s.base[k].Dims[i] * scale
+			}
+		}
+		if _, err := s.rule.Src.InferShapes(in); err != nil {
+			continue
+		}
+		if _, err := s.rule.Dst.InferShapes(in); err == nil || !both {
+			return in, true
+		}
+	}
+	return big, false
+}
+
+// elements counts the elements of the inputs and of every value both
+// sides compute (partial sums each whole).
+func (s *sweep) elements(in []Shape) int {
+	n := 0
+	for _, x := range in {
+		n += x.Size() * x.SumDegree()
+	}
+	for _, g := range []*Graph{&s.rule.Src, &s.rule.Dst} {
+		shapes, err := g.NodeShapes(in)
+		if err != nil {
+			return math.MaxInt
+		}
+		for _, out := range shapes {
+			for _, x := range out {
+				n += x.Size() * x.SumDegree()
+			}
+		}
+	}
+	return n
+}
+
+func (s *sweep) exactDiffers(in []Shape) bool {
+	xs := make([]*IntTensor, len(in))
+	for i, x := range in {
+		xs[i] = s.cfg.Int(i, x)
+	}
+	a, errA := Evaluate(&s.rule.Src, IntKernelOf, xs)
+	b, errB := Evaluate(&s.rule.Dst, IntKernelOf, xs)
+	if errA != nil || errB != nil {
+		s.err = fmt.Errorf("evaluate at %v: %v %v", in, errA, errB)
+		return true
+	}
+	for o := range a {
+		for k, v := range a[o].Data {
+			if w := b[o].Data[k]; v != w {
+				s.fail(in, ValueDiffers, o, fmt.Sprintf("output %d (%s) element %d: source %d, target %d (exact, mod 2^31-1)", o, a[o].Shape, k, v, w))
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// floatDiffers compares the sides on a uniform and a one-signed float
+// draw: relu identities can hold in one arithmetic and not the other.
+func (s *sweep) floatDiffers(in []Shape) bool {
+	for stream := uint64(0); stream < 2; stream++ {
+		xs := make([]*FloatTensor, len(in))
+		for i, x := range in {
+			xs[i] = s.cfg.Float(stream, i, x)
+		}
+		a, errA := Evaluate(&s.rule.Src, FloatKernelOf, xs)
+		b, errB := Evaluate(&s.rule.Dst, FloatKernelOf, xs)
+		if errA != nil || errB != nil {
+			s.err = fmt.Errorf("evaluate at %v: %v %v", in, errA, errB)
+			return true
+		}
+		for o := range a {
+			for k, v := range a[o].Data {
+				w := b[o].Data[k]
+				if math.Abs(v-w) > 1e-9*math.Max(1, math.Max(math.Abs(v), math.Abs(w))) {
+					s.fail(in, ValueDiffers, o, fmt.Sprintf("output %d (%s) element %d: source %.6g, target %.6g (float draw %d)", o, a[o].Shape, k, v, w, stream))
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func (s *sweep) fail(in []Shape, kind Mismatch, output int, why string) {
+	s.res.Counterexample = &LayoutCounterexample{Degree: s.g, Inputs: in, Kind: kind, Output: output, Why: why}
+}
