@@ -20,10 +20,14 @@ type Bound struct {
 	Dims    []int
 	MaxRank int
 	Seed    uint64
+	// Combined also sweeps each parallel axiom at combined layouts
+	// (layouts.go): every per-dimension, sum and copy degree together.
+	Combined bool
 }
 
-// DefaultBound checks every shape up to rank 4 with extents 1 to 3.
-func DefaultBound() Bound { return Bound{Dims: []int{1, 2, 3}, MaxRank: 4, Seed: 1} }
+// DefaultBound checks every shape up to rank 4 with extents 1 to 3, and
+// the parallel axioms at combined layouts.
+func DefaultBound() Bound { return Bound{Dims: []int{1, 2, 3}, MaxRank: 4, Seed: 1, Combined: true} }
 
 // Report is the concrete check of one axiom under the registry's exact
 // (modular) and float64 semantics.
@@ -188,7 +192,7 @@ func validateAxiom(ctx context.Context, a *Axiom, reg *rules.Registry, b Bound) 
 	if err := paramLoop(0); err != nil {
 		return *c.report, err
 	}
-	if usesParallelOps(a, reg) && c.report.Counterexample == "" {
+	if b.Combined && usesParallelOps(a, reg) && c.report.Counterexample == "" {
 		n, cx, err := validateLayouts(ctx, a, reg, domains, b.Seed)
 		if err != nil {
 			return *c.report, err

@@ -24,9 +24,10 @@ const (
 	// Trivial: both sides are the same expression (a foreign rule that
 	// differs only in what our operators do not model, such as layout).
 	Trivial Relation = "trivial"
-	// Falsified: a parallel rule false at its own degree, by a float test
-	// piece for piece (JudgeDegrees), or one whose sides type-check under
-	// no common input layouts.
+	// Falsified: a parallel rule false at its own degree at some combined
+	// layout of its inputs where its source is laid out validly, piece for
+	// piece by the exact evaluator (JudgeDegrees), or refuted by our
+	// verifier.
 	Falsified Relation = "refuted"
 	// DegreeTwoOnly: a parallel rule written at degree 2, true there but
 	// false at another degree, where FlexFlow would apply it too.
@@ -49,8 +50,11 @@ type Verdict struct {
 	Steps []rewrite.Step
 	// Why explains a missed rule, once Explain has run.
 	Why Shortfall
-	// Counterexample says where a Falsified or DegreeTwoOnly rule fails.
+	// Counterexample says where a Falsified or DegreeTwoOnly rule fails,
+	// and Kind how: in value, in layout only, or with its target ill laid
+	// out where its source is not.
 	Counterexample string
+	Kind           rules.Mismatch
 	// Free are the inputs the rule's target reads and its source never
 	// binds (in the file's orientation), and FreeSound and FreeWhy whether
 	// that is sound (FreeInputSoundness).
@@ -124,10 +128,10 @@ func Compare(ctx context.Context, ours []*rules.Rule, theirs []Foreign, lim Limi
 }
 
 func relate(ctx context.Context, f Foreign, contained map[string]bool, rws []rewrite.Rewrite, lim Limits) (Verdict, error) {
-	if err := ctx.Err(); err != nil { // the degree tests below do not look
+	if err := ctx.Err(); err != nil {
 		return Verdict{}, err
 	}
-	oriented, text := f.Rule.Oriented()
+	_, text := f.Rule.Oriented()
 	v := Verdict{Foreign: f, Text: text, Relation: Missed}
 	if free := FreeInputs(f.Rule); len(free) > 0 {
 		v.Free = free
@@ -138,22 +142,34 @@ func relate(ctx context.Context, f Foreign, contained map[string]bool, rws []rew
 		return v, nil
 	}
 	if IsParallel(f.Rule) {
-		switch j := JudgeDegrees(oriented); {
+		// Judged in the file's direction, the one its source applies in:
+		// a target may be laid out validly wherever the source is, and not
+		// the other way round.
+		j, err := JudgeDegrees(ctx, f.Rule)
+		if err != nil {
+			return v, err
+		}
+		switch {
 		case j.Vacuous:
 			v.Why = Shortfall{Cause: NeverApplies}
 			return v, nil
 		case j.Relation != "":
-			v.Relation, v.Counterexample = j.Relation, j.Counterexample
+			v.Relation, v.Kind, v.Counterexample = j.Relation, j.Kind, j.Counterexample
 			return v, nil
 		}
 	}
-	switch {
-	case contained[text.String()]:
+	// Ours are related at degree 2 (Compare), so is a rule written with d,
+	// now that the sweep has held it at every degree.
+	at := f.Rule
+	if at.HasDegreeVar() {
+		at = at.WithDegree(rules.BaseDegree)
+	}
+	if _, t := at.Oriented(); contained[t.String()] {
 		v.Relation = Contained
 		return v, nil
 	}
-	nodes := max(len(f.Rule.Src.Nodes), len(f.Rule.Dst.Nodes)) + lim.ExtraNodes
-	steps, err := rewrite.Derive(ctx, &f.Rule.Src, &f.Rule.Dst, rws, rewrite.Limits{Steps: lim.Steps, Nodes: nodes, Explored: lim.Explored, Admit: shapesFit(f.Rule)})
+	nodes := max(len(at.Src.Nodes), len(at.Dst.Nodes)) + lim.ExtraNodes
+	steps, err := rewrite.Derive(ctx, &at.Src, &at.Dst, rws, rewrite.Limits{Steps: lim.Steps, Nodes: nodes, Explored: lim.Explored, Admit: shapesFit(at)})
 	if err != nil {
 		return v, err
 	}

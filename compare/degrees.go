@@ -1,11 +1,11 @@
 package compare
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"strings"
 
-	"rulebook/enumerate"
 	"rulebook/exchange"
 	"rulebook/fingerprint"
 	"rulebook/rules"
@@ -13,90 +13,106 @@ import (
 
 // FlexFlow applies each of its rules at the machine's degree, though its
 // generator wrote them at degree 2. A parallel foreign rule is therefore
-// judged at several degrees: its degree parameters, all equal, become the
-// degree variable d, and the rule is float-tested at d = 2, 3 and 4, piece
-// for piece, at every layout of its inputs (up to judgedLayouts) under which
-// both sides type-check at its own degree. False at its own degree: refuted;
-// true there but false at another: true at degree 2 only.
+// judged as our own are before release: swept at every combined layout of
+// its inputs (rules.Rule.Sweep) by the exact evaluator. A rule written at
+// degree 2 has its degree parameters, all equal, read as the degree
+// variable d; a rule written with d claims every degree. Each is swept at
+// degree 2, then at 3 and 4. False at degree 2: refuted; true there but
+// false at another degree: true at degree 2 only, unless the rule was
+// written with d, which claims them all. A rule written at other degrees,
+// or at differing ones, is swept as written.
 
-// JudgedDegrees are the degrees a parallel foreign rule is tested at, its
-// own first.
+// JudgedDegrees are the degrees a parallel foreign rule is swept at, 2
+// first.
 var JudgedDegrees = []int{2, 3, 4}
 
-const (
-	// judgedLayouts bounds the input layouts a rule is tested at, at its
-	// own degree; otherDegreeLayouts the first of them tested at other
-	// degrees, where tensors are larger.
-	judgedLayouts      = 8
-	otherDegreeLayouts = 2
-	// judgeSearchSteps bounds the search for those layouts.
-	judgeSearchSteps = 20000
-	// judgeTolerance is the float check's relative tolerance.
-	judgeTolerance = 1e-9
-)
+// judgeSearchSteps bounds the search for input shapes under which a
+// rule's source type-checks.
+const judgeSearchSteps = 200_000
 
-// Judgement is what the degree test says of a parallel foreign rule:
-// Relation is Falsified, DegreeTwoOnly, or "" for a rule true at every degree
-// tested; Counterexample says where it fails. Vacuous marks a rule whose
+// Judgement is what the sweep says of a parallel foreign rule: Relation is
+// Falsified, DegreeTwoOnly, or "" for a rule true at every degree swept;
+// Kind and Counterexample say where it fails. Vacuous marks a rule whose
 // source type-checks under none of the layouts tried: it never applies, so
 // it is neither refuted nor true in any use (Relation is "", and
 // Counterexample says so).
 type Judgement struct {
 	Relation       Relation
+	Kind           rules.Mismatch
 	Counterexample string
 	Vacuous        bool
 }
 
-// JudgeDegrees tests a parallel foreign rule at JudgedDegrees. A rule whose
-// degree parameters differ is tested at its own degrees only.
-func JudgeDegrees(r *rules.Rule) Judgement {
-	own := ruleDegree(r)
-	layouts, why, vacuous := wellShapedLayouts(r, own)
-	if vacuous {
-		return Judgement{Counterexample: why, Vacuous: true}
-	}
-	if len(layouts) == 0 {
-		return Judgement{Relation: Falsified, Counterexample: why}
-	}
-	general, ok := generalize(r, own)
-	degrees := JudgedDegrees
-	if !ok {
-		// Degrees other than 2, differing degrees, or none (linear alone):
-		// the rule as written, its layouts as found. FloatCheckAtDegree at
-		// BaseDegree leaves both as they are.
-		degrees = []int{rules.BaseDegree}
-	}
-	for k, d := range degrees {
-		for l, in := range layouts {
-			if k > 0 && l >= otherDegreeLayouts {
-				break
-			}
-			g := *general
-			g.InputShapes = in
-			err := enumerate.FloatCheckAtDegree(&g, d, enumerate.DegreeCheck{Multiple: judgeMultiple(d), Seed: 1, Tolerance: judgeTolerance})
-			if err == nil {
-				continue
-			}
-			at, _ := g.InputShapesAtDegree(d, judgeMultiple(d))
-			cx := fmt.Sprintf("%s; inputs %s", err, inputList(at))
-			if !ok && own != rules.BaseDegree {
-				cx = fmt.Sprintf("at the rule's own degrees: %s", strings.TrimPrefix(cx, fmt.Sprintf("degree %d, ", rules.BaseDegree)))
-			}
-			if k == 0 {
-				return Judgement{Relation: Falsified, Counterexample: cx}
-			}
-			_, text := general.Oriented()
-			return Judgement{Relation: DegreeTwoOnly, Counterexample: fmt.Sprintf("%s (the rule with d: %s)", cx, text)}
-		}
-	}
-	return Judgement{}
+// JudgeDegrees sweeps a parallel foreign rule at JudgedDegrees.
+func JudgeDegrees(ctx context.Context, r *rules.Rule) (Judgement, error) {
+	return judge(ctx, r, false)
 }
 
-// judgeMultiple is what input sizes grow to a multiple of at degree d
-// (rules.Rule.InputShapesAtDegree, which grows them further by powers of d
-// until both sides are well laid out, as a rule may cut a dimension
-// twice).
-func judgeMultiple(d int) int { return d }
+// judge is JudgeDegrees; cutsOnly sweeps per-dimension degrees alone, for a
+// reading without partial sums and copies (rules.FlexFlowReading).
+func judge(ctx context.Context, r *rules.Rule, cutsOnly bool) (Judgement, error) {
+	general, written := generalize(r)
+	base, ok := judgedShapes(general)
+	if !ok {
+		return Judgement{Vacuous: true, Counterexample: fmt.Sprintf("the source type-checks under none of the input layouts tried at degree %d", max(ruleDegree(r), 2))}, nil
+	}
+	g := *general
+	g.InputShapes = base
+	for k, degrees := range [][]int{JudgedDegrees[:1], JudgedDegrees[1:]} {
+		cfg := judgeSweep(degrees)
+		cfg.CutsOnly = cutsOnly
+		if k > 0 && !g.HasDegreeVar() {
+			break // written at concrete degrees: swept at those alone
+		}
+		res, err := g.Sweep(ctx, cfg)
+		if err != nil || res.Counterexample == nil {
+			if err != nil {
+				return Judgement{}, err
+			}
+			continue
+		}
+		j := Judgement{Relation: Falsified, Kind: res.Counterexample.Kind, Counterexample: res.Counterexample.String()}
+		if k > 0 && !written {
+			_, text := g.Oriented()
+			j.Relation = DegreeTwoOnly
+			j.Counterexample += fmt.Sprintf(" (the rule with d: %s)", text)
+		}
+		return j, nil
+	}
+	return Judgement{}, nil
+}
+
+// judgeSweep is the sweep at degrees: the first whole, the others
+// sampled.
+func judgeSweep(degrees []int) rules.SweepConfig {
+	in := fingerprint.Inputs{Seed: 1}
+	cfg := rules.DefaultSweep()
+	cfg.Whole, cfg.Sampled = degrees[:1], degrees[1:]
+	cfg.Int, cfg.Float = in.Int, in.Float
+	return cfg
+}
+
+// judgedShapes are the input shapes whose ranks and extents a rule is
+// swept at: those it records, or the first of FlexFlow's activations and
+// weights (exchange.ParallelInputShapes) under which its source
+// type-checks at its own degree.
+func judgedShapes(r *rules.Rule) ([]rules.Shape, bool) {
+	if len(r.InputShapes) == r.NumInputs {
+		return r.InputShapes, true
+	}
+	at := r
+	if r.HasDegreeVar() {
+		at = r.WithDegree(rules.BaseDegree)
+	}
+	return at.SourceShapes(exchange.ParallelInputShapes(max(ruleDegree(at), 2)), judgeSearchSteps)
+}
+
+const (
+	// judgedLayouts bounds the layouts wellShapedLayouts lists.
+	judgedLayouts = 8
+	// judgeTolerance is the float comparison's relative tolerance.
+	judgeTolerance = 1e-9
+)
 
 // ruleDegree is the degree a rule's parallel operators are written at (the
 // largest), or 0.
@@ -110,25 +126,28 @@ func ruleDegree(r *rules.Rule) int {
 // that the default set lacks: such a rule is judged by JudgeDegrees.
 func IsParallel(r *rules.Rule) bool { return r.UsesParallelOps() }
 
-// generalize writes the degree variable d for every degree parameter, and
-// reports false when they are not all equal (their ratio would be lost).
-func generalize(r *rules.Rule, own int) (*rules.Rule, bool) {
+// generalize writes the degree variable d for every degree parameter of a
+// rule written at degree 2, all equal; written reports whether the rule
+// already had d. Any other rule is returned as it is.
+func generalize(r *rules.Rule) (general *rules.Rule, written bool) {
+	if r.HasDegreeVar() {
+		return r, true
+	}
 	same := true
-	r.EachDegree(func(v int) { same = same && v == own })
-	if !same || own == 0 || own != rules.BaseDegree {
+	r.EachDegree(func(v int) { same = same && v == rules.BaseDegree })
+	if !same || ruleDegree(r) != rules.BaseDegree {
 		return r, false
 	}
 	out := *r
-	out.Src, out.Dst = *r.Src.WithDegreeVar(own), *r.Dst.WithDegreeVar(own)
-	return &out, true
+	out.Src, out.Dst = *r.Src.WithDegreeVar(rules.BaseDegree), *r.Dst.WithDegreeVar(rules.BaseDegree)
+	return &out, false
 }
 
 // wellShapedLayouts lists up to judgedLayouts assignments of input layouts
 // (exchange.ParallelInputShapes) under which both sides of r type-check
 // and agree on their outputs' layouts; where there are none, why says what
-// goes wrong, as a counterexample, and vacuous whether the source
-// type-checks nowhere (see illShaped).
-func wellShapedLayouts(r *rules.Rule, degree int) (out [][]rules.Shape, why string, vacuous bool) {
+// goes wrong.
+func wellShapedLayouts(r *rules.Rule, degree int) (out [][]rules.Shape, why string) {
 	pool := exchange.ParallelInputShapes(max(degree, 2))
 	candidates := make([][]rules.Shape, r.NumInputs)
 	for i := range candidates {
@@ -140,18 +159,17 @@ func wellShapedLayouts(r *rules.Rule, degree int) (out [][]rules.Shape, why stri
 		return len(out) < judgedLayouts
 	})
 	if len(out) > 0 {
-		return out, "", false
+		return out, ""
 	}
-	why, vacuous = illShaped(r, candidates)
-	return nil, why, vacuous
+	return nil, illShaped(r, candidates)
 }
 
 // illShaped says why no layouts fit a rule: the source type-checks
-// nowhere (vacuous: the rule never applies), or where it does the target
-// does not type-check or lays out its outputs differently. A difference in
-// layouts is the better counterexample (the target is a valid graph with
-// other pieces), so the search goes on past shape errors to find one.
-func illShaped(r *rules.Rule, candidates [][]rules.Shape) (why string, vacuous bool) {
+// nowhere, or where it does the target does not type-check or lays out its
+// outputs differently. A difference in layouts is the better
+// counterexample (the target is a valid graph with other pieces), so the
+// search goes on past shape errors to find one.
+func illShaped(r *rules.Rule, candidates [][]rules.Shape) (why string) {
 	src := *r
 	src.Dst = r.Src
 	applies, differs := false, false
@@ -165,9 +183,9 @@ func illShaped(r *rules.Rule, candidates [][]rules.Shape) (why string, vacuous b
 		return !differs
 	})
 	if !applies {
-		return fmt.Sprintf("the source type-checks under none of the input layouts tried at degree %d", max(ruleDegree(r), 2)), true
+		return fmt.Sprintf("the source type-checks under none of the input layouts tried at degree %d", max(ruleDegree(r), 2))
 	}
-	return why, false
+	return why
 }
 
 // targetMismatch says how the target differs in shape from the source at
@@ -213,7 +231,7 @@ func FreeInputs(r *rules.Rule) []int {
 
 // soundnessShapes are the input shapes free inputs are judged at: a
 // parallel rule's first well-shaped layouts, sizes grown to a multiple of
-// judgeMultiple(2), or another rule's recorded shapes.
+// 2, or another rule's recorded shapes.
 func soundnessShapes(r *rules.Rule) ([]rules.Shape, string) {
 	if !IsParallel(r) {
 		if len(r.InputShapes) != r.NumInputs {
@@ -221,13 +239,13 @@ func soundnessShapes(r *rules.Rule) ([]rules.Shape, string) {
 		}
 		return r.InputShapes, ""
 	}
-	layouts, why, _ := wellShapedLayouts(r, ruleDegree(r))
+	layouts, why := wellShapedLayouts(r, ruleDegree(r))
 	if len(layouts) == 0 {
 		return nil, fmt.Sprintf("no input layouts make both sides type-check (%s)", why)
 	}
 	g := *r
 	g.InputShapes = layouts[0]
-	shapes, err := g.InputShapesAtDegree(rules.BaseDegree, judgeMultiple(rules.BaseDegree))
+	shapes, err := g.InputShapesAtDegree(rules.BaseDegree, rules.BaseDegree)
 	if err != nil {
 		return nil, err.Error()
 	}

@@ -23,7 +23,10 @@ type Report struct {
 	Verdicts []Verdict       // one per rule of the file, in file order
 	Proofs   []verify.Result // parallel to Verdicts
 	// Skipped summarises what the file's format could not carry over.
-	Skipped            []string
+	Skipped []string
+	// FlexFlow judges a FlexFlow file's rules again under FlexFlow's own
+	// reading of its operators (FlexFlowReading); nil for other formats.
+	FlexFlow           []ReadingResult
 	Searched, Verified time.Duration
 }
 
@@ -32,7 +35,7 @@ type Report struct {
 // the verifier that cfg configures on each. progress hears both stages,
 // "compare" and "verify".
 func File(ctx context.Context, db *store.Store, path, format, ref string, lim Limits, cfg verify.Config, progress func(stage string, done, total int)) (*Report, error) {
-	f, _, err := exchange.ReadFile(path, format, cfg.Registry)
+	f, format, err := exchange.ReadFile(path, format, cfg.Registry)
 	if err != nil {
 		return nil, err
 	}
@@ -71,8 +74,28 @@ func File(ctx context.Context, db *store.Store, path, format, ref string, lim Li
 	for i, p := range r.Proofs {
 		refuted[i] = p.Status == verify.Refuted
 	}
+	overrule(r.Verdicts, r.Proofs)
 	Explain(r.Verdicts, refuted, ours)
+	if format == "flexflow-json" {
+		if r.FlexFlow, err = FlexFlowReading(ctx, path, r.Verdicts); err != nil {
+			return nil, err
+		}
+	}
 	return r, nil
+}
+
+// overrule makes a rule our verifier refutes refuted, whatever the rewrite
+// search said: a rule is contained in or implied by ours only if it is
+// true. A false rule can match one of ours only if ours is false too, and
+// be implied only through a rewrite against a rule's direction, where that
+// rule's source may not be laid out validly.
+func overrule(vs []Verdict, proofs []verify.Result) {
+	for i, p := range proofs {
+		if p.Status != verify.Refuted || (vs[i].Relation != Contained && vs[i].Relation != Implied) {
+			continue
+		}
+		vs[i].Relation, vs[i].Steps, vs[i].Counterexample = Falsified, nil, "our verifier: "+p.Reason
+	}
 }
 
 // stage reports one stage's progress, if anyone listens.
@@ -135,6 +158,9 @@ func (r *Report) WriteText(w io.Writer, path string, all bool) {
 	fmt.Fprintln(w)
 	writeShortfalls(w, Count(vs))
 	writeEveryDegree(w, vs)
+	if r.FlexFlow != nil {
+		WriteReadings(w, r.FlexFlow)
+	}
 	fmt.Fprintf(w, "  our verifier: proved %s, unknown %s, refuted %s\n", pct(statuses[verify.Proved]), pct(statuses[verify.Unknown]), pct(statuses[verify.Refuted]))
 	fmt.Fprintf(w, "  rewrite search %s, verification %s\n", r.Searched.Round(time.Millisecond), r.Verified.Round(time.Millisecond))
 }

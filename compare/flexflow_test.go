@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,31 +39,48 @@ func handMadeParallel(t *testing.T) []*rules.Rule {
 	return out
 }
 
+// flexFlowVerdicts are FlexFlow's 640 rules related to handMadeParallel,
+// once for the tests that read them.
+var flexFlowVerdicts = func() func(t *testing.T) ([]Verdict, error) {
+	var once sync.Once
+	var vs []Verdict
+	var err error
+	return func(t *testing.T) ([]Verdict, error) {
+		path := testfiles.Shared(t, "anchors", "flexflow-graph_subst_3_v2.json")
+		ours := handMadeParallel(t)
+		once.Do(func() {
+			var data []byte
+			if data, err = os.ReadFile(path); err != nil {
+				return
+			}
+			var f *exchange.Foreign
+			if f, err = exchange.ReadFlexFlow("flexflow-graph_subst_3_v2.json", data, rules.All()); err != nil {
+				return
+			}
+			theirs := make([]Foreign, len(f.Rules))
+			for i, n := range f.Rules {
+				theirs[i] = Foreign{Name: n.Name, Rule: n.Rule}
+			}
+			start := time.Now()
+			vs, err = Compare(context.Background(), ours, theirs, DefaultLimits, nil)
+			t.Logf("compared in %v", time.Since(start))
+		})
+		return vs, err
+	}
+}()
+
 // TestFlexFlowVerdicts relates all 640 rules of FlexFlow's file to a
 // hand-made parallel rule set: each rule gets exactly one verdict, the
 // counts are stable (contained, implied and missed depend on the rule set;
-// refuted, true at degree 2 only, trivial and never applying do not), every refuted and degree-2-only rule has a
-// counterexample, and the 112 rules whose target reads inputs the source
-// never binds are listed with whether they are sound.
+// refuted, true at degree 2 only, trivial and never applying do not),
+// every refuted and degree-2-only rule has a counterexample, and the 112
+// rules whose target reads inputs the source never binds are listed with
+// whether they are sound.
 func TestFlexFlowVerdicts(t *testing.T) {
-	data, err := os.ReadFile(testfiles.Shared(t, "anchors", "flexflow-graph_subst_3_v2.json"))
+	vs, err := flexFlowVerdicts(t)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := exchange.ReadFlexFlow("flexflow-graph_subst_3_v2.json", data, rules.All())
-	if err != nil {
-		t.Fatal(err)
-	}
-	theirs := make([]Foreign, len(f.Rules))
-	for i, n := range f.Rules {
-		theirs[i] = Foreign{Name: n.Name, Rule: n.Rule}
-	}
-	start := time.Now()
-	vs, err := Compare(context.Background(), handMadeParallel(t), theirs, DefaultLimits, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("compared in %v", time.Since(start))
 	if len(vs) != 640 {
 		t.Fatalf("%d verdicts, want 640", len(vs))
 	}
@@ -86,14 +104,16 @@ func TestFlexFlowVerdicts(t *testing.T) {
 			}
 		}
 	}
-	// 68 of the missed never apply: their source type-checks under none of
-	// the layouts tried.
-	want := map[Relation]int{Contained: 5, Implied: 13, Missed: 416, Trivial: 32, Falsified: 172, DegreeTwoOnly: 2}
+	// 32 of the missed never apply: their source type-checks under none of
+	// the layouts tried. Judged in our model (reduce adds partial sums
+	// only), none is true at degree 2 only; FlexFlow's own reading is
+	// judged apart (TestFlexFlowModel).
+	want := map[Relation]int{Contained: 5, Implied: 13, Missed: 333, Trivial: 32, Falsified: 257}
 	if !maps.Equal(got, want) {
 		t.Errorf("verdicts %v, want %v", got, want)
 	}
-	if never != 68 {
-		t.Errorf("%d rules never apply, want 68", never)
+	if never != 32 {
+		t.Errorf("%d rules never apply, want 32", never)
 	}
 	if free != 112 || sound != 0 {
 		t.Errorf("%d rules read free inputs (%d sound), want 112 (0 sound)", free, sound)

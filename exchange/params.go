@@ -62,13 +62,15 @@ func (p opParams) ours() ([]int, string) {
 	case "enlarge", "C_pool", "I_conv":
 		kernel, reason := p.square(rules.PMKernelH, rules.PMKernelW, "kernel")
 		return []int{kernel}, reason
-	case "partition", "combine":
+	case "partition", "combine", "ff_replicate", "ff_reduce":
+		// FlexFlow's reading (rules.FlexFlowReading) keeps the dimension
+		// of replicate and reduce.
 		return []int{p.m[rules.PMParallelDim], p.m[rules.PMParallelDegree]}, ""
 	case "replicate", "reduce":
 		// FlexFlow names a dimension for these; our tensors have one
 		// replica dimension, so PM_PARALLEL_DIM is read and dropped.
 		return []int{p.m[rules.PMParallelDegree]}, ""
-	case "linear":
+	case "linear", "ff_linear":
 		act, reason := p.activation(true)
 		return []int{act}, reason
 	}

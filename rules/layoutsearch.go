@@ -246,3 +246,19 @@ func (s *layoutSearch) shapeNode(n *Node, ids []int32) ([]int32, bool) {
 	}
 	return out, true
 }
+
+// SourceShapes returns the first assignment of input shapes, each input
+// taking one of candidates, under which the rule's source type-checks,
+// whatever its target does; ok is false when there is none within
+// maxSteps (0: no limit).
+func (r *Rule) SourceShapes(candidates []Shape, maxSteps int) (in []Shape, ok bool) {
+	per := make([][]Shape, r.NumInputs)
+	for i := range per {
+		per[i] = candidates
+	}
+	eachLayout(&r.Src, per, maxSteps, func(found []Shape) bool {
+		in, ok = found, true
+		return false
+	})
+	return in, ok
+}

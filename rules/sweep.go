@@ -22,8 +22,8 @@ import (
 type SweepConfig struct {
 	// Whole are the degrees at which every assignment of layouts is tried,
 	// as long as the search stays within MaxSteps; Sampled those at which
-	// Samples random assignments are. A rule written at a concrete degree
-	// is swept at that degree only, as a whole.
+	// Samples random assignments are. A rule written at concrete degrees
+	// is swept at those only, as a whole.
 	Whole, Sampled []int
 	MaxSteps       int // shape inferences a whole search may take before it samples instead
 	Samples        int // assignments under which the source type-checks, per sampled degree
@@ -35,6 +35,9 @@ type SweepConfig struct {
 	// both are laid out validly, so assignments under which the target is
 	// not are passed over rather than counted against the rule.
 	BothValid bool
+	// CutsOnly leaves partial sums and copies out of the layouts: a reading
+	// without them (FlexFlowReading) takes per-dimension degrees alone.
+	CutsOnly bool
 	// AsWritten sweeps a rule written at concrete degrees (an axiom's
 	// instance) at the layouts of every degree of Whole and Sampled, not at
 	// its own degree only.
@@ -114,8 +117,8 @@ func (r *Rule) Sweep(ctx context.Context, cfg SweepConfig) (SweepResult, error) 
 		return res, fmt.Errorf("rule records no input shapes")
 	}
 	whole, sampled := cfg.Whole, cfg.Sampled
-	if own, concrete := concreteDegree(r); concrete && !cfg.AsWritten {
-		whole, sampled = []int{own}, nil
+	if own := concreteDegrees(r); len(own) > 0 && !cfg.AsWritten {
+		whole, sampled = own, nil
 	}
 	for _, g := range whole {
 		if err := r.sweepAt(ctx, cfg, g, false, &res); err != nil || res.Counterexample != nil {
@@ -130,14 +133,21 @@ func (r *Rule) Sweep(ctx context.Context, cfg SweepConfig) (SweepResult, error) 
 	return res, nil
 }
 
-// concreteDegree is the degree of a rule written at one (without the
-// degree variable); concrete is false for a d-rule or one without degrees.
-func concreteDegree(r *Rule) (own int, concrete bool) {
+// concreteDegrees lists the degrees above 1 of a rule written at concrete
+// ones (without the degree variable), in increasing order; none for a
+// d-rule or one without degrees.
+func concreteDegrees(r *Rule) []int {
 	if r.HasDegreeVar() {
-		return 0, false
+		return nil
 	}
-	r.EachDegree(func(d int) { own = max(own, d) })
-	return own, own > 1
+	var out []int
+	r.EachDegree(func(d int) {
+		if d > 1 && !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	})
+	slices.Sort(out)
+	return out
 }
 
 // sweep is one degree's search.
@@ -166,7 +176,7 @@ func (r *Rule) sweepAt(ctx context.Context, cfg SweepConfig, g int, sample bool,
 	s.big = lcm(2, unit*unit) * pow(unit, 4)
 	candidates := make([][]Shape, r.NumInputs)
 	for i, b := range s.base {
-		candidates[i] = combinedLayouts(b, g, s.big)
+		candidates[i] = combinedLayouts(b, g, s.big, cfg.CutsOnly)
 	}
 	visit := func(in []Shape) bool {
 		if err := ctx.Err(); err != nil {
@@ -228,11 +238,15 @@ func commonBase(in []Shape) []Shape {
 }
 
 // combinedLayouts lists every layout of b at degree g, its extents scaled
-// by big: each dimension's degree, the sum degree and the copy degree each
-// 1, g or g², together. Layouts of more than MaxPieces pieces are left out.
-func combinedLayouts(b Shape, g, big int) []Shape {
+// by big: each dimension's degree, the sum degree and the copy degree (not
+// with cutsOnly) each 1, g or g², together. Layouts of more than MaxPieces
+// pieces are left out.
+func combinedLayouts(b Shape, g, big int, cutsOnly bool) []Shape {
 	factors := []int{1, g, g * g}
 	features := b.Rank + 2
+	if cutsOnly {
+		features = b.Rank
+	}
 	var out []Shape
 	for code := 0; code < pow(len(factors), features); code++ {
 		s := b

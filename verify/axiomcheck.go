@@ -221,7 +221,7 @@ func reportConcrete(ctx context.Context, out io.Writer, reg *rules.Registry, set
 			failures = append(failures, "axiom "+r.Axiom.Name+" is false")
 		}
 	}
-	fmt.Fprintf(out, "concrete: %d of %s hold at all %s (shapes up to rank 4, extents 1..%d)\n",
+	fmt.Fprintf(out, "concrete: %d of %s hold at all %s (shapes up to rank 4, extents 1..%d; parallel axioms also at every combined layout of ranks 2 and 3 at degrees 2 and 3)\n",
 		len(reports)-len(failures), Nouns(len(reports), "axiom"), Nouns(total, "instance"), c.MaxDim)
 	return failures, nil
 }

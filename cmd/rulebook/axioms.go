@@ -36,7 +36,11 @@ func newAxiomsCheckCmd() *cobra.Command {
   concrete     each axiom is evaluated on tensors of every shape up to rank 4
                with extents 1..--max-dim, for every parameter value the
                registry lists, in exact (modular) and float64 arithmetic.
-               A false axiom is reported with shapes, parameters and values.
+               An axiom of the parallel operators is also evaluated at every
+               combined layout of tensors of rank 2 and 3: each dimension's
+               degree, the partial sums and the copies each 1, g or g²,
+               together, at g = 2 and 3 (docs/parallel.md). A false axiom is
+               reported with shapes, layouts, parameters and values.
 The command fails if the set is inconsistent or any axiom is false.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
