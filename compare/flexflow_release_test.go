@@ -8,6 +8,7 @@ import (
 	"rulebook/axioms"
 	"rulebook/build"
 	"rulebook/compare"
+	"rulebook/fingerprint"
 	"rulebook/internal/testfiles"
 	"rulebook/rules"
 	"rulebook/store"
@@ -15,10 +16,15 @@ import (
 )
 
 // TestFlexFlowAgainstParallelRelease builds the parallel release ('rulebook
-// build --ops parallel --max-ops 3 --degrees 2,3') and relates FlexFlow's
-// file to it: of the rules true at degrees 2, 3 and 4 that apply somewhere,
-// at least 95% are contained or implied, and no rule the release contains
-// or implies is refuted by our verifier.
+// build --ops parallel --max-ops 3 --degrees 2,3'): every candidate is
+// decided, every released rule holds at every combined layout of its
+// inputs when swept again on other draws (whole at degrees 2 and 3,
+// sampled at 4 and 8), and the ten rules issue 24 found false in the
+// release before it are refuted by that sweep. It then relates FlexFlow's
+// file to the release: every rule true at degrees 2, 3 and 4 that applies
+// somewhere is contained or implied, every rule true under both FlexFlow's
+// reading and ours too, and no rule the release contains or implies is
+// refuted by our verifier.
 func TestFlexFlowAgainstParallelRelease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("generates and proves the parallel release")
@@ -38,18 +44,87 @@ func TestFlexFlowAgainstParallelRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if n := sum.Verified.Counts[verify.Unknown]; n != 0 {
+		t.Errorf("%d candidates unknown, want every one decided", n)
+	}
+	_, released, err := db.VersionRules(ctx, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sweepRelease(t, reg, released)
 	r, err := compare.File(ctx, db, testfiles.Shared(t, "anchors", "flexflow-graph_subst_3_v2.json"), "", "v1", compare.DefaultLimits, verify.Config{Registry: reg, Axioms: set}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	reached, holds, never := compare.EveryDegree(r.Verdicts)
 	t.Logf("the parallel release holds %d rules; it contains or implies %d of FlexFlow's %d rules true at every degree (%d never apply)", sum.Version.Rules, reached, holds, never)
-	if len(r.Verdicts) != 640 || 100*reached < 95*holds {
-		t.Errorf("%d verdicts; %d of %d true rules contained or implied, under 95%%", len(r.Verdicts), reached, holds)
+	if len(r.Verdicts) != 640 || reached < holds {
+		t.Errorf("%d verdicts; %d of %d true rules contained or implied", len(r.Verdicts), reached, holds)
+	}
+	for _, f := range r.FlexFlow {
+		if f.Theirs == compare.ReadingTrue && f.Ours == compare.ReadingTrue && !f.Reached {
+			t.Errorf("%s is true under FlexFlow's reading and ours, and the release neither contains nor implies it", f.Name)
+		}
 	}
 	for i, v := range r.Verdicts {
 		if (v.Relation == compare.Contained || v.Relation == compare.Implied) && r.Proofs[i].Status == verify.Refuted {
 			t.Errorf("%s is %s, yet our verifier refutes it: %s", v.Name, v.Relation, v.Text)
 		}
+	}
+}
+
+// issue24False are the ten rules issue 24 found false in the parallel
+// release of reduce on copies (its ids), with the extents they were found
+// at: each moves a reduce across a linear.
+var issue24False = map[string]string{
+	"79":  "(linear none (reduce d (partition 1 d ?a)) ?b) => (reduce d (partition 1 d (linear none ?a ?b)))",
+	"80":  "(linear none (reduce d (partition 1 d ?a)) ?b) => (partition 1 d (reduce d (linear none ?a ?b)))",
+	"148": "(linear none ?a (reduce d (partition 1 d ?b))) => (reduce d (partition 2 d (linear none ?a ?b)))",
+	"149": "(linear none ?a (reduce d (partition 1 d ?b))) => (partition 2 d (reduce d (linear none ?a ?b)))",
+	"255": "(linear none (reduce d (replicate d ?a)) ?b) => (reduce d (replicate d (linear none ?a ?b)))",
+	"257": "(linear none (reduce d (partition 0 d ?a)) ?b) => (reduce d (partition 0 d (linear none ?a ?b)))",
+	"258": "(linear none (reduce d (partition 0 d ?a)) ?b) => (partition 0 d (reduce d (linear none ?a ?b)))",
+	"390": "(reduce d (linear none (replicate d ?a) ?b)) => (linear none ?a (reduce d ?b))",
+	"409": "(reduce d (linear none ?a (replicate d ?b))) => (linear none (reduce d ?a) ?b)",
+	"464": "(linear none (reduce d (replicate d ?a)) ?b) => (replicate d (reduce d (linear none ?a ?b)))",
+}
+
+// sweepRelease sweeps every released rule, and issue24False as negative
+// controls, on draws of a seed the verifier did not use.
+func sweepRelease(t *testing.T, reg *rules.Registry, released []store.Rule) {
+	t.Helper()
+	in := fingerprint.Inputs{Seed: 7}
+	cfg := rules.DefaultSweep()
+	cfg.Seed, cfg.Int, cfg.Float = 7, in.Int, in.Float
+	evaluated := 0
+	for _, sr := range released {
+		text, err := sr.Checked(reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := text.Rule().Sweep(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Counterexample != nil {
+			t.Errorf("released rule %d, %s, fails %s", sr.ID, text, res.Counterexample)
+		}
+		evaluated += res.Evaluated
+	}
+	t.Logf("%d released rules hold at %d assignments of layouts", len(released), evaluated)
+	for id, text := range issue24False {
+		r, err := rules.ParseText(reg, text, "?a:4x4x4 ?b:4x4", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := r.Rule().Sweep(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Counterexample == nil {
+			t.Errorf("issue 24's rule %s was not refuted: %s", id, text)
+			continue
+		}
+		t.Logf("issue 24's rule %s: %s", id, res.Counterexample)
 	}
 }

@@ -11,10 +11,10 @@ import (
 
 // TestGeneratedParallelRulesDecided generates the parallel candidates up to
 // two operators at degrees 2 and 3, as 'rulebook generate --ops parallel
-// --degrees 2,3 --max-ops 2' does, and verifies them: none is left unknown,
-// and no proved rule has a counterexample in float64, at degrees 2, 3 and
-// 4 for those with the degree variable, at the layouts next to its own, or
-// at other extents.
+// --degrees 2,3 --max-ops 2' does, and verifies them, each swept at every
+// combined layout as a generation over degrees claims: none is left
+// unknown, and no proved rule has a counterexample in float64, at degrees
+// 2, 3 and 4 for those with the degree variable, or at other extents.
 func TestGeneratedParallelRulesDecided(t *testing.T) {
 	if testing.Short() {
 		t.Skip("generates and verifies the parallel candidates")
@@ -27,7 +27,7 @@ func TestGeneratedParallelRulesDecided(t *testing.T) {
 	}
 	var jobs []Job
 	for i, c := range gen.Candidates {
-		jobs = append(jobs, Job{ID: int64(i), Rule: c.Rule})
+		jobs = append(jobs, Job{ID: int64(i), Rule: c.Rule, Layouts: true})
 	}
 	cfg := Config{Registry: rules.All(), Axioms: loadAxioms(t), Budget: Budget{WallClock: 30 * time.Second}, Seed: 1, Workers: 2}
 	res := runJobs(t, cfg, jobs)
