@@ -37,9 +37,15 @@ It prints the rules that fall short (missed, or not proved) and a summary;
 into its target, in order; "~" marks a rule applied backwards, target to
 source. Nothing is written to the database.
 
-Parallel rules are float-tested with their degree 2 as d = 2, 3, 4: "refuted",
-"true at degree 2 only" (each with a counterexample); targets reading inputs
-the source never binds are listed, sound or not (docs/parallel.md).`,
+Parallel rules are swept in the file's direction at every combined layout of
+their inputs, by the exact evaluator, with their degree 2 read as d = 2, 3, 4:
+"refuted" (in value, in layout, or a target that cannot be laid out where the
+source can) or "true at degree 2 only", each with the layout it fails at. A
+rule our verifier refutes is never contained or implied. Targets reading
+inputs the source never binds are listed, sound or not. A FlexFlow file is
+also judged under FlexFlow's own reading, where replicate and reduce act on
+the dimension they name, and both readings are counted side by side
+(docs/parallel.md).`,
 		Example: `  rulebook compare --version v1 ../shared/anchors/taso-generator-3ops.pb
   rulebook compare --version v1 --all ../shared/anchors/taso-repo-graph_subst.pb`,
 		Args: cobra.ExactArgs(1),
