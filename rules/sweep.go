@@ -28,9 +28,10 @@ type SweepConfig struct {
 	MaxSteps       int // shape inferences a whole search may take before it samples instead
 	Samples        int // assignments under which the source type-checks, per sampled degree
 	// MaxElements bounds the elements of one evaluation (inputs and every
-	// value, both sides); larger assignments are counted, not evaluated.
-	MaxElements int
-	Seed        uint64
+	// value, both sides) at the Whole degrees, SampledElements at the
+	// Sampled ones; larger assignments are counted, not evaluated.
+	MaxElements, SampledElements int
+	Seed                         uint64
 	// BothValid weakens the claim to an axiom's: the sides are equal where
 	// both are laid out validly, so assignments under which the target is
 	// not are passed over rather than counted against the rule.
@@ -51,7 +52,8 @@ type SweepConfig struct {
 // DefaultSweep is the sweep a release is held to: every assignment at
 // degrees 2 and 3, samples at 4 and 8.
 func DefaultSweep() SweepConfig {
-	return SweepConfig{Whole: []int{2, 3}, Sampled: []int{4, 8}, MaxSteps: 40_000_000, Samples: 200, MaxElements: 1 << 18, Seed: 1}
+	return SweepConfig{Whole: []int{2, 3}, Sampled: []int{4, 8}, MaxSteps: 40_000_000, Samples: 200,
+		MaxElements: 1 << 23, SampledElements: 1 << 18, Seed: 1}
 }
 
 // Mismatch is how a rule fails at a layout.
@@ -102,6 +104,10 @@ func (c *LayoutCounterexample) String() string {
 type SweepResult struct {
 	Evaluated int // assignments at which both sides were evaluated and agreed
 	TooLarge  int // assignments above MaxElements, not evaluated
+	// OverPieces counts the assignments whose target would hold more than
+	// MaxPieces pieces where the source does not: a bound of ours, not a
+	// fault of the rule; not evaluated.
+	OverPieces int
 	// SampledAt lists the degrees sampled, by the config or because the
 	// whole search ran past MaxSteps.
 	SampledAt      []int
@@ -152,10 +158,11 @@ func concreteDegrees(r *Rule) []int {
 
 // sweep is one degree's search.
 type sweep struct {
-	cfg  SweepConfig
-	rule *Rule // at degree g
-	g    int
-	base []Shape // the inputs' extents over their common divisor, no layout
+	cfg   SweepConfig
+	limit int   // the elements one evaluation may hold
+	rule  *Rule // at degree g
+	g     int
+	base  []Shape // the inputs' extents over their common divisor, no layout
 	// big is the scale at which candidates are shaped: every scale tried
 	// divides it, so an assignment that type-checks at some scale tried
 	// type-checks at big.
@@ -166,7 +173,10 @@ type sweep struct {
 }
 
 func (r *Rule) sweepAt(ctx context.Context, cfg SweepConfig, g int, sample bool, res *SweepResult) error {
-	s := &sweep{cfg: cfg, rule: r, g: g, res: res, piece: r.Src.Piecewise() || r.Dst.Piecewise()}
+	s := &sweep{cfg: cfg, rule: r, g: g, res: res, piece: r.Src.Piecewise() || r.Dst.Piecewise(), limit: cfg.MaxElements}
+	if sample {
+		s.limit = cfg.SampledElements
+	}
 	if r.HasDegreeVar() {
 		s.rule = r.WithDegree(g)
 	}
@@ -291,7 +301,7 @@ func (s *sweep) check(big []Shape) {
 		switch {
 		case s.cfg.BothValid:
 		case errors.Is(err, ErrTooManyPieces): // a bound of ours, not the rule's fault
-			s.res.TooLarge++
+			s.res.OverPieces++
 		default:
 			in, _ := s.smallest(big, false)
 			if _, small := s.rule.Dst.InferShapes(in); small != nil {
@@ -305,7 +315,7 @@ func (s *sweep) check(big []Shape) {
 	if !ok {
 		return
 	}
-	if s.elements(in) > s.cfg.MaxElements {
+	if s.elements(in) > s.limit {
 		s.res.TooLarge++
 		return
 	}
@@ -323,12 +333,36 @@ func (s *sweep) check(big []Shape) {
 	s.res.Evaluated++
 }
 
-// smallest rescales an assignment to the smallest scale at which the
-// source type-checks, and the target too when both is set: the least that
-// the inputs' layouts divide (each extent at least 2), or a multiple of it
-// that divides s.big (a rule may cut what is cut already). Without one it
-// returns the assignment as it is.
+// smallest rescales an assignment to small extents at which the source
+// type-checks, and the target too when both is set. First each dimension
+// on its own: the least multiple of its base extent that its degree
+// divides (at least 2), times 1, g, g², … (a rule may cut what is cut
+// already). Operands a rule requires equal are laid out alike wherever the
+// source type-checks, so they get equal extents. Failing that, every
+// extent by one common factor: the least that all the layouts divide, or
+// a multiple of it that divides s.big. Without either it returns the
+// assignment as it is.
 func (s *sweep) smallest(big []Shape, both bool) ([]Shape, bool) {
+	fits := func(in []Shape) bool {
+		if _, err := s.rule.Src.InferShapes(in); err != nil {
+			return false
+		}
+		_, err := s.rule.Dst.InferShapes(in)
+		return err == nil || !both
+	}
+	own := func(k, i int) int {
+		d, b := big[k].Degree(i), s.base[k].Dims[i]
+		e := b * (d / gcd(d, b))
+		if e < 2 {
+			e *= 2
+		}
+		return e
+	}
+	for m := 1; m <= s.g*s.g*s.g; m *= s.g {
+		if in := s.sized(big, func(k, i int) int { return own(k, i) * m }); fits(in) {
+			return in, true
+		}
+	}
 	f := 1
 	for k, b := range s.base {
 		for i := 0; i < b.Rank; i++ {
@@ -343,21 +377,23 @@ func (s *sweep) smallest(big []Shape, both bool) ([]Shape, bool) {
 		if s.big%scale != 0 {
 			continue
 		}
-		in := make([]Shape, len(big))
-		for k, b := range big {
-			in[k] = b
-			for i := 0; i < b.Rank; i++ {
-				in[k].Dims[i] = s.base[k].Dims[i] * scale
-			}
-		}
-		if _, err := s.rule.Src.InferShapes(in); err != nil {
-			continue
-		}
-		if _, err := s.rule.Dst.InferShapes(in); err == nil || !both {
+		if in := s.sized(big, func(k, i int) int { return s.base[k].Dims[i] * scale }); fits(in) {
 			return in, true
 		}
 	}
 	return big, false
+}
+
+// sized is an assignment with extent(k, i) for dimension i of input k.
+func (s *sweep) sized(big []Shape, extent func(k, i int) int) []Shape {
+	in := make([]Shape, len(big))
+	for k, b := range big {
+		in[k] = b
+		for i := 0; i < b.Rank; i++ {
+			in[k].Dims[i] = extent(k, i)
+		}
+	}
+	return in
 }
 
 // elements counts the elements of the inputs and of every value both
