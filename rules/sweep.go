@@ -336,8 +336,8 @@ func (s *sweep) check(big []Shape) {
 // smallest rescales an assignment to small extents at which the source
 // type-checks, and the target too when both is set. First each dimension
 // on its own: the least multiple of its base extent that its degree
-// divides (at least 2), times 1, g, g², … (a rule may cut what is cut
-// already). Operands a rule requires equal are laid out alike wherever the
+// divides (at least 2), times 1, 2, g, 2g, g², … (a rule may cut what is
+// cut already). Operands a rule requires equal are laid out alike wherever the
 // source type-checks, so they get equal extents. Failing that, every
 // extent by one common factor: the least that all the layouts divide, or
 // a multiple of it that divides s.big. Without either it returns the
@@ -358,7 +358,7 @@ func (s *sweep) smallest(big []Shape, both bool) ([]Shape, bool) {
 		}
 		return e
 	}
-	for m := 1; m <= s.g*s.g*s.g; m *= s.g {
+	for _, m := range s.multipliers() {
 		if in := s.sized(big, func(k, i int) int { return own(k, i) * m }); fits(in) {
 			return in, true
 		}
@@ -382,6 +382,20 @@ func (s *sweep) smallest(big []Shape, both bool) ([]Shape, bool) {
 		}
 	}
 	return big, false
+}
+
+// multipliers are the factors smallest scales every dimension by, least
+// first: 1, g, g², g³, each followed by its double where that comes before
+// the next (a cut by g of a dimension of extent 2 needs only g/2 more).
+func (s *sweep) multipliers() []int {
+	var ms []int
+	for m := 1; m <= s.g*s.g*s.g; m *= s.g {
+		ms = append(ms, m)
+		if 2 < s.g {
+			ms = append(ms, 2*m)
+		}
+	}
+	return ms
 }
 
 // sized is an assignment with extent(k, i) for dimension i of input k.
