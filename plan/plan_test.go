@@ -134,7 +134,7 @@ func TestBadInput(t *testing.T) {
 		req  Request
 		want string
 	}{
-		{Request{Model: "mlp", Machine: zero, Batch: 8}, "zero.json: devices_per_node is 0; want a positive number"},
+		{Request{Model: "mlp", Machine: zero, Batch: 8}, "zero.json: devices_per_node is 0; want 1 to 65536"},
 		{Request{Model: testfiles.Shared(t, "models", "resnet50.onnx"), Machine: "summit:1"}, "resnet50: no batch dimension (input input has fixed shape [1 3 224 224]); pass --batch N"},
 		{Request{Model: "mlp", Machine: "tpu:4", Batch: 8}, `unknown machine preset "tpu"`},
 		{Request{Model: "mlp", Machine: "summit:1", Batch: 10, Strategy: "dp"}, "batch 10 does not divide by the data-parallel degree 6"},
