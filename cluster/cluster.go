@@ -11,6 +11,7 @@
 //	 "inter_node": {"bandwidth": 200e9, "latency": 5e-6}}
 //
 // Bandwidths are bytes per second in each direction; latencies seconds.
+// Validate states the ranges every field must lie in.
 // inter_node is one node's network interfaces together, shared by that
 // node's devices.
 package cluster

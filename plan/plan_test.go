@@ -201,3 +201,20 @@ func equal(a, b []int64) bool {
 	}
 	return true
 }
+
+// TestTorchPlanLayers: a torch plan names the depth of the model's layers
+// list, so that the bridge builds a model with every module it cuts.
+func TestTorchPlanLayers(t *testing.T) {
+	g, err := training.FromONNX(training.MLP(training.UnityMLP), "mlp", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Price(context.Background(), g, Strategy{Kind: TensorParallel, DP: 1, TP: 2, PP: 1, Microbatches: 1}, Options{Machine: machine(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := (&Comparison{Model: "mlp", Chosen: r}).Torch(g)
+	if err != nil || tp.Layers != 16 || tp.Modules["layers.15"] == "" {
+		t.Errorf("layers %d, modules %v, %v; want 16 layers", tp.Layers, tp.Modules, err)
+	}
+}
