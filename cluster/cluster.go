@@ -11,6 +11,7 @@
 //	 "inter_node": {"bandwidth": 200e9, "latency": 5e-6}}
 //
 // Bandwidths are bytes per second in each direction; latencies seconds.
+// Validate states the ranges every field must lie in.
 // inter_node is one node's network interfaces together, shared by that
 // node's devices.
 package cluster
@@ -23,6 +24,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"rulebook/internal/checked"
 )
 
 // Device is one accelerator.
@@ -50,30 +53,55 @@ type Machine struct {
 	InterNode      Link   `json:"inter_node"`
 }
 
-// NumDevices is the number of devices in the machine.
+// NumDevices is the number of devices in the machine. Validate bounds it
+// by MaxDevices, so the product cannot overflow on a validated machine.
 func (m Machine) NumDevices() int { return m.Nodes * m.DevicesPerNode }
 
-// Validate checks that every count, bandwidth and capacity is positive and
-// every latency non-negative.
+// MaxDevices bounds a machine's devices: the planner's task graphs, device
+// groups and sharding annotations grow with the device count, and past
+// this a plan takes minutes and gigabytes. The largest published
+// training machines are within it.
+const MaxDevices = 1 << 16
+
+// The ranges a device and its links must lie in. They are far wider than
+// any hardware, and narrow enough that every time and size the planner
+// derives from them (work over a rate, bytes over a bandwidth) stays a
+// finite number.
+const (
+	minRate, maxRate       = 1e3, 1e18 // FLOP/s and bytes/s
+	minMemory, maxMemory   = 1 << 20, 1 << 50
+	minLatency, maxLatency = 0, 10 // seconds
+)
+
+// Validate checks every count, rate, capacity and latency: counts from 1,
+// the device count at most MaxDevices, and every number finite and within
+// its range. Errors wrap checked.ErrRange and name the field.
 func (m Machine) Validate() error {
-	checks := []struct {
-		field string
-		value float64
-		zero  bool // zero allowed
-	}{
-		{"nodes", float64(m.Nodes), false}, {"devices_per_node", float64(m.DevicesPerNode), false},
-		{"device.peak_flops", m.Device.PeakFLOPS, false}, {"device.memory_bandwidth", m.Device.MemoryBandwidth, false},
-		{"device.memory_bytes", m.Device.MemoryBytes, false},
-		{"intra_node.bandwidth", m.IntraNode.Bandwidth, false}, {"intra_node.latency", m.IntraNode.Latency, true},
-		{"inter_node.bandwidth", m.InterNode.Bandwidth, false}, {"inter_node.latency", m.InterNode.Latency, true},
+	if err := checked.Count("nodes", int64(m.Nodes), 1, MaxDevices); err != nil {
+		return err
 	}
-	for _, c := range checks {
-		if c.value < 0 || (!c.zero && c.value == 0) || c.value != c.value {
-			want := "a positive number"
-			if c.zero {
-				want = "a number ≥ 0"
-			}
-			return fmt.Errorf("%s is %v; want %s", c.field, c.value, want)
+	if err := checked.Count("devices_per_node", int64(m.DevicesPerNode), 1, MaxDevices); err != nil {
+		return err
+	}
+	if n, err := checked.Mul(int64(m.Nodes), int64(m.DevicesPerNode)); err != nil || n > MaxDevices {
+		return fmt.Errorf("nodes × devices_per_node is %d × %d; want at most %d devices: %w", m.Nodes, m.DevicesPerNode, MaxDevices, checked.ErrRange)
+	}
+	reals := []struct {
+		field  string
+		value  float64
+		lo, hi float64
+	}{
+		{"device.peak_flops", m.Device.PeakFLOPS, minRate, maxRate},
+		{"device.memory_bandwidth", m.Device.MemoryBandwidth, minRate, maxRate},
+		{"device.memory_bytes", m.Device.MemoryBytes, minMemory, maxMemory},
+		{"intra_node.bandwidth", m.IntraNode.Bandwidth, minRate, maxRate},
+		{"intra_node.latency", m.IntraNode.Latency, minLatency, maxLatency},
+		{"inter_node.bandwidth", m.InterNode.Bandwidth, minRate, maxRate},
+		{"inter_node.latency", m.InterNode.Latency, minLatency, maxLatency},
+	}
+	for _, r := range reals {
+		if err := checked.Real(r.field, r.value, r.lo, r.hi); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -128,6 +156,9 @@ func Preset(name string, nodes int) (Machine, error) {
 	}
 	m.Nodes = nodes
 	m.Name = fmt.Sprintf("%s:%d", name, nodes)
+	if err := m.Validate(); err != nil {
+		return Machine{}, fmt.Errorf("machine %s: %w", m.Name, err)
+	}
 	return m, nil
 }
 

@@ -1,10 +1,14 @@
 package cluster
 
 import (
+	"errors"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"rulebook/internal/checked"
 )
 
 // TestParse: presets, files, and one clear line for each bad input.
@@ -23,8 +27,8 @@ func TestParse(t *testing.T) {
 		{"tpu:4", 0, `unknown machine preset "tpu" (known: cpu, dgx-a100, h100, summit; or a machine .json file)`},
 		{"summit:x", 0, `node count "x" is not a number`},
 		{"summit:0", 0, "want at least 1 node"},
-		{"testdata/zero-devices.json", 0, "testdata/zero-devices.json: devices_per_node is 0; want a positive number"},
-		{"testdata/negative-bandwidth.json", 0, "testdata/negative-bandwidth.json: intra_node.bandwidth is -1e+10; want a positive number"},
+		{"testdata/zero-devices.json", 0, "testdata/zero-devices.json: devices_per_node is 0; want 1 to 65536"},
+		{"testdata/negative-bandwidth.json", 0, "testdata/negative-bandwidth.json: intra_node.bandwidth is -1e+10; want a number from 1000 to 1e+18"},
 		{"testdata/unknown-field.json", 0, `unknown field "devices_per_nodes"`},
 		{"testdata/missing.json", 0, "no such file"},
 	} {
@@ -103,4 +107,45 @@ func FuzzDecode(f *testing.F) {
 			t.Errorf("Decode accepted an invalid machine: %+v", m)
 		}
 	})
+}
+
+// TestHostileMachines: machine files whose counts overflow or exceed
+// MaxDevices, and rates that are tiny, huge or negative, are refused with
+// checked.ErrRange, naming the file and the field; so are presets with
+// more nodes than MaxDevices allows.
+func TestHostileMachines(t *testing.T) {
+	dir := t.TempDir()
+	file := func(nodes, perNode, flops, intraBW, interLatency string) string {
+		return `{"name": "h", "nodes": ` + nodes + `, "devices_per_node": ` + perNode + `,
+ "device": {"name": "X", "peak_flops": ` + flops + `, "memory_bandwidth": 1e11, "memory_bytes": 1e9},
+ "intra_node": {"bandwidth": ` + intraBW + `, "latency": 1e-6},
+ "inter_node": {"bandwidth": 1e9, "latency": ` + interLatency + `}}`
+	}
+	for _, c := range []struct {
+		name, text, field string
+	}{
+		{"overflow", file("4611686018427387904", "4", "1e12", "1e10", "1e-5"), "nodes"},
+		{"product-overflow", file("65536", "4611686018427387904", "1e12", "1e10", "1e-5"), "devices_per_node"},
+		{"2^31-squared", file("2147483648", "2147483648", "1e12", "1e10", "1e-5"), "nodes"},
+		{"too-many-devices", file("65536", "8", "1e12", "1e10", "1e-5"), "nodes × devices_per_node"},
+		{"tiny-flops", file("1", "4", "1e-300", "1e10", "1e-5"), "device.peak_flops"},
+		{"huge-flops", file("1", "4", "1e300", "1e10", "1e-5"), "device.peak_flops"},
+		{"tiny-bandwidth", file("1", "4", "1e12", "1e-300", "1e-5"), "intra_node.bandwidth"},
+		{"negative-latency", file("2", "4", "1e12", "1e10", "-1e-5"), "inter_node.latency"},
+		{"huge-latency", file("2", "4", "1e12", "1e10", "1e300"), "inter_node.latency"},
+	} {
+		path := filepath.Join(dir, c.name+".json")
+		if err := os.WriteFile(path, []byte(c.text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Parse(path)
+		if !errors.Is(err, checked.ErrRange) || !strings.HasPrefix(err.Error(), path+": "+c.field+" is ") {
+			t.Errorf("%s: %v; want checked.ErrRange naming %s and %s", c.name, err, path, c.field)
+		}
+	}
+	for _, spec := range []string{"summit:100000", "h100:9223372036854775807"} {
+		if _, err := Parse(spec); !errors.Is(err, checked.ErrRange) {
+			t.Errorf("%s: %v; want checked.ErrRange", spec, err)
+		}
+	}
 }

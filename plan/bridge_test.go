@@ -156,3 +156,26 @@ for name, (make, inputs) in SMALL.items():
 		}
 	}
 }
+
+// TestBuiltinMLPPlanRuns: a tensor-parallel plan of the built-in mlp (16
+// layers) runs in the bridge, which builds its small MLP at the plan's
+// depth; it used to refuse "module layers.10 is not in the mlp model".
+func TestBuiltinMLPPlanRuns(t *testing.T) {
+	dir := t.TempDir()
+	machine := machineFile(t, dir, "two", "1", "2", "1e12", "1e10")
+	path := filepath.Join(dir, "mlp.json")
+	out, err := Run(context.Background(), Request{Model: "mlp", Machine: machine, Batch: 8, Strategy: "tp", Out: path, EmitTorch: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	torch := strings.TrimSuffix(path, ".json") + ".torch.json"
+	if len(out.Written) != 4 || out.Written[3] != torch {
+		t.Fatalf("wrote %v", out.Written)
+	}
+	needPython(t, "torch")
+	run, err := exec.Command("python3", "../scripts/torch_plan_run.py", torch, "--model", "mlp").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, run)
+	}
+	t.Log(strings.TrimSpace(string(run)))
+}

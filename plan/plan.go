@@ -31,11 +31,17 @@ type Comparison struct {
 // pipeline families every candidate, keeping the fastest that fits) and
 // chooses among them.
 func Compare(ctx context.Context, g *training.Graph, kinds []Kind, o Options) (*Comparison, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
 	c := &Comparison{Model: g.Model, Machine: o.Machine, Batch: g.Batch, Options: o}
 	for _, k := range kinds {
 		var rs []*Result
 		var skipped *Result
 		for _, s := range candidates(k, o.Machine.NumDevices(), o.Machine.DevicesPerNode, o.Microbatches) {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
 			r, err := Price(ctx, g, s, o)
 			if err != nil {
 				return nil, err

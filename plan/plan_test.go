@@ -134,7 +134,7 @@ func TestBadInput(t *testing.T) {
 		req  Request
 		want string
 	}{
-		{Request{Model: "mlp", Machine: zero, Batch: 8}, "zero.json: devices_per_node is 0; want a positive number"},
+		{Request{Model: "mlp", Machine: zero, Batch: 8}, "zero.json: devices_per_node is 0; want 1 to 65536"},
 		{Request{Model: testfiles.Shared(t, "models", "resnet50.onnx"), Machine: "summit:1"}, "resnet50: no batch dimension (input input has fixed shape [1 3 224 224]); pass --batch N"},
 		{Request{Model: "mlp", Machine: "tpu:4", Batch: 8}, `unknown machine preset "tpu"`},
 		{Request{Model: "mlp", Machine: "summit:1", Batch: 10, Strategy: "dp"}, "batch 10 does not divide by the data-parallel degree 6"},
@@ -200,4 +200,21 @@ func equal(a, b []int64) bool {
 		}
 	}
 	return true
+}
+
+// TestTorchPlanLayers: a torch plan names the depth of the model's layers
+// list, so that the bridge builds a model with every module it cuts.
+func TestTorchPlanLayers(t *testing.T) {
+	g, err := training.FromONNX(training.MLP(training.UnityMLP), "mlp", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Price(context.Background(), g, Strategy{Kind: TensorParallel, DP: 1, TP: 2, PP: 1, Microbatches: 1}, Options{Machine: machine(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := (&Comparison{Model: "mlp", Chosen: r}).Torch(g)
+	if err != nil || tp.Layers != 16 || tp.Modules["layers.15"] == "" {
+		t.Errorf("layers %d, modules %v, %v; want 16 layers", tp.Layers, tp.Modules, err)
+	}
 }

@@ -3,8 +3,10 @@ package plan
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"rulebook/cluster"
+	"rulebook/internal/checked"
 	"rulebook/simulate"
 	"rulebook/training"
 )
@@ -53,6 +55,27 @@ type Options struct {
 	Microbatches int
 }
 
+// MaxTasks bounds the simulator tasks of one strategy's step: operators
+// times micro-batches times forward and backward. A step past it (a huge
+// --microbatches, or a batch split that finely) is not priced, rather
+// than allocated.
+const MaxTasks = 1 << 20
+
+// maxMemoryLimit bounds --memory-limit: a pebibyte per device.
+const maxMemoryLimit = 1 << 50
+
+// validate checks the machine and the numbers a request sets before any
+// strategy is priced.
+func (o Options) validate() error {
+	if err := o.Machine.Validate(); err != nil {
+		return fmt.Errorf("machine %s: %w", o.Machine.Name, err)
+	}
+	if err := checked.Real("the memory limit (bytes)", o.MemoryLimit, 0, maxMemoryLimit); err != nil {
+		return err
+	}
+	return checked.Count("the micro-batches", int64(o.Microbatches), 0, MaxTasks)
+}
+
 func (o Options) memoryLimit() float64 {
 	if o.MemoryLimit > 0 {
 		return o.MemoryLimit
@@ -71,11 +94,17 @@ const CostModel = "roofline (max of FLOPs at peak and bytes at memory bandwidth)
 
 // Price simulates one training step of g under s.
 func Price(ctx context.Context, g *training.Graph, s Strategy, o Options) (*Result, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
 	if err := s.divides(g.Batch); err != nil {
 		return &Result{Strategy: s, Err: err}, nil
 	}
-	if s.Devices() > o.Machine.NumDevices() {
-		return nil, fmt.Errorf("%s needs %d devices; the machine has %d", s, s.Devices(), o.Machine.NumDevices())
+	if err := s.fits(o.Machine.NumDevices()); err != nil {
+		return nil, err
+	}
+	if err := s.taskBound(len(g.Ops)); err != nil {
+		return &Result{Strategy: s, Err: err}, nil
 	}
 	r := &Result{Strategy: s, Layouts: assignTensorParallel(g, s.TP), Stage: stages(g, s.PP, o.Machine.Device)}
 	b := newBuilder(g, s, o, r)
@@ -87,24 +116,37 @@ func Price(ctx context.Context, g *training.Graph, s Strategy, o Options) (*Resu
 	r.Time = b.slowest(sched)
 	r.Memory = memory(g, s, r)
 	r.Fits = r.Memory.Total() <= o.memoryLimit()
+	if !finite(r.Time.Step) || !finite(r.Memory.Total()) {
+		// never choose a plan whose figures are not numbers
+		r.Err = fmt.Errorf("its step (%v s) or memory (%v bytes) is not a finite number: %w", r.Time.Step, r.Memory.Total(), checked.ErrRange)
+	}
 	return r, nil
 }
 
 // stages cuts the operators into pp contiguous stages of about equal
-// forward time.
+// forward time; a graph with no work (or none the roofline can weigh) is
+// cut into stages of equal operator counts.
 func stages(g *training.Graph, pp int, d cluster.Device) []int {
 	out := make([]int, len(g.Ops))
 	if pp <= 1 {
 		return out
 	}
+	weight := make([]float64, len(g.Ops))
 	var total float64
-	for _, op := range g.Ops {
-		total += roofline(d, op.Forward, 1) + roofline(d, op.Backward, 1)
+	for i, op := range g.Ops {
+		weight[i] = roofline(d, op.Forward, 1) + roofline(d, op.Backward, 1)
+		total += weight[i]
+	}
+	if total <= 0 || !finite(total) {
+		for i := range weight {
+			weight[i] = 1
+		}
+		total = float64(len(weight))
 	}
 	var acc float64
-	for i, op := range g.Ops {
-		acc += roofline(d, op.Forward, 1) + roofline(d, op.Backward, 1)
-		out[i] = min(pp-1, int(acc/total*float64(pp)-1e-9))
+	for i := range g.Ops {
+		acc += weight[i]
+		out[i] = max(0, min(pp-1, int(acc/total*float64(pp)-1e-9)))
 		if i > 0 && out[i] < out[i-1] {
 			out[i] = out[i-1]
 		}
@@ -112,13 +154,15 @@ func stages(g *training.Graph, pp int, d cluster.Device) []int {
 	return out
 }
 
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
 // memory is the fullest device's memory: weights, gradients and Adam's two
 // moments for its stage's share of the parameters, and the activations
 // its stage saves for backward, for as many micro-batches as 1F1B keeps in
 // flight (pp − stage, the first stage holding most).
 func memory(g *training.Graph, s Strategy, r *Result) Memory {
 	per := make([]Memory, s.PP)
-	micro := float64(g.Batch) / float64(s.DP*s.Microbatches) / float64(g.Batch)
+	micro := 1 / (float64(s.DP) * float64(s.Microbatches))
 	for i, op := range g.Ops {
 		st, cut := r.Stage[i], r.Layouts[i].cut(s.TP)
 		per[st].Weights += op.ParamBytes * cut

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"rulebook/cluster"
+	"rulebook/internal/checked"
 	"rulebook/internal/outfile"
 	"rulebook/onnx"
 	"rulebook/simulate"
@@ -59,6 +60,10 @@ func Run(ctx context.Context, req Request) (*Outcome, error) {
 		}
 		kinds = []Kind{k}
 	}
+	opts := Options{Machine: m, MemoryLimit: req.MemoryLimit, Microbatches: req.Microbatches}
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
 	paths := outputPaths(req)
 	for _, p := range paths {
 		if err := outfile.Check(p); err != nil {
@@ -71,13 +76,15 @@ func Run(ctx context.Context, req Request) (*Outcome, error) {
 	}
 	batch := req.Batch
 	if req.PerDevice && batch > 0 {
-		batch *= int64(m.NumDevices())
+		if batch, err = checked.Mul(batch, int64(m.NumDevices())); err != nil {
+			return nil, fmt.Errorf("--batch %d per device on %d devices: %w", req.Batch, m.NumDevices(), err)
+		}
 	}
 	g, err := training.FromONNX(model, name, batch)
 	if err != nil {
 		return nil, err
 	}
-	c, err := Compare(ctx, g, kinds, Options{Machine: m, MemoryLimit: req.MemoryLimit, Microbatches: req.Microbatches})
+	c, err := Compare(ctx, g, kinds, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}

@@ -88,14 +88,7 @@ func shardTensor(g *training.Graph, op training.Op, v string, s Strategy, l OpLa
 			if (!cutBatch && i > 0) || (!cutFeature && j > 0) {
 				continue
 			}
-			var group []int64
-			for a := 0; a < s.DP; a++ {
-				for b := 0; b < s.TP; b++ {
-					if (a == i || !cutBatch) && (b == j || !cutFeature) {
-						group = append(group, int64(base+a*s.TP+b))
-					}
-				}
-			}
+			group := shardGroup(base, i, j, s, cutBatch, cutFeature)
 			if len(group) == 1 {
 				spec.Devices = append(spec.Devices, group[0])
 				continue
@@ -106,6 +99,33 @@ func shardTensor(g *training.Graph, op training.Op, v string, s Strategy, l OpLa
 		}
 	}
 	return spec, true
+}
+
+// shardGroup is the devices holding shard (i, j): those of row i (when the
+// batch is cut) and column j (when features are), each listed once. It
+// visits only the group, so the annotations grow linearly with the
+// devices.
+func shardGroup(base, i, j int, s Strategy, cutBatch, cutFeature bool) []int64 {
+	rows, cols := []int{i}, []int{j}
+	if !cutBatch {
+		rows = make([]int, s.DP)
+		for a := range rows {
+			rows[a] = a
+		}
+	}
+	if !cutFeature {
+		cols = make([]int, s.TP)
+		for b := range cols {
+			cols[b] = b
+		}
+	}
+	group := make([]int64, 0, len(rows)*len(cols))
+	for _, a := range rows {
+		for _, b := range cols {
+			group = append(group, int64(base+a*s.TP+b))
+		}
+	}
+	return group
 }
 
 // featureAxis is the axis of v that tensor parallelism cuts, or -1: the

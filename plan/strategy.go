@@ -2,6 +2,8 @@ package plan
 
 import (
 	"fmt"
+
+	"rulebook/internal/checked"
 )
 
 // Strategy is a parallelization of one training step: DP data-parallel
@@ -39,8 +41,32 @@ func ParseKind(s string) (Kind, error) {
 	return "", fmt.Errorf("unknown strategy %q (known: dp, tp, grid, pp)", s)
 }
 
-// Devices is the number of devices the strategy uses.
+// Devices is the number of devices the strategy uses (fits checks that
+// the product does not overflow).
 func (s Strategy) Devices() int { return s.DP * s.TP * s.PP }
+
+// fits checks that every degree is positive and that the strategy needs
+// at most n devices, without overflowing on the way.
+func (s Strategy) fits(n int) error {
+	if s.DP < 1 || s.TP < 1 || s.PP < 1 || s.Microbatches < 1 {
+		return fmt.Errorf("%s: every degree and the micro-batches must be at least 1: %w", s, checked.ErrRange)
+	}
+	d, err := checked.Product(int64(s.DP), int64(s.TP), int64(s.PP))
+	if err != nil || d > int64(n) {
+		return fmt.Errorf("%s needs more devices than the machine's %d: %w", s, n, checked.ErrRange)
+	}
+	return nil
+}
+
+// taskBound refuses a strategy whose step, for ops operators, would have
+// more than MaxTasks forward and backward tasks.
+func (s Strategy) taskBound(ops int) error {
+	tasks, err := checked.Product(int64(ops), int64(s.Microbatches), 2)
+	if err != nil || tasks > MaxTasks {
+		return fmt.Errorf("%d operators × %d micro-batches × forward and backward is more than the simulator's %d tasks: %w", ops, s.Microbatches, MaxTasks, checked.ErrRange)
+	}
+	return nil
+}
 
 func (s Strategy) String() string {
 	t := fmt.Sprintf("%s dp%d×tp%d", s.Kind, s.DP, s.TP)
@@ -126,8 +152,8 @@ func best(rs []*Result) (r *Result, ok bool) {
 // divides reports whether the global batch splits evenly over the
 // strategy's data-parallel replicas and micro-batches.
 func (s Strategy) divides(batch int64) error {
-	per := int64(s.DP * s.Microbatches)
-	if batch%per != 0 {
+	per, err := checked.Mul(int64(s.DP), int64(s.Microbatches))
+	if err != nil || per <= 0 || batch%per != 0 {
 		what := fmt.Sprintf("the data-parallel degree %d", s.DP)
 		if s.Microbatches > 1 {
 			what += fmt.Sprintf(" times %d micro-batches", s.Microbatches)

@@ -83,6 +83,9 @@ func (b *builder) add(key, name string, cat simulate.Category, resource int, sec
 
 func (b *builder) run(ctx context.Context) (*simulate.Schedule, error) {
 	for st := 0; st < b.s.PP; st++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		for _, u := range oneFOneB(st, b.s.PP, b.s.Microbatches) {
 			if u.forward {
 				b.forward(st, u.micro)

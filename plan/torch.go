@@ -2,8 +2,12 @@ package plan
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math"
+	"strconv"
+	"strings"
 
 	"rulebook/training"
 )
@@ -13,12 +17,16 @@ import (
 // module path that tensor parallelism cuts, parallelize_module's style
 // (ColwiseParallel or RowwiseParallel). scripts/torch_plan_run.py runs it.
 type TorchPlan struct {
-	Format    string            `json:"format"`
-	Model     string            `json:"model"`
-	WorldSize int               `json:"world_size"`
-	Mesh      TorchMesh         `json:"mesh"`
-	Modules   map[string]string `json:"modules"`
-	Note      string            `json:"note"`
+	Format    string `json:"format"`
+	Model     string `json:"model"`
+	WorldSize int    `json:"world_size"`
+	// Layers is the length of the model's layers ModuleList (module
+	// paths layers.0, layers.1, …), so that a runner builds the model at
+	// the depth the plan names; 0 when the model has none.
+	Layers  int               `json:"layers,omitempty"`
+	Mesh    TorchMesh         `json:"mesh"`
+	Modules map[string]string `json:"modules"`
+	Note    string            `json:"note"`
 }
 
 // TorchMesh is DTensor's DeviceMesh: its shape and dimension names.
@@ -30,6 +38,11 @@ type TorchMesh struct {
 // TorchFormat names the torch plan's schema.
 const TorchFormat = "rulebook.torch-plan/1"
 
+// ErrNotTorch marks a plan that DTensor's parallelize_module cannot
+// express (pipeline stages, a cut convolution, an operator without a
+// module path).
+var ErrNotTorch = errors.New("not expressible as a DTensor plan")
+
 // Torch turns the chosen plan into a DTensor plan. Module paths come from
 // the ONNX node names PyTorch's exporter writes ("/layers.0/q/MatMul" is
 // module layers.0.q). Pipeline plans are refused: DTensor's
@@ -37,9 +50,9 @@ const TorchFormat = "rulebook.torch-plan/1"
 func (c *Comparison) Torch(g *training.Graph) (*TorchPlan, error) {
 	s := c.Chosen.Strategy
 	if s.PP > 1 {
-		return nil, fmt.Errorf("--emit torch: the chosen plan (%s) has pipeline stages, which parallelize_module cannot express; choose --strategy dp, tp or grid", s)
+		return nil, fmt.Errorf("--emit torch: the chosen plan (%s) has pipeline stages, which parallelize_module cannot express; choose --strategy dp, tp or grid: %w", s, ErrNotTorch)
 	}
-	t := &TorchPlan{Format: TorchFormat, Model: c.Model, WorldSize: s.Devices(),
+	t := &TorchPlan{Format: TorchFormat, Model: c.Model, WorldSize: s.Devices(), Layers: layerCount(g),
 		Mesh:    TorchMesh{Shape: []int{s.DP, s.TP}, DimNames: []string{"dp", "tp"}},
 		Modules: map[string]string{}, Note: "layouts only; the times in the plan this came from are " + Simulated}
 	for i, op := range g.Ops {
@@ -48,17 +61,34 @@ func (c *Comparison) Torch(g *training.Graph) (*TorchPlan, error) {
 			continue
 		}
 		if !op.Product.Linear {
-			return nil, fmt.Errorf("--emit torch: %s (%s) is cut %s, but DTensor's %s applies to Linear modules only; choose --strategy dp", op.Name, op.Type, st, map[Style]string{Colwise: "ColwiseParallel", Rowwise: "RowwiseParallel"}[st])
+			return nil, fmt.Errorf("--emit torch: %s (%s) is cut %s, but DTensor's %s applies to Linear modules only; choose --strategy dp: %w", op.Name, op.Type, st, map[Style]string{Colwise: "ColwiseParallel", Rowwise: "RowwiseParallel"}[st], ErrNotTorch)
 		}
 		if op.Module == "" {
-			return nil, fmt.Errorf("--emit torch: operator %s is cut %s but its name carries no module path", op.Name, st)
+			return nil, fmt.Errorf("--emit torch: operator %s is cut %s but its name carries no module path: %w", op.Name, st, ErrNotTorch)
 		}
 		if prev, ok := t.Modules[op.Module]; ok && prev != st.String() {
-			return nil, fmt.Errorf("--emit torch: module %s is cut both %s and %s", op.Module, prev, st)
+			return nil, fmt.Errorf("--emit torch: module %s is cut both %s and %s: %w", op.Module, prev, st, ErrNotTorch)
 		}
 		t.Modules[op.Module] = st.String()
 	}
 	return t, nil
+}
+
+// layerCount is one more than the largest N of a module path layers.N…,
+// or 0 when no operator lies in such a module.
+func layerCount(g *training.Graph) int {
+	n := 0
+	for _, op := range g.Ops {
+		rest, ok := strings.CutPrefix(op.Module, "layers.")
+		if !ok {
+			continue
+		}
+		index, _, _ := strings.Cut(rest, ".")
+		if i, err := strconv.Atoi(index); err == nil && i >= 0 && i < math.MaxInt {
+			n = max(n, i+1)
+		}
+	}
+	return n
 }
 
 // Write writes the torch plan as JSON (encoding/json sorts the modules).

@@ -68,8 +68,10 @@ class Encoder(nn.Module):
         return x
 
 
-# Small sizes for tests; the Go test builds the same configurations.
+# Small sizes for tests; the Go test builds the same configurations. Each
+# maker takes the layer count, so that a plan of a deeper model (the
+# built-in mlp has 16 layers) names modules the small one has.
 SMALL = {
-    "mlp": (lambda: MLP(layers=4, width=64), lambda batch: torch.randn(batch, 64)),
-    "block": (lambda: Encoder(layers=2, hidden=64, heads=4, ffn=256), lambda batch: torch.randn(batch, 8, 64)),
+    "mlp": (lambda layers=4: MLP(layers=layers, width=64), lambda batch: torch.randn(batch, 64)),
+    "block": (lambda layers=2: Encoder(layers=layers, hidden=64, heads=4, ffn=256), lambda batch: torch.randn(batch, 8, 64)),
 }

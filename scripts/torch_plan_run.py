@@ -33,6 +33,14 @@ from torch_models import SMALL  # noqa: E402
 FORMAT = "rulebook.torch-plan/1"
 STYLES = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
 TOLERANCE = 1e-4
+MAX_LAYERS = 1024
+
+
+def make_model(model, plan):
+    """The model at the plan's depth (its "layers"), else the small default."""
+    make = SMALL[model][0]
+    layers = plan.get("layers")
+    return make(layers) if layers else make()
 
 
 def load_plan(path, model):
@@ -46,7 +54,10 @@ def load_plan(path, model):
         raise ValueError(f"{path}: mesh {mesh}, want dimensions dp and tp")
     if mesh["shape"][0] * mesh["shape"][1] != plan["world_size"]:
         raise ValueError(f"{path}: mesh {mesh['shape']} does not hold world_size {plan['world_size']}")
-    names = {n for n, _ in SMALL[model][0]().named_modules()}
+    layers = plan.get("layers", 0)
+    if type(layers) is not int or not 0 <= layers <= MAX_LAYERS:
+        raise ValueError(f"{path}: layers {layers!r}, want a whole number from 0 to {MAX_LAYERS}")
+    names = {n for n, _ in make_model(model, plan).named_modules()}
     for path_, style in plan["modules"].items():
         if style not in STYLES:
             raise ValueError(f"{path}: module {path_}: unknown style {style!r} (known: colwise, rowwise)")
@@ -71,11 +82,11 @@ def run(rank, plan, model, port, batch, result):
     try:
         dp, tp = plan["mesh"]["shape"]
         mesh = init_device_mesh("cpu", (dp, tp), mesh_dim_names=("dp", "tp"))
-        make, inputs = SMALL[model]
+        inputs = SMALL[model][1]
         torch.manual_seed(0)
-        reference = make()
+        reference = make_model(model, plan)
         x = inputs(batch)
-        parallel = make()
+        parallel = make_model(model, plan)
         parallel.load_state_dict(reference.state_dict())
         want = reference(x)
         want.sum().backward()

@@ -21,9 +21,11 @@
 package training
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
+	"rulebook/internal/checked"
 	"rulebook/onnx"
 )
 
@@ -116,6 +118,34 @@ func (g *Graph) Total() (fwd, bwd Work) {
 	return fwd, bwd
 }
 
+// ErrInvalid marks a model whose shapes or attributes no ONNX runtime
+// accepts (a zero stride, a Reshape with two −1, an axis past the rank,
+// a shape whose size overflows), as against one the planner does not
+// support.
+var ErrInvalid = errors.New("invalid model")
+
+// invalid is an error wrapping ErrInvalid.
+func invalid(format string, args ...any) error {
+	return fmt.Errorf(format+" (%w)", append(args, ErrInvalid)...)
+}
+
+// checkShape refuses a negative dimension or a shape whose element count
+// (and byte count) overflows; every shape the inference keeps passed it,
+// so elements cannot overflow afterwards.
+func checkShape(what string, s []int64) error {
+	for _, d := range s {
+		if d < 0 {
+			return invalid("%s has the negative dimension %d in %v", what, d, s)
+		}
+	}
+	if _, err := checked.Product(append([]int64{4}, s...)...); err != nil {
+		return invalid("%s has shape %v, too large: its size in bytes, %w", what, s, err)
+	}
+	return nil
+}
+
+// elements is a shape's element count; shapes are checked by checkShape
+// before they are kept.
 func elements(shape []int64) int64 {
 	n := int64(1)
 	for _, d := range shape {
@@ -166,7 +196,10 @@ func FromONNX(m *onnx.Model, name string, batch int64) (*Graph, error) {
 	}
 	g := &Graph{Model: name, Batch: batch, shapes: map[string][]int64{}, batched: map[string]bool{},
 		inputs: map[string]bool{}, producer: map[string]int{}, consumers: map[string][]int{}}
-	inf := newInference(m.Graph, g, batch)
+	inf, err := newInference(m.Graph, g, batch)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	for _, n := range m.Graph.Nodes {
 		if err := inf.node(n); err != nil {
 			return nil, fmt.Errorf("%s: node %s (%s): %w", name, n.Name, n.OpType, err)

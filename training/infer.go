@@ -17,9 +17,12 @@ type inference struct {
 	owned   map[string]bool    // initializers already given to an operator
 }
 
-func newInference(og *onnx.Graph, g *Graph, batch int64) *inference {
+func newInference(og *onnx.Graph, g *Graph, batch int64) (*inference, error) {
 	inf := &inference{g: g, onnx: og, consts: map[string][]int64{}, weights: map[string]string{}, owned: map[string]bool{}}
 	for _, t := range og.Initializers {
+		if err := checkShape("initializer "+t.Name, t.Dims); err != nil {
+			return nil, err
+		}
 		g.shapes[t.Name] = slices.Clone(t.Dims)
 		if t.DataType == onnx.Float || t.DataType == onnx.Float16 || t.DataType == onnx.Double {
 			inf.weights[t.Name] = t.Name
@@ -42,10 +45,13 @@ func newInference(og *onnx.Graph, g *Graph, batch int64) *inference {
 			shape[0] = batch
 			g.batched[in.Name] = true
 		}
+		if err := checkShape("input "+in.Name, shape); err != nil {
+			return nil, fmt.Errorf("at batch %d: %w", batch, err)
+		}
 		g.shapes[in.Name] = shape
 		g.inputs[in.Name] = true
 	}
-	return inf
+	return inf, nil
 }
 
 func toInts(v []float64) []int64 {
@@ -78,12 +84,23 @@ func (inf *inference) node(n *onnx.Node) error {
 		}
 		in = append(in, s)
 	}
+	if len(n.Outputs) == 0 {
+		return invalid("the node has no outputs")
+	}
+	if len(in) < minInputs(n.OpType) {
+		return invalid("%d inputs; %s takes at least %d", len(in), n.OpType, minInputs(n.OpType))
+	}
 	out, err := inf.outputShapes(n, in)
 	if err != nil {
 		return err
 	}
 	if len(out) < len(n.Outputs) {
 		return fmt.Errorf("inferred %d output shapes for %d outputs", len(out), len(n.Outputs))
+	}
+	for i, s := range out[:len(n.Outputs)] {
+		if err := checkShape("output "+n.Outputs[i], s); err != nil {
+			return err
+		}
 	}
 	op := Op{Name: n.Name, Type: n.OpType, Module: ModulePath(n.Name), Inputs: n.Inputs, Outputs: n.Outputs,
 		NeedsAllFeatures: needsAllFeatures[n.OpType]}
@@ -170,7 +187,7 @@ func (inf *inference) work(n *onnx.Node, op *Op, in, out [][]int64) {
 		op.Forward.FLOPs = 2 * outEl * float64(k)
 		op.Product = inf.product(n, in, out, k)
 	case "MaxPool", "AveragePool":
-		op.Forward.FLOPs = outEl * float64(window(n))
+		op.Forward.FLOPs = outEl * window(n)
 	case "GlobalAveragePool", "ReduceMean", "ReduceSum", "Softmax", "LayerNormalization", "BatchNormalization":
 		op.Forward.FLOPs = 5 * float64(elements(in[0]))
 	}
@@ -212,22 +229,24 @@ func (inf *inference) product(n *onnx.Node, in, out [][]int64, k int64) *Product
 	switch {
 	case n.OpType == "Conv":
 		p.N, p.WeightOutAxis, p.WeightInAxis = in[1][0], 0, 1
-		p.M = elements(o) / p.N
 	case n.OpType == "Gemm" && attrInt(n, "transB", 0) == 1:
 		p.N, p.WeightOutAxis, p.WeightInAxis = in[1][0], 0, 1
-		p.M = elements(o) / p.N
 	default:
 		p.N, p.WeightOutAxis, p.WeightInAxis = in[1][len(in[1])-1], len(in[1])-1, len(in[1])-2
+	}
+	if p.N > 0 {
 		p.M = elements(o) / p.N
 	}
 	return p
 }
 
-func window(n *onnx.Node) int64 {
-	k := int64(1)
+// window is a pool's kernel size (poolShape checked it positive), as a
+// float so that no product of its dimensions wraps.
+func window(n *onnx.Node) float64 {
+	k := 1.0
 	if a := n.Attr("kernel_shape"); a != nil {
 		for _, d := range a.Ints {
-			k *= d
+			k *= float64(d)
 		}
 	}
 	return k

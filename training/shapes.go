@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"rulebook/internal/checked"
 	"rulebook/onnx"
 )
 
@@ -24,6 +25,9 @@ func (inf *inference) outputShapes(n *onnx.Node, in [][]int64) ([][]int64, error
 		return matmulShape(in[0], in[1])
 	case "Gemm":
 		a, b := in[0], in[1]
+		if len(a) != 2 || len(b) != 2 {
+			return nil, invalid("Gemm of shapes %v and %v; both must be matrices", a, b)
+		}
 		m, nn := a[0], b[1]
 		if attrInt(n, "transA", 0) == 1 {
 			m = a[1]
@@ -41,12 +45,19 @@ func (inf *inference) outputShapes(n *onnx.Node, in [][]int64) ([][]int64, error
 		}
 		return one(s)
 	case "Flatten":
-		axis := attrInt(n, "axis", 1)
+		axis, err := axisIn(attrInt(n, "axis", 1), len(in[0])+1)
+		if err != nil {
+			return nil, err
+		}
 		return one([]int64{elements(in[0][:axis]), elements(in[0][axis:])})
 	case "Reshape":
 		return inf.reshape(n, in[0])
 	case "Transpose":
-		return one(transposeShape(n, in[0]))
+		s, err := transposeShape(n, in[0])
+		if err != nil {
+			return nil, err
+		}
+		return one(s)
 	case "ReduceMean", "ReduceSum", "ReduceMax":
 		return inf.reduce(n, in)
 	case "Concat":
@@ -54,12 +65,41 @@ func (inf *inference) outputShapes(n *onnx.Node, in [][]int64) ([][]int64, error
 	case "Pad":
 		return inf.pad(n, in)
 	case "Gather":
-		axis := attrInt(n, "axis", 0)
 		d, idx := in[0], in[1]
+		axis, err := axisIn(attrInt(n, "axis", 0), len(d))
+		if err != nil {
+			return nil, err
+		}
 		s := append(append(slices.Clone(d[:axis]), idx...), d[axis+1:]...)
 		return one(s)
 	}
 	return nil, fmt.Errorf("the planner cannot infer shapes of operator %s", n.OpType)
+}
+
+// minInputs is the number of inputs each operator needs (optional ones
+// after them may be absent).
+func minInputs(op string) int {
+	switch op {
+	case "Constant":
+		return 0
+	case "Add", "Sub", "Mul", "Div", "Pow", "Equal", "MatMul", "Gemm", "Conv", "Reshape", "Gather":
+		return 2
+	case "Where":
+		return 3
+	}
+	return 1
+}
+
+// axisIn normalises an axis of a rank-r operand (−r ≤ axis < r) or
+// refuses it.
+func axisIn(axis int64, r int) (int, error) {
+	if axis < -int64(r) || axis >= int64(r) {
+		return 0, invalid("axis %d is out of range for rank %d", axis, r)
+	}
+	if axis < 0 {
+		axis += int64(r)
+	}
+	return int(axis), nil
 }
 
 func broadcastAll(in [][]int64) ([][]int64, error) {
@@ -112,10 +152,16 @@ func matmulShape(a, b []int64) ([][]int64, error) {
 func poolShape(n *onnx.Node, in [][]int64) ([][]int64, error) {
 	x := in[0]
 	spatial := len(x) - 2
+	if spatial < 1 {
+		return nil, invalid("input of shape %v has no spatial dimensions", x)
+	}
 	kernel := attrInts(n, "kernel_shape", nil)
 	channels := x[1]
 	if n.OpType == "Conv" {
 		w := in[1]
+		if len(w) != len(x) {
+			return nil, invalid("weight of shape %v for input of shape %v", w, x)
+		}
 		kernel, channels = w[2:], w[0]
 	}
 	strides := attrInts(n, "strides", ones(spatial))
@@ -125,10 +171,17 @@ func poolShape(n *onnx.Node, in [][]int64) ([][]int64, error) {
 	if a := n.Attr("auto_pad"); a != nil && a.S != "" && a.S != "NOTSET" {
 		return nil, fmt.Errorf("auto_pad %s is not supported", a.S)
 	}
+	if err := checkWindow(spatial, kernel, strides, dil, pads); err != nil {
+		return nil, err
+	}
 	out := []int64{x[0], channels}
 	for i := 0; i < spatial; i++ {
+		// checkWindow bounds every term, so no sum here overflows
 		eff := dil[i]*(kernel[i]-1) + 1
 		span := x[2+i] + pads[i] + pads[i+spatial] - eff
+		if span < 0 {
+			return nil, invalid("the window (kernel %v, dilations %v) is larger than the padded input %v", kernel, dil, x)
+		}
 		d := span/strides[i] + 1
 		if ceil && span%strides[i] != 0 {
 			d++
@@ -136,6 +189,30 @@ func poolShape(n *onnx.Node, in [][]int64) ([][]int64, error) {
 		out = append(out, d)
 	}
 	return [][]int64{out}, nil
+}
+
+// maxWindow bounds kernel sizes, strides, dilations and pads: far past
+// any model, and small enough that a window's extent fits in 64 bits.
+const maxWindow = 1 << 30
+
+// checkWindow refuses what ONNX runtimes refuse: a kernel, stride or
+// dilation below 1, a negative pad, or one entry too few or many per
+// spatial dimension.
+func checkWindow(spatial int, kernel, strides, dil, pads []int64) error {
+	if len(kernel) != spatial || len(strides) != spatial || len(dil) != spatial || len(pads) != 2*spatial {
+		return invalid("kernel %v, strides %v, dilations %v and pads %v for %d spatial dimensions", kernel, strides, dil, pads, spatial)
+	}
+	for i := range spatial {
+		if kernel[i] < 1 || strides[i] < 1 || dil[i] < 1 || kernel[i] > maxWindow || strides[i] > maxWindow || dil[i] > maxWindow {
+			return invalid("kernel %v, strides %v and dilations %v must be from 1 to 2^30", kernel, strides, dil)
+		}
+	}
+	for _, p := range pads {
+		if p < 0 || p > maxWindow {
+			return invalid("pads %v must be from 0 to 2^30", pads)
+		}
+	}
+	return nil
 }
 
 func ones(n int) []int64 {
@@ -182,15 +259,27 @@ func (inf *inference) reshape(n *onnx.Node, x []int64) ([][]int64, error) {
 	known := int64(1)
 	for i, d := range out {
 		switch {
-		case d == 0:
-			out[i] = x[i]
+		case d == -1 && unknown >= 0:
+			return nil, invalid("shape %v has more than one -1", target)
 		case d == -1:
 			unknown = i
 			continue
+		case d == 0 && i >= len(x):
+			return nil, invalid("shape %v copies dimension %d, but the input %v has rank %d", target, i, x, len(x))
+		case d == 0:
+			out[i] = x[i]
+		case d < 0:
+			return nil, invalid("shape %v has the invalid dimension %d", target, d)
 		}
-		known *= out[i]
+		var err error
+		if known, err = checked.Mul(known, out[i]); err != nil {
+			return nil, invalid("shape %v is too large: %v", target, err)
+		}
 	}
 	if unknown >= 0 {
+		if known == 0 || elements(x)%known != 0 {
+			return nil, invalid("cannot infer the -1 in %v for input %v", target, x)
+		}
 		out[unknown] = elements(x) / known
 	}
 	if elements(out) != elements(x) {
@@ -199,17 +288,25 @@ func (inf *inference) reshape(n *onnx.Node, x []int64) ([][]int64, error) {
 	return [][]int64{out}, nil
 }
 
-func transposeShape(n *onnx.Node, x []int64) []int64 {
+func transposeShape(n *onnx.Node, x []int64) ([]int64, error) {
 	perm := attrInts(n, "perm", nil)
+	if perm != nil && len(perm) != len(x) {
+		return nil, invalid("perm %v for rank %d", perm, len(x))
+	}
+	seen := make([]bool, len(x))
 	out := make([]int64, len(x))
 	for i := range x {
 		if perm == nil {
 			out[i] = x[len(x)-1-i]
-		} else {
-			out[i] = x[perm[i]]
+			continue
 		}
+		if perm[i] < 0 || perm[i] >= int64(len(x)) || seen[perm[i]] {
+			return nil, invalid("perm %v is not a permutation of rank %d", perm, len(x))
+		}
+		seen[perm[i]] = true
+		out[i] = x[perm[i]]
 	}
-	return out
+	return out, nil
 }
 
 func (inf *inference) reduce(n *onnx.Node, in [][]int64) ([][]int64, error) {
@@ -238,13 +335,23 @@ func (inf *inference) reduce(n *onnx.Node, in [][]int64) ([][]int64, error) {
 }
 
 func concatShape(n *onnx.Node, in [][]int64) ([][]int64, error) {
-	axis := attrInt(n, "axis", 0)
 	out := slices.Clone(in[0])
-	if axis < 0 {
-		axis += int64(len(out))
+	axis, err := axisIn(attrInt(n, "axis", 0), len(out))
+	if err != nil {
+		return nil, err
 	}
 	for _, s := range in[1:] {
-		out[axis] += s[axis]
+		if len(s) != len(out) {
+			return nil, invalid("Concat of shapes %v and %v: the ranks differ", in[0], s)
+		}
+		for i := range s {
+			if i != axis && s[i] != out[i] {
+				return nil, invalid("Concat of shapes %v and %v on axis %d: dimension %d differs", in[0], s, axis, i)
+			}
+		}
+		if out[axis], err = checked.Add(out[axis], s[axis]); err != nil {
+			return nil, invalid("Concat along axis %d: %v", axis, err)
+		}
 	}
 	return [][]int64{out}, nil
 }
@@ -259,7 +366,13 @@ func (inf *inference) pad(n *onnx.Node, in [][]int64) ([][]int64, error) {
 		return nil, fmt.Errorf("pads %v for rank %d", pads, len(out))
 	}
 	for i := range out {
-		out[i] += pads[i] + pads[i+len(out)]
+		d, err := checked.Add(pads[i], pads[i+len(out)])
+		if err == nil {
+			out[i], err = checked.Add(out[i], d)
+		}
+		if err != nil {
+			return nil, invalid("pads %v on shape %v: %v", pads, in[0], err)
+		}
 	}
 	return [][]int64{out}, nil
 }

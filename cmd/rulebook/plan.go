@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rulebook/internal/checked"
 	"rulebook/plan"
 )
 
@@ -39,18 +40,25 @@ annotations); --emit torch adds plan.torch.json, a PyTorch DTensor plan
   rulebook plan bert-large --machine summit:1 --batch 6 --memory-limit 6 --strategy grid -o bert.json --emit torch`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if req.Batch < 0 || req.Microbatches < 0 || memGiB < 0 {
-				return fmt.Errorf("--batch, --microbatches and --memory-limit must not be negative")
+			if req.Batch < 0 || req.Microbatches < 0 {
+				return fmt.Errorf("--batch and --microbatches must not be negative")
+			}
+			if err := checked.Real("--memory-limit", memGiB, 0, 1<<20); err != nil {
+				return err
 			}
 			if emit != "" && emit != "torch" {
 				return fmt.Errorf("--emit: unknown engine %q (known: torch)", emit)
 			}
 			req.Model, req.MemoryLimit, req.EmitTorch = args[0], memGiB*(1<<30), emit == "torch"
 			out, err := plan.Run(cmd.Context(), req)
-			if err != nil {
-				return err
+			if out != nil {
+				// the comparison is printed even when its files could
+				// not be written (a pipeline plan has no DTensor form)
+				if werr := out.Comparison.WriteTable(cmd.OutOrStdout()); werr != nil && err == nil {
+					err = werr
+				}
 			}
-			if err := out.Comparison.WriteTable(cmd.OutOrStdout()); err != nil {
+			if err != nil {
 				return err
 			}
 			for _, p := range out.Written {

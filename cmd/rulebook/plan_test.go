@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"rulebook/internal/checked"
+	"rulebook/plan"
+)
+
+// TestPlanEmitTorchPipeline: --emit torch on a plan with pipeline stages
+// prints the comparison, then fails with plan.ErrNotTorch, and writes no
+// file (it used to exit with neither table nor files).
+func TestPlanEmitTorchPipeline(t *testing.T) {
+	dir := t.TempDir()
+	out, err := run(context.Background(), "plan", "mlp", "--machine", "summit:1", "--batch", "1536", "--strategy", "pp",
+		"-o", filepath.Join(dir, "p.json"), "--emit", "torch")
+	if !errors.Is(err, plan.ErrNotTorch) || !strings.Contains(out, "* chosen: pp ") {
+		t.Errorf("error %v; output:\n%s", err, out)
+	}
+	if written, _ := filepath.Glob(filepath.Join(dir, "*")); len(written) > 0 {
+		t.Errorf("wrote %v", written)
+	}
+}
+
+// TestPlanMemoryLimitFlag: --memory-limit NaN, Inf and absurd sizes are
+// refused before anything is read.
+func TestPlanMemoryLimitFlag(t *testing.T) {
+	for _, v := range []string{"NaN", "+Inf", "-1", "1e300"} {
+		_, err := run(context.Background(), "plan", "mlp", "--batch", "12", "--memory-limit", v)
+		if !errors.Is(err, checked.ErrRange) {
+			t.Errorf("--memory-limit %s: %v; want checked.ErrRange", v, err)
+		}
+	}
+}
