@@ -64,6 +64,9 @@ func Stored(ctx context.Context, db *store.Store, cfg Config, req Request) (*Sum
 	if err := req.Check(); err != nil {
 		return nil, err
 	}
+	if err := cfg.Budget.Check(); err != nil {
+		return nil, err
+	}
 	if req.RuleID != 0 {
 		if _, err := db.Rule(ctx, req.RuleID); err != nil {
 			return nil, err
