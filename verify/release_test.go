@@ -3,10 +3,14 @@ package verify
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
+	"rulebook/axioms"
 	"rulebook/rules"
 	"rulebook/store"
 )
@@ -129,5 +133,32 @@ func TestBudgetBeyondZ3IsRefused(t *testing.T) {
 	}
 	if err := (Budget{Units: MaxUnits}).Check(); err != nil {
 		t.Errorf("budget %d refused: %v", uint64(MaxUnits), err)
+	}
+}
+
+// verify's gate is as strong as 'rulebook axioms check': an axiom false
+// only at extent 3 (max pooling with a 3-wide window, stride 1, "same"
+// padding, applied twice equals applying it once) is refused before
+// anything is verified.
+func TestGateCatchesAxiomFalseAtExtentThree(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	text := "; pool_max 3 1 same is idempotent: true at extents 1 and 2, false at 3\n" +
+		"(assert (! (forall ((x Tensor)) (= (pool_max 3 1 padding.same (pool_max 3 1 padding.same x)) (pool_max 3 1 padding.same x))) :named pool-max-idem))\n"
+	if err := os.WriteFile(filepath.Join(dir, "idem.smt2"), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	set, err := axioms.Load(dir, rules.All())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "gate.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = RequireSound(ctx, db, rules.All(), set, 2)
+	if !errors.Is(err, ErrUnsoundAxioms) || !strings.Contains(err.Error(), "pool-max-idem") {
+		t.Errorf("the gate passed an axiom false at extent 3: %v", err)
 	}
 }
