@@ -45,6 +45,8 @@ type Progress struct {
 	Generate func(enumerate.Progress)
 	Verify   func(done, total int)
 	Prune    func(stage string, done, total int)
+	// Release hears of the rules proved again before they are released.
+	Release func(done, total int)
 }
 
 // Stage is one step of a build and how long it took.
@@ -90,7 +92,7 @@ func Run(ctx context.Context, db *store.Store, cfg Config) (*Summary, error) {
 			sum.Pruned, err = prune.Stored(ctx, db, cfg.Registry, cfg.ToolVersion, cfg.Progress.Prune)
 			return err
 		}},
-		{"release", func() (err error) { sum.Version, _, err = db.Release(ctx, tag, cfg.ToolVersion); return err }},
+		{"release", func() error { return release(ctx, db, cfg, tag, sum) }},
 	}
 	for _, s := range steps {
 		start := time.Now()
@@ -100,6 +102,17 @@ func Run(ctx context.Context, db *store.Store, cfg Config) (*Summary, error) {
 		sum.Stages = append(sum.Stages, Stage{Name: s.name, Elapsed: time.Since(start)})
 	}
 	return sum, nil
+}
+
+// release proves the rules again and releases them (verify.Release).
+func release(ctx context.Context, db *store.Store, cfg Config, tag string, sum *Summary) error {
+	r, err := verify.Release(ctx, db, verify.Config{Registry: cfg.Registry, Axioms: cfg.Axioms, Budget: cfg.Budget, Workers: cfg.Workers,
+		Seed: cfg.Seed, Progress: cfg.Progress.Release}, tag, cfg.ToolVersion)
+	if err != nil {
+		return err
+	}
+	sum.Version = r.Version
+	return nil
 }
 
 // chooseTag checks the requested tag, or picks the next free one.

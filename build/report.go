@@ -47,7 +47,11 @@ func (s *Summary) describe(stage string) string {
 		}
 		return fmt.Sprintf("%d pruned (renaming %d, common subgraph %d)", len(s.Pruned.Decisions), by[prune.Renaming], by[prune.CommonInput]+by[prune.CommonOutput])
 	case "release":
-		return fmt.Sprintf("%s: %d rules, parent %s", s.Version.Tag, s.Version.Rules, orNone(s.Version.Parent))
+		same := ""
+		if s.Version.SameAs != "" {
+			same = ", the same rules as " + s.Version.SameAs
+		}
+		return fmt.Sprintf("%s: %d rules proved again, parent %s%s", s.Version.Tag, s.Version.Rules, orNone(s.Version.Parent), same)
 	}
 	return ""
 }

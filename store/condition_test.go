@@ -64,7 +64,7 @@ func TestConditionedRuleStored(t *testing.T) {
 				_, err := s.db.Exec(c.edit)
 				mustNil(t, err)
 			}
-			v, _, err := s.Release(ctx, "v1", "test")
+			v, _, err := s.Release(ctx, "v1", "test", trustCandidates(t, s))
 			mustNil(t, err)
 			var want []string
 			for _, i := range c.released {

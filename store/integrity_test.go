@@ -278,7 +278,7 @@ func TestReleaseTrustsOnlyClaims(t *testing.T) {
 		_, err := s.db.Exec(stmt, edited[what])
 		mustNil(t, err)
 	}
-	v, leftOut, err := s.Release(ctx, "v1", "test")
+	v, leftOut, err := s.Release(ctx, "v1", "test", trustCandidates(t, s))
 	mustNil(t, err)
 	want := []int64{all[3].ID, all[4].ID}
 	_, texts, err := s.LoadVersion(ctx, "v1")
@@ -380,7 +380,7 @@ func TestMigrateFromV7(t *testing.T) {
 	if todo, err := s.RulesToVerify(ctx, "00112233aabbccdd", "Z3 test", 1000, false); err != nil || len(todo) != 1 {
 		t.Errorf("a proof without a claim is trusted: rules to verify %v, %v", ruleIDs(todo), err)
 	}
-	if _, leftOut, err := s.Release(ctx, "v2", "test"); err == nil || !slices.Equal(leftOut, []int64{1}) {
+	if _, leftOut, err := s.Release(ctx, "v2", "test", trustCandidates(t, s)); err == nil || !slices.Equal(leftOut, []int64{1}) {
 		t.Errorf("release after migration: left out %v, %v; want rule 1 left out and nothing to release", leftOut, err)
 	}
 	var fkOn int

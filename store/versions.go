@@ -32,6 +32,10 @@ type Version struct {
 	Provers []string
 	Parent  string // the tag released before this one, "" for the first
 	Created time.Time
+	// SameAs, set by Release, is the tag of the earlier version that
+	// holds the same rules: the new tag is an alias, and the hash keeps
+	// naming the earlier version.
+	SameAs string
 }
 
 // ErrTampered reports a version whose rules no longer match its hash.
@@ -39,8 +43,22 @@ var ErrTampered = errors.New("version does not match its content hash")
 
 var tagPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
-// CheckNewTag reports why tag cannot name a new version: it is malformed or
-// already taken. Commands that do long work before releasing call it first.
+// MinHashPrefix is the fewest hex digits that name a version by its hash.
+const MinHashPrefix = 4
+
+// ErrHashLikeTag is matched (errors.Is) by the refusal of a tag that could
+// be read as a hash prefix.
+var ErrHashLikeTag = errors.New("tag reads as a hash prefix")
+
+// hashLike reports whether ref could be read as a prefix of a version's
+// hash: at least MinHashPrefix characters, all hex digits.
+func hashLike(ref string) bool {
+	return len(ref) >= MinHashPrefix && strings.Trim(strings.ToLower(ref), "0123456789abcdef") == ""
+}
+
+// CheckNewTag reports why tag cannot name a new version: it is malformed,
+// could be read as a hash prefix, or is already taken. Commands that do
+// long work before releasing call it first.
 func (s *Store) CheckNewTag(ctx context.Context, tag string) error {
 	return checkNewTag(ctx, s.db, tag)
 }
@@ -50,6 +68,12 @@ func checkNewTag(ctx context.Context, q interface {
 }, tag string) error {
 	if !tagPattern.MatchString(tag) {
 		return fmt.Errorf("version tag %q: use letters, digits, '.', '_' and '-', starting with a letter or digit", tag)
+	}
+	if hashLike(tag) {
+		// A pin by hash must never find another version than the one it
+		// was taken from.
+		return fmt.Errorf("version tag %q: %d or more hex digits read as a hash prefix, and a hash names one version only; add a letter that is not a-f (such as v%s): %w",
+			tag, MinHashPrefix, tag, ErrHashLikeTag)
 	}
 	var exists int
 	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM versions WHERE tag = ?`, tag).Scan(&exists); err != nil {
@@ -94,16 +118,62 @@ func ruleText(src, dst, cond string) string {
 	return rules.Text{Src: src, Dst: dst, Cond: cond}.String()
 }
 
-// Release freezes every proved, unpruned rule as version tag, with the
-// previous version as parent, and records the release as a run; both are
-// written in one transaction, or nothing is. A rule counts as proved only
-// through its latest proof: a 'proved' verdict whose claim (see Claim)
-// matches the rule's current text, shapes and the proof's axiom set,
-// solver and budget. rules.status is not trusted, nor a proof whose rule
-// was edited since; Release returns the ids of the unpruned rules that
-// say they are proved but have no such proof. It refuses an existing tag
-// and a release with nothing proved.
-func (s *Store) Release(ctx context.Context, tag, toolVersion string) (Version, []int64, error) {
+// Candidate is a rule a release would publish: an unpruned rule whose
+// latest proof proves its current text (see Claim), with what the proof
+// was decided under. A claim is only a hash anyone can compute, so a
+// candidate is published only once its proof was re-established
+// (Reestablished).
+type Candidate struct {
+	Rule     Rule
+	AxiomSet string
+	Solver   string
+	Budget   uint64
+	// Core names the axioms the recorded proof used.
+	Core []string
+	// generator is the configuration of the run that found the rule.
+	generator string
+}
+
+// Claim is the claim the candidate's proof records.
+func (c Candidate) Claim() string {
+	return Claim(c.Rule.Text, c.AxiomSet, c.Solver, c.Budget, rules.StatusProved)
+}
+
+// Reestablished holds the candidates whose proofs were established again
+// from the rules themselves (the prover run again), by rule id, each with
+// the Candidate.Claim it was re-established for. Release publishes only
+// these: a rule edited after its proof was re-established does not match.
+type Reestablished map[int64]string
+
+// ReleaseCandidates lists the rules a release would publish (Candidate),
+// ordered by id, and the ids of the unpruned rules that say they are
+// proved but have no proof of their current text.
+func (s *Store) ReleaseCandidates(ctx context.Context) ([]Candidate, []int64, error) {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: release candidates: %w", err)
+	}
+	defer tx.Rollback()
+	cands, leftOut, err := candidates(ctx, tx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: release candidates: %w", err)
+	}
+	return cands, leftOut, nil
+}
+
+// Release freezes the re-established candidates (see Candidate) as
+// version tag, with the previous version as parent, and records the
+// release as a run; both are written in one transaction, or nothing is.
+// A rule counts as proved only through its latest proof: a 'proved'
+// verdict whose claim matches the rule's current text, shapes and the
+// proof's axiom set, solver and budget, and whose proof re-established
+// holds for that same claim. rules.status is not trusted, nor a proof
+// whose rule was edited since, nor a claim nobody re-established. Release
+// returns the ids of the unpruned rules that say they are proved but are
+// not released. It refuses an existing tag and a release with nothing
+// proved. Rules an existing version holds already make the new tag an
+// alias (Version.SameAs): the hash keeps naming the first version.
+func (s *Store) Release(ctx context.Context, tag, toolVersion string, re Reestablished) (Version, []int64, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return Version{}, nil, fmt.Errorf("store: release %s: %w", tag, err)
@@ -112,14 +182,26 @@ func (s *Store) Release(ctx context.Context, tag, toolVersion string) (Version, 
 	if err := checkNewTag(ctx, tx, tag); err != nil {
 		return Version{}, nil, err
 	}
-	proved, leftOut, err := provedRules(ctx, tx)
+	cands, leftOut, err := candidates(ctx, tx)
 	if err != nil {
 		return Version{}, nil, fmt.Errorf("store: release %s: %w", tag, err)
 	}
+	proved := &releasable{sets: map[string]bool{}, ops: map[string]bool{}, gens: map[string]bool{}, provers: map[string]bool{}}
+	for _, c := range cands {
+		if claim, ok := re[c.Rule.ID]; !ok || claim != c.Claim() {
+			leftOut = append(leftOut, c.Rule.ID)
+			continue
+		}
+		proved.add(c)
+	}
+	slices.Sort(leftOut)
 	if len(proved.ids) == 0 {
 		return Version{}, leftOut, fmt.Errorf("release %s: no proved rules to release; run 'rulebook verify' first", tag)
 	}
 	v := proved.version(tag)
+	if v.SameAs, err = sameRules(ctx, tx, v.Hash); err != nil {
+		return Version{}, nil, fmt.Errorf("store: release %s: %w", tag, err)
+	}
 	if err := recordReleaseRun(ctx, tx, v, len(proved.ids)+len(leftOut), toolVersion); err != nil {
 		return Version{}, nil, fmt.Errorf("store: release %s: %w", tag, err)
 	}
@@ -132,6 +214,16 @@ func (s *Store) Release(ctx context.Context, tag, toolVersion string) (Version, 
 	return v, leftOut, nil
 }
 
+// sameRules is the tag of the first version with this hash, "" if none.
+func sameRules(ctx context.Context, tx *sql.Tx, hash string) (string, error) {
+	var tag string
+	err := tx.QueryRowContext(ctx, `SELECT tag FROM versions WHERE hash = ? ORDER BY id LIMIT 1`, hash).Scan(&tag)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return tag, err
+}
+
 // releasable is what a release is made of: its rules and where they came
 // from.
 type releasable struct {
@@ -140,44 +232,53 @@ type releasable struct {
 	sets, ops, gens, provers map[string]bool
 }
 
+func (p *releasable) add(c Candidate) {
+	t := c.Rule.Text
+	p.ids, p.texts = append(p.ids, c.Rule.ID), append(p.texts, ruleText(t.Src, t.Dst, t.Cond))
+	p.sets[c.AxiomSet], p.provers[ProverName(c.Solver, c.Budget)] = true, true
+	p.gens[c.generator] = true
+	for _, n := range c.Rule.Operators {
+		p.ops[n] = true
+	}
+}
+
 func (p *releasable) version(tag string) Version {
 	return Version{Tag: tag, Hash: ContentHash(p.texts), Rules: len(p.ids), AxiomSets: sortedKeys(p.sets),
 		Operators: sortedKeys(p.ops), Generator: sortedKeys(p.gens), Provers: sortedKeys(p.provers), Created: time.Now()}
 }
 
-// provedRules reads the unpruned rules whose latest proof proves their
+// candidates reads the unpruned rules whose latest proof proves their
 // current text, and the ids of those that only say they are proved.
-func provedRules(ctx context.Context, tx *sql.Tx) (*releasable, []int64, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT r.id, r.src, r.dst, r.cond, r.inputs, r.constants, r.status,
-		coalesce(p.status, ''), coalesce(p.claim, ''), coalesce(p.axiom_set, ''), coalesce(p.solver, ''), coalesce(p.budget, 0), u.config,
-		(SELECT json_group_array(o.operator) FROM rule_operators o WHERE o.rule_id = r.id)
+func candidates(ctx context.Context, tx *sql.Tx) ([]Candidate, []int64, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT `+ruleColumns+`,
+		coalesce(p.status, ''), coalesce(p.claim, ''), coalesce(p.axiom_set, ''), coalesce(p.solver, ''), coalesce(p.budget, 0), coalesce(p.core, '[]'), u.config
 		FROM rules r LEFT JOIN latest_proofs p ON p.rule_id = r.id JOIN runs u ON u.id = r.run_id
 		WHERE r.pruned_by IS NULL AND (r.status = 'proved' OR p.status = 'proved') ORDER BY r.id`)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer rows.Close()
-	out := &releasable{sets: map[string]bool{}, ops: map[string]bool{}, gens: map[string]bool{}, provers: map[string]bool{}}
+	var out []Candidate
 	var leftOut []int64
 	for rows.Next() {
-		var id, budget int64
-		var t rules.Text
-		var ruleStatus, proofStatus rules.Status
-		var claim, set, solver, gen, opsJSON string
-		if err := rows.Scan(&id, &t.Src, &t.Dst, &t.Cond, &t.Inputs, &t.Constants, &ruleStatus, &proofStatus, &claim, &set, &solver, &budget, &gen, &opsJSON); err != nil {
+		var c Candidate
+		var budget int64
+		var proofStatus rules.Status
+		var claim, core string
+		r, err := scanRule(rows, &proofStatus, &claim, &c.AxiomSet, &c.Solver, &budget, &core, &c.generator)
+		if err != nil {
 			return nil, nil, err
 		}
-		if proofStatus != rules.StatusProved || claim != Claim(t, set, solver, uint64(budget), rules.StatusProved) {
-			leftOut = append(leftOut, id)
+		c.Rule, c.Budget = r, uint64(budget)
+		if proofStatus != rules.StatusProved || claim != c.Claim() {
+			leftOut = append(leftOut, r.ID)
 			continue
 		}
-		out.ids, out.texts = append(out.ids, id), append(out.texts, ruleText(t.Src, t.Dst, t.Cond))
-		out.sets[set], out.gens[gen], out.provers[ProverName(solver, uint64(budget))] = true, true, true
-		var names []string
-		_ = json.Unmarshal([]byte(opsJSON), &names)
-		for _, n := range names {
-			out.ops[n] = true
+		if err := json.Unmarshal([]byte(core), &c.Core); err != nil {
+			leftOut = append(leftOut, r.ID) // a damaged core vouches for nothing
+			continue
 		}
+		out = append(out, c)
 	}
 	return out, leftOut, rows.Err()
 }
@@ -299,36 +400,23 @@ func (s *Store) LoadVersion(ctx context.Context, ref string) (Version, []string,
 	return v, texts, nil
 }
 
+// findVersion finds a version by hash prefix, then by tag: a hash always
+// wins, so that a tag made to look like a hash (allowed before tags that
+// read as hash prefixes were refused) cannot redirect a pin.
 func (s *Store) findVersion(ctx context.Context, ref string) (Version, error) {
 	q := `SELECT ` + versionColumns + ` FROM versions v LEFT JOIN versions p ON p.id = v.parent_id `
+	if hashLike(ref) {
+		v, found, err := s.findByHash(ctx, q, ref)
+		if err != nil || found {
+			return v, err
+		}
+	}
 	v, err := scanVersion(s.db.QueryRowContext(ctx, q+`WHERE v.tag = ?`, ref))
 	if err == nil {
 		return v, nil
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
 		return v, fmt.Errorf("store: version %s: %w", ref, err)
-	}
-	if len(ref) >= 4 && strings.Trim(strings.ToLower(ref), "0123456789abcdef") == "" {
-		rows, err := s.db.QueryContext(ctx, q+`WHERE v.hash LIKE ? || '%'`, strings.ToLower(ref))
-		if err != nil {
-			return v, fmt.Errorf("store: version %s: %w", ref, err)
-		}
-		defer rows.Close()
-		var found []Version
-		for rows.Next() {
-			fv, err := scanVersion(rows)
-			if err != nil {
-				return v, fmt.Errorf("store: version %s: %w", ref, err)
-			}
-			found = append(found, fv)
-		}
-		switch len(found) {
-		case 1:
-			return found[0], nil
-		case 0:
-		default:
-			return v, fmt.Errorf("hash prefix %s matches %d versions; give more digits", ref, len(found))
-		}
 	}
 	tags, _ := s.Versions(ctx)
 	var names []string
@@ -339,6 +427,37 @@ func (s *Store) findVersion(ctx context.Context, ref string) (Version, error) {
 		return v, fmt.Errorf("unknown version %q: nothing has been released yet ('rulebook release TAG')", ref)
 	}
 	return v, fmt.Errorf("unknown version %q (released: %s)", ref, strings.Join(names, ", "))
+}
+
+// findByHash finds the one version whose hash starts with prefix.
+func (s *Store) findByHash(ctx context.Context, q, prefix string) (Version, bool, error) {
+	rows, err := s.db.QueryContext(ctx, q+`WHERE v.hash LIKE ? || '%' ORDER BY v.id`, strings.ToLower(prefix))
+	if err != nil {
+		return Version{}, false, fmt.Errorf("store: version %s: %w", prefix, err)
+	}
+	defer rows.Close()
+	var found []Version
+	for rows.Next() {
+		fv, err := scanVersion(rows)
+		if err != nil {
+			return Version{}, false, fmt.Errorf("store: version %s: %w", prefix, err)
+		}
+		found = append(found, fv)
+	}
+	if err := rows.Err(); err != nil {
+		return Version{}, false, fmt.Errorf("store: version %s: %w", prefix, err)
+	}
+	if len(found) == 0 {
+		return Version{}, false, nil
+	}
+	// Versions with one hash hold the same rules (later tags are aliases,
+	// see Release): the hash names the first.
+	for _, fv := range found[1:] {
+		if fv.Hash != found[0].Hash {
+			return Version{}, false, fmt.Errorf("hash prefix %s matches %d versions; give more digits", prefix, len(found))
+		}
+	}
+	return found[0], true, nil
 }
 
 // VersionRules loads a version, hash-checked, with its full rule records,

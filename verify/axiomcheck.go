@@ -203,12 +203,7 @@ func reportRedundancy(ctx context.Context, out io.Writer, reg *rules.Registry, s
 // reportConcrete evaluates every axiom on small tensors and returns the
 // failures.
 func reportConcrete(ctx context.Context, out io.Writer, reg *rules.Registry, set *axioms.Set, c AxiomCheck) ([]string, error) {
-	bound := axioms.DefaultBound()
-	bound.Dims = bound.Dims[:0]
-	for d := 1; d <= c.MaxDim; d++ {
-		bound.Dims = append(bound.Dims, d)
-	}
-	reports, err := axioms.Validate(ctx, set, rules.All(), bound, c.Workers)
+	reports, err := axioms.Validate(ctx, set, rules.All(), ConcreteBound(c.MaxDim), c.Workers)
 	if err != nil {
 		return nil, err
 	}

@@ -176,8 +176,8 @@ func newSetProver(set *axioms.Set) (*prover, error) {
 }
 
 // newRuleProver loads the axioms that can take part in a proof of r
-// (RelevantAxioms).
-func newRuleProver(set *axioms.Set, r *rules.Rule) (*prover, error) {
+// (RelevantAxioms), only those named in core when core is not nil.
+func newRuleProver(set *axioms.Set, r *rules.Rule, core []string) (*prover, error) {
 	present := ruleParallelSymbols(r)
 	keys := ruleDimensionKeys(r, map[string]bool{})
 	for s := range present {
@@ -187,6 +187,9 @@ func newRuleProver(set *axioms.Set, r *rules.Rule) (*prover, error) {
 	if !r.Conditional() {
 		// Only a rule's own conditions can make a shape condition hold.
 		axs = slices.DeleteFunc(axs, (*axioms.Axiom).ShapeConditioned)
+	}
+	if core != nil {
+		axs = slices.DeleteFunc(axs, func(a *axioms.Axiom) bool { return !slices.Contains(core, a.Name) })
 	}
 	for _, a := range axs {
 		parallelSymbols(a.LHS, par, present)

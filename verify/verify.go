@@ -46,6 +46,10 @@ type Job struct {
 	// layout sweep finds it true (LayoutSweep). A rule with a parallel
 	// operator or input layout is claimed so in any case.
 	Layouts bool
+	// core, when not nil, names the axioms a recorded proof used: the
+	// proof is tried with them alone first (Release replays it), then,
+	// if they do not prove it, with every relevant axiom.
+	core []string
 }
 
 // swept reports whether a job's rule is held to the layout sweep.
@@ -70,6 +74,18 @@ func (b Budget) OrDefault() Budget {
 		b.WallClock = d.WallClock
 	}
 	return b
+}
+
+// MaxUnits is the largest budget Z3 takes: its resource limit is a 32-bit
+// count, and a larger one would be cut to it without a word.
+const MaxUnits = math.MaxUint32
+
+// Check refuses a budget Z3 cannot honour, before anything is proved.
+func (b Budget) Check() error {
+	if b.Units > MaxUnits {
+		return fmt.Errorf("--budget %d: Z3's resource limit is at most %d units", b.Units, uint64(MaxUnits))
+	}
+	return nil
 }
 
 // String names the budget as it is recorded with proofs and versions.
@@ -156,12 +172,10 @@ func Run(ctx context.Context, cfg Config, jobs []Job, emit func(Job, Result) err
 func decide(ctx context.Context, cfg Config, j Job) (Result, error) {
 	start := time.Now()
 	r := j.Rule
-	p, err := newRuleProver(cfg.Axioms, r)
-	if err != nil {
-		return Result{}, err
+	res, err := proveWith(ctx, cfg, r, j.core)
+	if err == nil && j.core != nil && res.Status != Proved {
+		res, err = proveWith(ctx, cfg, r, nil)
 	}
-	defer p.close()
-	res, err := p.prove(ctx, r, cfg.Budget)
 	if err != nil || len(r.InputShapes) == 0 {
 		return res, err
 	}
@@ -176,6 +190,17 @@ func decide(ctx context.Context, cfg Config, j Job) (Result, error) {
 		return Result{Status: Unknown, Reason: ReasonTimeout, Elapsed: time.Since(start), Units: res.Units}, nil
 	}
 	return res, err
+}
+
+// proveWith proves r in a fresh context with the relevant axioms, or with
+// those of core alone when core is not nil.
+func proveWith(ctx context.Context, cfg Config, r *rules.Rule, core []string) (Result, error) {
+	p, err := newRuleProver(cfg.Axioms, r, core)
+	if err != nil {
+		return Result{}, err
+	}
+	defer p.close()
+	return p.prove(ctx, r, cfg.Budget)
 }
 
 // refute looks for a counterexample to a rule that was not proved: for a

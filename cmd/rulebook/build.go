@@ -104,6 +104,7 @@ func runBuild(cmd *cobra.Command, o buildOptions) error {
 			Generate: func(p enumerate.Progress) { bar.Update(p.Stage, p.Level, p.Done, p.Total) },
 			Verify:   bar.Stage("verify"),
 			Prune:    bar.Count,
+			Release:  bar.Stage("prove again"),
 		}})
 	bar.Finish()
 	if err != nil {
@@ -143,7 +144,7 @@ func (l proofLimits) check() error {
 	if l.units == 0 || l.wall <= 0 {
 		return fmt.Errorf("--budget and --timeout must be positive, got %d and %s", l.units, l.wall)
 	}
-	return nil
+	return l.budget().Check()
 }
 
 func (l proofLimits) budget() verify.Budget { return verify.Budget{Units: l.units, WallClock: l.wall} }

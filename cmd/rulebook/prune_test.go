@@ -88,7 +88,7 @@ func testPrune(t *testing.T, db string) {
 		}
 	}
 
-	v, _, err := s.Release(ctx, "v1", "test")
+	v, _, err := s.Release(ctx, "v1", "test", trustCandidates(t, s))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,9 +40,23 @@ func releasedDB(t *testing.T) (string, string) {
 	rules, err := db.ListRules(ctx, store.Filter{})
 	must(t, err)
 	must(t, db.RecordProofs(ctx, []store.Proof{{RuleID: rules[0].ID, Text: rules[0].Text, RunID: run, AxiomSet: set.Hash, Status: "proved", Solver: "test"}}))
-	v, _, err := db.Release(ctx, "v1", "test")
+	v, _, err := db.Release(ctx, "v1", "test", trustCandidates(t, db))
 	must(t, err)
 	return path, v.Hash
+}
+
+// trustCandidates re-establishes every release candidate as it stands, for
+// tests whose proofs are made up: they stand in for the prover, which
+// 'rulebook release' runs (verify.Release).
+func trustCandidates(t *testing.T, db *store.Store) store.Reestablished {
+	t.Helper()
+	cands, _, err := db.ReleaseCandidates(context.Background())
+	must(t, err)
+	re := store.Reestablished{}
+	for _, c := range cands {
+		re[c.Rule.ID] = c.Claim()
+	}
+	return re
 }
 
 func must(t *testing.T, err error) {

@@ -2,43 +2,113 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"runtime"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"rulebook/compare"
+	"rulebook/internal/progress"
+	"rulebook/rules"
 	"rulebook/store"
 	"rulebook/verify"
 )
 
+type releaseOptions struct {
+	axiomsDir  string
+	wall       time.Duration
+	workers    int
+	seed       uint64
+	noProgress bool
+}
+
 func newReleaseCmd() *cobra.Command {
-	return &cobra.Command{
+	var o releaseOptions
+	cmd := &cobra.Command{
 		Use:   "release TAG",
-		Short: "Freeze the proved rules as an immutable, content-hashed version",
+		Short: "Prove the proved rules again and freeze them as an immutable, content-hashed version",
 		Long: `release records every proved rule as version TAG. The version keeps its
 content hash (SHA-256 over the sorted canonical rule texts, the same in any
 database holding the same rules), the axiom sets that proved its rules, the
 operators they use, the generator settings and the previous version as
-parent. Released versions never change; loading one re-checks its hash.`,
+parent. Released versions never change; loading one re-checks its hash.
+
+A recorded proof is only a claim, and anyone who can write the database can
+recompute a claim's hash, so release trusts none: it proves every rule again
+from the rule itself with Z3, under the budget its proof records, against the
+axiom files (--axioms, as for build; not the copy the database keeps), with
+verify's tests at other shapes and layouts. A rule proved under another axiom
+set, or not proved again, is refused and listed. This costs about what
+verifying the released rules cost: seconds at 3 operators, about a minute at 4.
+
+A tag of 4 or more hex digits (such as 1e27) could be read as a hash prefix
+and is refused: a hash always names the version it was taken from. A release
+of the rules an existing version holds already says so: its tag is an alias,
+and the hash keeps naming the first version.`,
 		Example: "  rulebook release v3",
 		Args:    cobra.ExactArgs(1),
-		RunE: withStore(func(cmd *cobra.Command, args []string, db *store.Store) error {
-			v, leftOut, err := db.Release(cmd.Context(), args[0], version)
-			if len(leftOut) > 0 {
-				fmt.Fprintf(cmd.ErrOrStderr(), "left out, marked proved but with no proof of their current text (changed outside rulebook? 'rulebook verify' checks them again): rules %s\n",
-					abbreviate(idStrings(leftOut), 10))
-			}
-			if err != nil {
-				return err
-			}
-			parent := "none"
-			if v.Parent != "" {
-				parent = v.Parent
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "released %s: %s, hash %s, parent %s\n", v.Tag, verify.Nouns(v.Rules, "rule"), v.Hash, parent)
-			return nil
-		}),
+		RunE:    func(cmd *cobra.Command, args []string) error { return runRelease(cmd, args[0], o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.axiomsDir, "axioms", "", "folder of *.smt2 axiom files to prove again against (default: ./axioms if present, else the built-in set)")
+	f.DurationVar(&o.wall, "timeout", verify.DefaultBudget().WallClock, "wall-clock safety net per rule")
+	f.IntVar(&o.workers, "workers", runtime.GOMAXPROCS(0), "parallel Z3 solvers")
+	f.Uint64Var(&o.seed, "seed", 1, "seed of the tests at other shapes")
+	f.BoolVar(&o.noProgress, "no-progress", false, "do not draw a progress bar")
+	return cmd
+}
+
+func runRelease(cmd *cobra.Command, tag string, o releaseOptions) error {
+	if o.workers < 1 || o.wall <= 0 {
+		return fmt.Errorf("--workers and --timeout must be positive, got %d and %s", o.workers, o.wall)
+	}
+	reg := rules.All()
+	set, err := loadAxioms(o.axiomsDir, reg)
+	if err != nil {
+		return err
+	}
+	db, err := store.OpenExisting(cmd.Context(), dbPath(cmd))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
+	r, err := verify.Release(cmd.Context(), db, verify.Config{Registry: reg, Axioms: set, Budget: verify.Budget{WallClock: o.wall},
+		Workers: o.workers, Seed: o.seed, Progress: bar.Stage("prove again")}, tag, version)
+	bar.Finish()
+	if r != nil {
+		printRefused(cmd.ErrOrStderr(), r)
+	}
+	if err != nil {
+		return err
+	}
+	parent := "none"
+	if r.Version.Parent != "" {
+		parent = r.Version.Parent
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "released %s: %s, hash %s, parent %s\n", r.Version.Tag, verify.Nouns(r.Version.Rules, "rule"), r.Version.Hash, parent)
+	if r.Version.SameAs != "" {
+		fmt.Fprintf(cmd.OutOrStdout(), "%s holds the same rules as %s: %s is an alias, and the hash keeps naming %s\n", r.Version.Tag, r.Version.SameAs, r.Version.Tag, r.Version.SameAs)
+	}
+	return nil
+}
+
+// printRefused lists the rules a release would not publish.
+func printRefused(w io.Writer, r *verify.Released) {
+	if len(r.LeftOut) > 0 {
+		fmt.Fprintf(w, "left out, marked proved but with no proof of their current text (changed outside rulebook? 'rulebook verify' checks them again): rules %s\n",
+			abbreviate(idStrings(r.LeftOut), 10))
+	}
+	const shown = 10
+	for i, u := range r.Refused {
+		if i == shown {
+			fmt.Fprintf(w, "… and %d more refused ('rulebook why ID' says more)\n", len(r.Refused)-shown)
+			break
+		}
+		fmt.Fprintf(w, "refused, its proof does not hold when made again: rule %d (%s, %s): %s\n", u.ID, u.Status, u.Reason, u.Rule)
 	}
 }
 
