@@ -70,3 +70,70 @@ func checkGraph(t *testing.T, g *Graph) {
 		}
 	}
 }
+
+// TestBadNodes: nodes the inference cannot read are refused with an error,
+// and a Conv by no kernels gives no product, where they crashed the planner (found by FuzzTrainingFromONNX, and the
+// issue's Conv, Reshape and Concat).
+func TestBadNodes(t *testing.T) {
+	ints := func(name string, v ...int64) *onnx.Attribute {
+		return &onnx.Attribute{Name: name, Type: onnx.AttrInts, Ints: v}
+	}
+	one := func(name string, v int64) *onnx.Attribute {
+		return &onnx.Attribute{Name: name, Type: onnx.AttrInt, I: v}
+	}
+	kernel := &onnx.Tensor{Name: "w", Dims: []int64{4, 3, 3, 3}, DataType: onnx.Float, FloatData: make([]float32, 108)}
+	empty := &onnx.Tensor{Name: "w", Dims: []int64{0, 3, 3, 3}, DataType: onnx.Float}
+	shape := func(v ...int64) *onnx.Tensor {
+		return &onnx.Tensor{Name: "s", Dims: []int64{int64(len(v))}, DataType: onnx.Int64, Int64Data: v}
+	}
+	cases := []struct {
+		name  string
+		node  *onnx.Node
+		inits []*onnx.Tensor
+		ok    bool // a valid node, which crashed the planner all the same
+	}{
+		{"Flatten without inputs", &onnx.Node{OpType: "Flatten", Outputs: []string{"y"}}, nil, false},
+		{"Concat without inputs", &onnx.Node{OpType: "Concat", Outputs: []string{"y"}}, nil, false},
+		{"Relu without outputs", &onnx.Node{OpType: "Relu", Inputs: []string{"x"}}, nil, false},
+		{"Flatten at axis 89", &onnx.Node{OpType: "Flatten", Inputs: []string{"x"}, Outputs: []string{"y"}, Attributes: []*onnx.Attribute{one("axis", 89)}}, nil, false},
+		{"AveragePool of a vector", &onnx.Node{OpType: "AveragePool", Inputs: []string{"v"}, Outputs: []string{"y"}, Attributes: []*onnx.Attribute{ints("kernel_shape", 2)}}, nil, false},
+		{"AveragePool without kernel_shape", &onnx.Node{OpType: "AveragePool", Inputs: []string{"x"}, Outputs: []string{"y"}}, nil, false},
+		{"AveragePool kernel past the input", &onnx.Node{OpType: "AveragePool", Inputs: []string{"x"}, Outputs: []string{"y"}, Attributes: []*onnx.Attribute{ints("kernel_shape", 20, 20)}}, nil, false},
+		{"Conv strides 0", &onnx.Node{OpType: "Conv", Inputs: []string{"x", "w"}, Outputs: []string{"y"}, Attributes: []*onnx.Attribute{ints("strides", 0, 0)}}, []*onnx.Tensor{kernel}, false},
+		{"Conv pads of rank 1", &onnx.Node{OpType: "Conv", Inputs: []string{"x", "w"}, Outputs: []string{"y"}, Attributes: []*onnx.Attribute{ints("pads", 1, 1)}}, []*onnx.Tensor{kernel}, false},
+		{"Conv by no kernels", &onnx.Node{OpType: "Conv", Inputs: []string{"x", "w"}, Outputs: []string{"y"}}, []*onnx.Tensor{empty}, true},
+		{"Reshape to [-1 -1 0]", &onnx.Node{OpType: "Reshape", Inputs: []string{"x", "s"}, Outputs: []string{"y"}}, []*onnx.Tensor{shape(-1, -1, 0)}, false},
+		{"Reshape to [0 0 0 0 0]", &onnx.Node{OpType: "Reshape", Inputs: []string{"x", "s"}, Outputs: []string{"y"}}, []*onnx.Tensor{shape(0, 0, 0, 0, 0)}, false},
+		{"Reshape to [2 0 -1] of a zero", &onnx.Node{OpType: "Reshape", Inputs: []string{"z", "s"}, Outputs: []string{"y"}}, []*onnx.Tensor{shape(2, 0, -1)}, false},
+		{"Concat on axis 7", &onnx.Node{OpType: "Concat", Inputs: []string{"x", "x"}, Outputs: []string{"y"}, Attributes: []*onnx.Attribute{one("axis", 7)}}, nil, false},
+		{"Concat of other ranks", &onnx.Node{OpType: "Concat", Inputs: []string{"x", "v"}, Outputs: []string{"y"}, Attributes: []*onnx.Attribute{one("axis", 0)}}, nil, false},
+		{"Gather on axis 5", &onnx.Node{OpType: "Gather", Inputs: []string{"x", "v"}, Outputs: []string{"y"}, Attributes: []*onnx.Attribute{one("axis", 5)}}, nil, false},
+		{"Transpose by [0 0 1 2]", &onnx.Node{OpType: "Transpose", Inputs: []string{"x"}, Outputs: []string{"y"}, Attributes: []*onnx.Attribute{ints("perm", 0, 0, 1, 2)}}, nil, false},
+		{"Gemm of vectors", &onnx.Node{OpType: "Gemm", Inputs: []string{"v", "v"}, Outputs: []string{"y"}}, nil, false},
+		{"MatMul of one input", &onnx.Node{OpType: "MatMul", Inputs: []string{"x"}, Outputs: []string{"y"}}, nil, false},
+	}
+	dims := func(v ...int64) []onnx.Dim {
+		var out []onnx.Dim
+		for _, d := range v {
+			out = append(out, onnx.Dim{Value: d, HasValue: true})
+		}
+		return out
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := &onnx.Model{Graph: &onnx.Graph{Nodes: []*onnx.Node{c.node}, Initializers: c.inits,
+				Inputs: []*onnx.ValueInfo{
+					{Name: "x", IsTensor: true, ElemType: onnx.Float, HasShape: true, Shape: dims(1, 3, 8, 8)},
+					{Name: "v", IsTensor: true, ElemType: onnx.Float, HasShape: true, Shape: dims(8)},
+					{Name: "z", IsTensor: true, ElemType: onnx.Float, HasShape: true, Shape: dims(2, 0, 4)},
+				}}}
+			g, err := FromONNX(m, "bad", 2)
+			if c.ok && err != nil {
+				t.Errorf("refused: %v", err)
+			}
+			if !c.ok && err == nil {
+				t.Errorf("accepted: %+v", g.Ops)
+			}
+		})
+	}
+}

@@ -78,12 +78,25 @@ func (inf *inference) node(n *onnx.Node) error {
 		}
 		in = append(in, s)
 	}
+	for i, s := range in {
+		if err := checkShape(n.Inputs[i], s); err != nil {
+			return err
+		}
+	}
+	if err := inf.checkNode(n, in); err != nil {
+		return err
+	}
 	out, err := inf.outputShapes(n, in)
 	if err != nil {
 		return err
 	}
 	if len(out) < len(n.Outputs) {
 		return fmt.Errorf("inferred %d output shapes for %d outputs", len(out), len(n.Outputs))
+	}
+	for i, v := range n.Outputs {
+		if err := checkShape(v, out[i]); err != nil {
+			return err
+		}
 	}
 	op := Op{Name: n.Name, Type: n.OpType, Module: ModulePath(n.Name), Inputs: n.Inputs, Outputs: n.Outputs,
 		NeedsAllFeatures: needsAllFeatures[n.OpType]}
@@ -204,7 +217,7 @@ func (inf *inference) contraction(n *onnx.Node, in [][]int64) int64 {
 // product describes n as a weight product when its second input is a
 // weight (an ungrouped convolution's kernel, a MatMul's or Gemm's matrix).
 func (inf *inference) product(n *onnx.Node, in, out [][]int64, k int64) *Product {
-	if _, ok := inf.weights[n.Inputs[1]]; !ok || (n.OpType == "Conv" && attrInt(n, "group", 1) != 1) || len(in[1]) < 2 {
+	if _, ok := inf.weights[n.Inputs[1]]; !ok || (n.OpType == "Conv" && attrInt(n, "group", 1) != 1) || len(in[1]) < 2 || slices.Contains(in[1], 0) {
 		return nil
 	}
 	o := out[0]

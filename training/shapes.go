@@ -191,6 +191,9 @@ func (inf *inference) reshape(n *onnx.Node, x []int64) ([][]int64, error) {
 		known *= out[i]
 	}
 	if unknown >= 0 {
+		if known == 0 {
+			return nil, fmt.Errorf("cannot reshape %v to %v", x, target)
+		}
 		out[unknown] = elements(x) / known
 	}
 	if elements(out) != elements(x) {
