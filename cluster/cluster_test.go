@@ -103,9 +103,13 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := Decode(data)
-		if err == nil && m.Validate() != nil {
+		if err != nil {
+			return
+		}
+		if m.Validate() != nil {
 			t.Errorf("Decode accepted an invalid machine: %+v", m)
 		}
+		checkMachine(t, m)
 	})
 }
 
@@ -146,6 +150,43 @@ func TestHostileMachines(t *testing.T) {
 	for _, spec := range []string{"summit:100000", "h100:9223372036854775807"} {
 		if _, err := Parse(spec); !errors.Is(err, checked.ErrRange) {
 			t.Errorf("%s: %v; want checked.ErrRange", spec, err)
+		}
+	}
+}
+
+// FuzzParse: a --machine spec that names no file gives a machine a planner
+// can use, or an error.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"summit", "summit:16", "dgx-a100:2", "h100:4", "cpu", "cpu:0", "tpu:4", "summit:x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		if strings.HasSuffix(spec, ".json") || strings.ContainsRune(spec, os.PathSeparator) {
+			return // a file: FuzzDecode reads those
+		}
+		m, err := Parse(spec)
+		if err != nil {
+			return
+		}
+		if err := m.Validate(); err != nil {
+			t.Errorf("%q gives an invalid machine: %v", spec, err)
+		}
+		checkMachine(t, m)
+	})
+}
+
+// checkMachine holds what a planner relies on: at least one device, and
+// collectives that cost a number of seconds, not negative.
+func checkMachine(t *testing.T, m Machine) {
+	n := m.NumDevices()
+	if n < 1 || n/m.Nodes != m.DevicesPerNode {
+		t.Fatalf("%d nodes of %d devices count %d devices", m.Nodes, m.DevicesPerNode, n)
+	}
+	for _, g := range []Group{{0, n - 1}, {0, m.DevicesPerNode - 1}} {
+		for _, c := range []float64{m.AllReduce(g, 1<<20), m.AllGather(g, 1<<20), m.PointToPoint(g[0], g[1], 1<<20)} {
+			if c < 0 || math.IsNaN(c) {
+				t.Fatalf("%+v: a collective over %v costs %g s", m, g, c)
+			}
 		}
 	}
 }

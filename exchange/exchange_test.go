@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 
 	"rulebook/rules"
@@ -51,8 +52,19 @@ func FuzzReadJSON(f *testing.F) {
 	}
 	reg := rules.Default()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ReadJSON("fuzz.json", data)          // must not panic
-		Read("fuzz.json", data, reg, "json") // nor parsing its rules
+		h, texts, err := ReadJSON("fuzz.json", data)
+		Read("fuzz.json", data, reg, "json") // must not panic parsing its rules
+		if err != nil {
+			return
+		}
+		var again bytes.Buffer
+		if err := WriteJSON(&again, h, texts); err != nil {
+			t.Fatal(err)
+		}
+		h2, texts2, err := ReadJSON("again.json", again.Bytes())
+		if err != nil || h2 != h || !slices.Equal(texts2, texts) {
+			t.Fatalf("written again, %+v %q reads as %+v %q: %v", h, texts, h2, texts2, err)
+		}
 	})
 }
 
@@ -64,8 +76,26 @@ func FuzzReadSexpr(f *testing.F) {
 		f.Add(seed)
 	}
 	reg := rules.Default()
+	plain := func(ts []rules.Text) []rules.Text {
+		out := make([]rules.Text, len(ts))
+		for i, t := range ts {
+			out[i] = rules.Text{Src: t.Src, Dst: t.Dst, Cond: t.Cond, Inputs: t.Inputs, Constants: t.Constants}
+		}
+		return out
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ReadSexpr("fuzz.sexpr", data, reg) // must not panic
+		texts, err := ReadSexpr("fuzz.sexpr", data, reg)
+		if err != nil {
+			return
+		}
+		var again bytes.Buffer
+		if err := WriteSexpr(&again, Header{}, texts); err != nil {
+			t.Fatal(err)
+		}
+		texts2, err := ReadSexpr("again.sexpr", again.Bytes(), reg)
+		if err != nil || !slices.Equal(plain(texts2), plain(texts)) {
+			t.Fatalf("written again, %q reads as %q: %v", plain(texts), plain(texts2), err)
+		}
 	})
 }
 

@@ -65,7 +65,8 @@ package rules
 //     having comes near these sizes.
 //
 // Canonical text writes single spaces between atoms and " => " between the
-// sides, as ParseText, which splits a rule there, expects. Three examples:
+// sides; ParseText splits a rule at its top-level "=>" and "if" atoms,
+// however they are delimited. Three examples:
 // matrix products are associative; average pooling is a depth-wise
 // convolution by a constant kernel; and two products of one operand are
 // one product by the concatenated operands, split:

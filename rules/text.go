@@ -59,10 +59,40 @@ func NewText(reg *Registry, src, dst, inputs, constants string) (Text, error) {
 // ParseText is NewText for a rule written whole, "SRC => DST" or "SRC =>
 // DST if CONDITIONS": a *SyntaxError's position is one in text.
 func ParseText(reg *Registry, text, inputs, constants string) (Text, error) {
-	src, rest, _ := strings.Cut(text, " => ")
-	dst, cond, _ := strings.Cut(rest, " if ")
+	src, dst, cond := splitSides(text)
 	return checkText(reg, Text{Src: strings.TrimSpace(src), Dst: strings.TrimSpace(dst), Cond: strings.TrimSpace(cond),
 		Inputs: inputs, Constants: constants}, text)
+}
+
+// splitSides cuts rule text at its top-level "=>" and "if" atoms. The
+// grammar lets parentheses delimit them as well as white space, so a cut
+// at " => " would leave "(relu ?a)=>?a" whole in the source.
+func splitSides(text string) (src, dst, cond string) {
+	l := lexer{src: text, line: 1, col: 1}
+	arrow, when, depth := -1, len(text), 0
+	for tok := l.next(); tok.text != ""; tok = l.next() {
+		start := l.i - len(tok.text)
+		switch {
+		case tok.text == "(":
+			depth++
+		case tok.text == ")":
+			depth--
+		case depth == 0 && arrow < 0 && tok.text == "=>":
+			arrow = start
+		case depth == 0 && arrow >= 0 && tok.text == "if":
+			when = start
+		}
+		if when < len(text) {
+			break
+		}
+	}
+	if arrow < 0 {
+		return text, "", ""
+	}
+	if when == len(text) {
+		return text[:arrow], text[arrow+len("=>"):], ""
+	}
+	return text[:arrow], text[arrow+len("=>") : when], text[when+len("if"):]
 }
 
 // checkText parses text, the whole of t, and attaches t's shapes.

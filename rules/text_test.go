@@ -32,3 +32,34 @@ func TestParseNumbersLikeCanonical(t *testing.T) {
 		}
 	}
 }
+
+// TestParseTextSides: the grammar lets parentheses delimit "=>" and "if"
+// as well as spaces; ParseText cuts the sides at those atoms, so the Text
+// it returns reads back as the rule it parsed.
+func TestParseTextSides(t *testing.T) {
+	reg := Default()
+	cases := []struct {
+		text           string
+		src, dst, cond string
+	}{
+		{"(transpose (transpose ?a)) => ?a", "(transpose (transpose ?a))", "?a", ""},
+		{"(transpose(transpose ?0))=> ?0", "(transpose(transpose ?0))", "?0", ""},
+		{"(relu ?a)=>(relu (relu ?a))", "(relu ?a)", "(relu (relu ?a))", ""},
+		{"?a\t=>\t(relu (relu ?a))", "?a", "(relu (relu ?a))", ""},
+		{"(conv2d 1 same none 1 (pool_avg 3 1 same ?a) ?b) => (pool_avg 3 1 same (conv2d 1 same none 1 ?a ?b))if(kernel ?b 1 1)",
+			"(conv2d 1 same none 1 (pool_avg 3 1 same ?a) ?b)", "(pool_avg 3 1 same (conv2d 1 same none 1 ?a ?b))", "(kernel ?b 1 1)"},
+	}
+	for _, c := range cases {
+		text, err := ParseText(reg, c.text, "", "")
+		if err != nil {
+			t.Errorf("%q: %v", c.text, err)
+			continue
+		}
+		if text.Src != c.src || text.Dst != c.dst || text.Cond != c.cond {
+			t.Errorf("%q: sides %q, %q, %q; want %q, %q, %q", c.text, text.Src, text.Dst, text.Cond, c.src, c.dst, c.cond)
+		}
+		if _, err := text.Checked(reg); err != nil {
+			t.Errorf("%q: its Text %q does not read back: %v", c.text, text.String(), err)
+		}
+	}
+}

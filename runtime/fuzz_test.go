@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -47,6 +48,72 @@ func FuzzFromONNXBytes(f *testing.F) {
 		}
 		FromONNX(m, t.TempDir(), LoadOptions{Weights: WeightsRandom, Dims: map[string]int{"N": 1}})
 	})
+}
+
+// fuzzMaxInputElements bounds the graph inputs a run of FuzzRunModel
+// fills: the test, not the runtime, allocates them.
+const fuzzMaxInputElements = 1 << 20
+
+// FuzzRunModel decodes, loads and runs a model once on random inputs, as
+// 'rulebook run' does, with weights generated where the model's files are
+// absent: under the memory cap of .ci/run, a size the model declares that
+// the runtime allocates unchecked (ConstantOfShape, absent external
+// weights, planned buffers) fails the run.
+func FuzzRunModel(f *testing.F) {
+	f.Add(reluModel(13, 2, 3))
+	f.Add(pipelineModel(false, nil))
+	// ConstantOfShape of a constant shape, into a product with a weight
+	// whose external file is missing (so it is generated).
+	f.Add(pbModel(13, pbGraph(
+		[][]byte{
+			pbNode("ConstantOfShape", []string{"shape"}, []string{"c"}),
+			pbNode("MatMul", []string{"c", "w"}, []string{"m"}),
+			pbNode("Add", []string{"m", "x"}, []string{"y"}),
+		},
+		[][]byte{pbInt64Tensor("shape", []int64{2}, []int64{2, 3}), pbExternalTensor("w", []int64{3, 4}, "w.bin", 0, 48)},
+		[][]byte{pbValueInfo("x", "N", 4)}, [][]byte{pbValueInfo("y")})))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := onnx.DecodeModel(b)
+		if err != nil {
+			return
+		}
+		rt, _, err := FromONNX(m, t.TempDir(), LoadOptions{Dims: map[string]int{"N": 2}})
+		if err != nil {
+			return
+		}
+		n := 0
+		for _, in := range rt.Inputs() {
+			n += elementsOf(in.Shape)
+			if n > fuzzMaxInputElements || n < 0 {
+				return
+			}
+		}
+		s, err := rt.NewSession(SessionOptions{Threads: 1})
+		if err != nil {
+			return
+		}
+		outs, err := s.Run(context.Background(), rt.RandomInputs(1))
+		if err != nil {
+			return
+		}
+		for name, o := range outs {
+			if len(o.Data) != elementsOf(o.Shape) {
+				t.Fatalf("output %s of shape %v holds %d values", name, o.Shape, len(o.Data))
+			}
+		}
+	})
+}
+
+// elementsOf is a shape's element count, -1 past 2^40.
+func elementsOf(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		if d < 0 || (d > 0 && n > (1<<40)/d) {
+			return -1
+		}
+		n *= d
+	}
+	return n
 }
 
 // generatedElements counts the elements that random weights would fill.
