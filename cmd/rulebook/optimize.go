@@ -15,6 +15,7 @@ import (
 	"rulebook/runtime"
 	"rulebook/runtime/backend"
 	"rulebook/store"
+	"rulebook/verify"
 )
 
 type optimizeOptions struct {
@@ -239,6 +240,21 @@ func optimizeAndWrite(cmd *cobra.Command, path string, o optimizeOptions, rs *op
 // loadRuleSet takes a bundle file when the reference names one, else a
 // version in the database.
 func loadRuleSet(cmd *cobra.Command, ref string) (*optimizer.RuleSet, error) {
+	rs, err := loadPinned(cmd, ref)
+	if err != nil {
+		return nil, err
+	}
+	// A hash shows only that the rules are what whoever wrote the hash
+	// wrote: each rule is evaluated again before a model is rewritten.
+	if err := verify.Recheck(cmd.Context(), rs.Rules, rs.Texts); err != nil {
+		return nil, fmt.Errorf("--rules %s: %w; refusing the whole version", ref, err)
+	}
+	return rs, nil
+}
+
+// loadPinned loads the version ref names: a bundle file, or a tag or hash
+// prefix in the database.
+func loadPinned(cmd *cobra.Command, ref string) (*optimizer.RuleSet, error) {
 	if optimizer.IsBundle(ref) {
 		return optimizer.LoadBundle(ref)
 	}
