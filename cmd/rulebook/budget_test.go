@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"rulebook/enumerate"
 	"rulebook/internal/budget"
 	"rulebook/onnx"
 )
@@ -86,5 +89,34 @@ func TestMemoryBudgetFlag(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "--memory-budget") {
 			t.Errorf("--memory-budget %q: got %v, want an error naming the flag", v, err)
 		}
+	}
+}
+
+// TestGenerationBudget refuses, before the database is created, the
+// generations of issue 25 that ran out of memory: a million workers, and
+// degrees whose input pool alone passes the budget (1024 at any budget
+// this machine has; 64 under 64 MiB).
+func TestGenerationBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		flag string
+		is   error
+	}{
+		{"generate --workers 1000000", []string{"generate", "--max-ops", "1", "--workers", "1000000"}, "--workers", enumerate.ErrWorkers},
+		{"build --workers 1000000", []string{"build", "--max-ops", "1", "--workers", "1000000"}, "--workers", enumerate.ErrWorkers},
+		{"generate --degrees 1024", []string{"generate", "--ops", "parallel", "--degrees", "1024", "--max-ops", "1", "--memory-budget", "64GiB"}, "--degrees", budget.ErrExceeded},
+		{"build --degrees 64", []string{"build", "--ops", "parallel", "--degrees", "64", "--max-ops", "2", "--memory-budget", "64MiB"}, "--degrees", budget.ErrExceeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := filepath.Join(t.TempDir(), "r.db")
+			_, err := run(context.Background(), append(tc.args, "--db", db, "--no-progress")...)
+			if !errors.Is(err, tc.is) || !strings.HasPrefix(err.Error(), tc.flag+": ") || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("got %v, want one line naming %s", err, tc.flag)
+			}
+			if _, err := os.Stat(db); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("the database was created: %v", err)
+			}
+		})
 	}
 }
