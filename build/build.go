@@ -11,6 +11,7 @@ import (
 
 	"rulebook/axioms"
 	"rulebook/enumerate"
+	"rulebook/internal/budget"
 	"rulebook/prune"
 	"rulebook/rules"
 	"rulebook/store"
@@ -32,6 +33,9 @@ type Config struct {
 	Seed    uint64
 	Workers int
 	Budget  verify.Budget
+	// Memory bounds what degrees and workers may allocate (see
+	// enumerate.CheckMemory).
+	Memory budget.Budget
 	// ToolVersion is recorded with the runs.
 	ToolVersion string
 	Progress    Progress
@@ -136,7 +140,7 @@ func generate(ctx context.Context, db *store.Store, cfg Config) (*enumerate.Stor
 		ops = cfg.Registry
 	}
 	return enumerate.GenerateInto(ctx, db, enumerate.Config{Registry: ops, Pool: rules.DefaultPool(), Degrees: cfg.Degrees, MaxOps: cfg.MaxOps,
-		Seed: cfg.Seed, Workers: cfg.Workers, Progress: cfg.Progress.Generate}, cfg.ToolVersion)
+		Seed: cfg.Seed, Workers: cfg.Workers, Progress: cfg.Progress.Generate, Memory: cfg.Memory}, cfg.ToolVersion)
 }
 
 // verifyNew verifies the rules without a result under this build's axioms,

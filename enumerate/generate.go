@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"rulebook/fingerprint"
+	"rulebook/internal/budget"
 	"rulebook/rules"
 )
 
@@ -35,6 +36,9 @@ type Config struct {
 	// look for conditioned rules too (GenerateConditioned): opt-in, since
 	// it enumerates again.
 	ConditionKernels [][2]int
+	// Memory bounds the input pools and the workers' caches (CheckMemory);
+	// the zero value is the machine's default.
+	Memory budget.Budget
 }
 
 // Progress reports work done within a stage.
@@ -149,6 +153,8 @@ type generator struct {
 	// extraItems are collision representatives found by check.
 	extraItems []graph
 	stats      Stats
+	// memoCap bounds the bytes of each worker's cache of results.
+	memoCap uint64
 }
 
 // Generate enumerates graphs up to cfg.MaxOps operators and returns the
@@ -160,7 +166,11 @@ func Generate(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("max-ops must be between 1 and %d, got %d", MaxOps, cfg.MaxOps)
 	}
 	if cfg.Workers < 1 {
-		cfg.Workers = runtime.GOMAXPROCS(0)
+		cfg.Workers = min(runtime.GOMAXPROCS(0), MaxWorkers)
+	}
+	cfg.Memory = cfg.Memory.Resolved()
+	if err := CheckMemory(cfg); err != nil {
+		return nil, err
 	}
 	if cfg.Tolerance == 0 {
 		cfg.Tolerance = 1e-5
@@ -274,7 +284,12 @@ func newGenerator(cfg Config, degree int) (*generator, error) {
 		l.arity = append(l.arity, t.op.Arity)
 		l.nOut = append(l.nOut, t.op.Outputs)
 	}
-	g := &generator{cfg: cfg, l: l, inputs: fingerprint.Inputs{Seed: cfg.Seed}, classes: map[uint64]int32{}, verdicts: map[string]bool{}}
+	pool, err := poolBytes(cfg.Memory, cfg.Pool, degree)
+	if err != nil {
+		return nil, err
+	}
+	g := &generator{cfg: cfg, l: l, inputs: fingerprint.Inputs{Seed: cfg.Seed}, classes: map[uint64]int32{}, verdicts: map[string]bool{},
+		memoCap: memoBytes(cfg.Memory, pool, cfg.Workers)}
 	for i := 0; i < l.nIn; i++ {
 		s := cfg.Pool.Classes[l.class[i]].Shape
 		t := g.inputs.Int(i, s)

@@ -41,8 +41,12 @@ type worker struct {
 	shapes rules.ShapeTable
 	ok     map[shapeKey]bool
 	memo   map[memoKey]*memoVal
-	vals   [256]valState
-	recs   recordChunks
+	// memoUsed is the bytes of tensors the cache holds, kept under
+	// generator.memoCap: at large degrees a few thousand results would
+	// otherwise fill the memory.
+	memoUsed uint64
+	vals     [256]valState
+	recs     recordChunks
 
 	// the item being extended, for compact records
 	item, relabelIdx uint32
@@ -452,10 +456,18 @@ func (w *worker) apply(t uint16, args [2]uint8) (*memoVal, error) {
 		m.hashes[o] = fingerprint.Tensor(out)
 		m.sids[o] = w.shapes.Intern(out.Shape)
 	}
-	if len(w.memo) >= memoLimit {
-		clear(w.memo)
+	size := uint64(0)
+	for _, out := range outs {
+		size += 4 * uint64(len(out.Data))
 	}
-	w.memo[key] = m
+	if len(w.memo) >= memoLimit || w.memoUsed+size > w.g.memoCap {
+		clear(w.memo)
+		w.memoUsed = 0
+	}
+	if size <= w.g.memoCap {
+		w.memo[key] = m
+		w.memoUsed += size
+	}
 	return m, nil
 }
 

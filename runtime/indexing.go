@@ -56,6 +56,9 @@ func prepareGather(c *nodeContext) (prepared, error) {
 	out := slices.Concat(data[:axis], c.shape(1), data[axis+1:])
 	k := &gatherKernel{outer: numElements(data[:axis]), axisLen: n, inner: numElements(data[axis+1:]), picks: picks}
 	if v := c.inputs[0]; v.ints != nil {
+		if err := c.reserve(out, true, false); err != nil {
+			return prepared{}, err
+		}
 		return prepared{consts: []*value{intConstant(k.gatherInts(v.ints), out)}}, c.attrs.err
 	}
 	return prepared{kernel: k, outputs: [][]int{out}}, c.attrs.err
@@ -114,6 +117,9 @@ func prepareSlice(c *nodeContext) (prepared, error) {
 	}
 	k.strides = stridesOf(data)
 	if v := c.inputs[0]; v.ints != nil {
+		if err := c.reserve(k.shape, true, false); err != nil {
+			return prepared{}, err
+		}
 		return prepared{consts: []*value{intConstant(sliceCopy(make([]int64, numElements(k.shape)), v.ints, k), slices.Clone(k.shape))}}, c.attrs.err
 	}
 	return prepared{kernel: k, outputs: [][]int{slices.Clone(k.shape)}}, c.attrs.err

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"rulebook/internal/budget"
 	"rulebook/onnx"
 )
 
@@ -72,17 +73,20 @@ func build(m *onnx.Model, dir, source string, opt LoadOptions) (*Model, *LoadRep
 		return fail(fmt.Errorf("unknown weights mode %q (want %q, %q or %q)", mode, WeightsAuto, WeightsFile, WeightsRandom))
 	}
 	report := &LoadReport{Opset: opset}
+	mem := budget.NewMeter(opt.Memory)
 	b := &builder{
 		opset:  opset,
 		byName: map[string]int{},
+		mem:    mem,
 		weights: &weightLoader{dir: dir, mode: mode, seed: opt.Seed, report: report,
-			bounds: randomBounds(m.Graph), present: map[string]bool{}},
+			bounds: randomBounds(m.Graph), present: map[string]bool{}, mem: mem},
 	}
 	model, err := b.build(m.Graph, opt.Dims)
 	if err != nil {
 		return fail(err)
 	}
 	model.src = structure(m)
+	model.memory, model.held = mem.Budget(), mem.Used()
 	return model, report, nil
 }
 
@@ -137,6 +141,8 @@ type builder struct {
 	byName  map[string]int // value name -> id; Identity outputs alias their input
 	nodes   []*node
 	weights *weightLoader
+	// mem counts the constants and inputs against the memory budget.
+	mem *budget.Meter
 }
 
 func (b *builder) build(g *onnx.Graph, dims map[string]int) (*Model, error) {
@@ -211,6 +217,13 @@ func (b *builder) addInputs(g *onnx.Graph, dims map[string]int) ([]int, error) {
 	}
 	if len(unknown) > 0 {
 		return nil, fmt.Errorf("input dimensions without a value (give them in LoadOptions.Dims): %s", strings.Join(unknown, ", "))
+	}
+	// The caller allocates each input for every run.
+	for _, id := range ids {
+		v := b.values[id]
+		if err := reserve(b.mem, fmt.Sprintf("input %q", v.name), v.shape, false, false); err != nil {
+			return nil, err
+		}
 	}
 	return ids, nil
 }
@@ -346,7 +359,7 @@ func (b *builder) addNode(index int, n *onnx.Node) error {
 		}
 		return nil
 	}
-	c := &nodeContext{node: n, opset: b.opset, inputs: inputs, attrs: attrReader{n: n}}
+	c := &nodeContext{node: n, opset: b.opset, inputs: inputs, attrs: attrReader{n: n}, mem: b.mem}
 	p, err := def.prepare(c)
 	if err == nil {
 		err = c.attrs.err
@@ -363,6 +376,13 @@ func (b *builder) addNode(index int, n *onnx.Node) error {
 	}
 	nd := &node{op: n.OpType, name: n.Name, in: ids, out: outs, kernel: p.kernel, params: p.params, src: index}
 	if b.foldable(nd) {
+		for _, id := range outs {
+			if id >= 0 {
+				if err := reserve(b.mem, "output", b.values[id].shape, false, false); err != nil {
+					return fail(err)
+				}
+			}
+		}
 		b.fold(nd)
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"rulebook/internal/budget"
 	"rulebook/onnx"
 )
 
@@ -33,6 +34,10 @@ type LoadOptions struct {
 	Seed uint64
 	// Dims gives values to symbolic input dimensions, e.g. {"batch": 1}.
 	Dims map[string]int
+	// Memory bounds what the model's declared sizes may allocate: its
+	// constants and inputs at load, and a session's buffers. The zero
+	// value is the machine's default (budget.Default).
+	Memory budget.Budget
 }
 
 // LoadReport says how a model was loaded.
@@ -108,6 +113,11 @@ type Model struct {
 	// (see structure): ONNX and NodeModel hand it, or one node of it, to
 	// another runtime.
 	src *onnx.Model
+	// memory is the budget the model was loaded under, and held the bytes
+	// its constants and inputs take from it; a session's buffers must fit
+	// in what is left.
+	memory budget.Budget
+	held   uint64
 }
 
 // value is one tensor of the graph: a graph input, an initializer or

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 
+	"rulebook/internal/budget"
 	"rulebook/onnx"
 )
 
@@ -153,6 +154,15 @@ type nodeContext struct {
 	opset  int64
 	inputs []*value // nil for an omitted optional input
 	attrs  attrReader
+	// mem counts constants folded at load against the memory budget.
+	mem *budget.Meter
+}
+
+// reserve takes the bytes of a constant output of the given shape from
+// the memory budget before it is built; transient adds the float64 copy
+// that folds over constants make on the way.
+func (c *nodeContext) reserve(shape []int, integer, transient bool) error {
+	return reserve(c.mem, "output", shape, integer, transient)
 }
 
 func (c *nodeContext) has(i int) bool { return i < len(c.inputs) && c.inputs[i] != nil }

@@ -78,6 +78,9 @@ func (m *Model) newSession(opt SessionOptions, fuse bool) (*Session, error) {
 	steps := m.steps(roles, fuse)
 	root := m.viewRoots(roles, steps)
 	plan := planBuffers(m, roles, root, steps)
+	if err := m.reserveSession(plan, m.scratchSize(threads)); err != nil {
+		return nil, fmt.Errorf("runtime: NewSession: %w", err)
+	}
 	s.bufferBytes = 4 * plan.total()
 	s.env = &env{workers: s.workers, scratch: make([]float32, m.scratchSize(threads))}
 	s.makeTensors(roles, root, plan)

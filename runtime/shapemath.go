@@ -49,6 +49,9 @@ func foldBroadcast(c *nodeContext, f func(x []float64) float64) ([]int, []float6
 			return nil, nil, err
 		}
 	}
+	if err := c.reserve(shape, true, true); err != nil {
+		return nil, nil, err
+	}
 	out := make([]float64, numElements(shape))
 	strides := make([][]int, len(in))
 	for i := range in {
@@ -172,8 +175,16 @@ func prepareConstantOfShape(c *nodeContext) (prepared, error) {
 		}
 		fill, integer = v[0], t.DataType != onnx.Float && t.DataType != onnx.Double && t.DataType != onnx.Float16
 	}
-	vals := slices.Repeat([]float64{fill}, numElements(shape))
-	return prepared{consts: []*value{constantOf(shape, vals, integer)}}, c.attrs.err
+	if err := c.reserve(shape, integer, false); err != nil {
+		return prepared{}, err
+	}
+	n := numElements(shape)
+	data := slices.Repeat([]float32{float32(fill)}, n)
+	v := &value{shape: shape, konst: &Tensor{Shape: shape, Data: data}}
+	if integer {
+		v.ints = slices.Repeat([]int64{int64(fill)}, n)
+	}
+	return prepared{consts: []*value{v}}, c.attrs.err
 }
 
 // prepareCast folds over constants (exactly for integers); on activations
@@ -186,6 +197,9 @@ func prepareCast(c *nodeContext) (prepared, error) {
 			return prepared{}, fmt.Errorf("a Cast to %s of a value computed at run time: the runtime computes in float32 only", to)
 		}
 		return prepared{kernel: copyKernel{}, outputs: [][]int{slices.Clone(c.shape(0))}}, c.attrs.err
+	}
+	if err := c.reserve(c.shape(0), integer, true); err != nil {
+		return prepared{}, err
 	}
 	in, _ := constInputs(c)
 	vals := in[0]
@@ -216,9 +230,13 @@ func prepareRange(c *nodeContext) (prepared, error) {
 	if delta == 0 {
 		return prepared{}, fmt.Errorf("delta is 0")
 	}
-	n := int(max(math.Ceil((limit-start)/delta), 0))
-	if n > maxTensorElements {
-		return prepared{}, fmt.Errorf("range of %d elements is too large", n)
+	count := max(math.Ceil((limit-start)/delta), 0)
+	if !(count <= maxTensorElements) {
+		return prepared{}, fmt.Errorf("range of %g elements is too large", count)
+	}
+	n := int(count)
+	if err := c.reserve([]int{n}, sameType(c), true); err != nil {
+		return prepared{}, err
 	}
 	vals := make([]float64, n)
 	for i := range vals {
@@ -246,6 +264,9 @@ func prepareScatterND(c *nodeContext) (prepared, error) {
 	k := idxShape[len(idxShape)-1]
 	if k > len(data) {
 		return prepared{}, fmt.Errorf("index tuples of %d elements for data of rank %d", k, len(data))
+	}
+	if err := c.reserve(data, sameType(c), true); err != nil {
+		return prepared{}, err
 	}
 	out := slices.Clone(in[0])
 	strides := stridesOf(data)

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"rulebook/internal/budget"
 	"rulebook/onnx"
 )
 
@@ -146,10 +147,20 @@ type weightLoader struct {
 	bounds map[string]float32
 	// present caches whether an external file exists, by location.
 	present map[string]bool
+	// mem counts every initializer against the memory budget before its
+	// data is read, converted or generated.
+	mem *budget.Meter
 }
 
 // load returns the initializer as a constant value.
 func (w *weightLoader) load(t *onnx.Tensor) (*value, error) {
+	shape, err := tensorShape(t)
+	if err != nil {
+		return nil, err
+	}
+	if err := reserve(w.mem, fmt.Sprintf("initializer %q", t.Name), shape, isIntegerType(t.DataType), false); err != nil {
+		return nil, err
+	}
 	if t.DataLocation != onnx.LocationExternal {
 		return constantFromTensor(t.Name, t)
 	}

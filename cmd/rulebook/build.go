@@ -87,6 +87,10 @@ func runBuild(cmd *cobra.Command, o buildOptions) error {
 	if err != nil {
 		return err
 	}
+	mem, err := generationBudget(cmd, ops, degrees, o.workers)
+	if err != nil {
+		return err
+	}
 	reg := build.VerifyRegistry(ops)
 	set, err := loadAxioms(o.axiomsDir, reg) // before the database: a bad file changes nothing
 	if err != nil {
@@ -99,7 +103,7 @@ func runBuild(cmd *cobra.Command, o buildOptions) error {
 	defer db.Close()
 	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
 	sum, err := build.Run(ctx, db, build.Config{Registry: reg, Ops: ops, Degrees: degrees, Axioms: set, MaxOps: o.maxOps, Tag: o.tag, Seed: o.seed,
-		Workers: o.workers, Budget: o.limits.budget(), ToolVersion: version,
+		Workers: o.workers, Budget: o.limits.budget(), Memory: mem, ToolVersion: version,
 		Progress: build.Progress{
 			Generate: func(p enumerate.Progress) { bar.Update(p.Stage, p.Level, p.Done, p.Total) },
 			Verify:   bar.Stage("verify"),

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"rulebook/enumerate"
+	"rulebook/internal/budget"
 	"rulebook/internal/progress"
 	"rulebook/rules"
 	"rulebook/store"
@@ -44,6 +45,11 @@ are extended to larger graphs (RepGen), unless --exhaustive.
 activations and linear weights, laid out in every way, and enumerates it once
 per degree of --degrees (each 2 to 1024; refused for other sets). A rule found
 at every degree is stored once with the degree variable d: (partition 0 d ?a).
+The input pool at degree d holds about 2·d⁴ elements of 4 bytes (partial sums
+of d³), so --memory-budget bounds the degrees in practice: degree 128 needs
+2 GiB, 256 needs 33 GiB, and a degree whose pool does not fit is refused
+before any work. The workers' caches share what the pool leaves; --workers is
+1 to 256.
 
 --kernel-1x1 enumerates again with 1x1 kernels and also stores the pairs that
 agree only there, conditioned: '... if (kernel ?b 1 1)' (see README,
@@ -84,6 +90,10 @@ func runGenerate(ctx context.Context, cmd *cobra.Command, o generateOptions) err
 	if o.workers < 1 {
 		return fmt.Errorf("--workers must be at least 1, got %d", o.workers)
 	}
+	mem, err := generationBudget(cmd, reg, degrees, o.workers)
+	if err != nil {
+		return err
+	}
 	db, err := store.Open(ctx, dbPath(cmd))
 	if err != nil {
 		return err
@@ -92,7 +102,7 @@ func runGenerate(ctx context.Context, cmd *cobra.Command, o generateOptions) err
 	start := time.Now()
 	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
 	cfg := enumerate.Config{Registry: reg, Pool: rules.DefaultPool(), Degrees: degrees, MaxOps: o.maxOps, Seed: o.seed, Workers: o.workers,
-		Exhaustive: o.exhaustive, ConditionKernels: kernelConditions(o.kernel1x1), Progress: func(p enumerate.Progress) { bar.Update(p.Stage, p.Level, p.Done, p.Total) }}
+		Exhaustive: o.exhaustive, ConditionKernels: kernelConditions(o.kernel1x1), Memory: mem, Progress: func(p enumerate.Progress) { bar.Update(p.Stage, p.Level, p.Done, p.Total) }}
 	res, err := enumerate.GenerateInto(ctx, db, cfg, version)
 	bar.Finish()
 	if err != nil {
@@ -101,6 +111,22 @@ func runGenerate(ctx context.Context, cmd *cobra.Command, o generateOptions) err
 	res.WriteText(cmd.OutOrStdout(), time.Since(start))
 	fmt.Fprintf(cmd.OutOrStdout(), "run %d written to %s\n", res.RunID, db.Path())
 	return nil
+}
+
+// generationBudget reads --memory-budget and refuses --workers and
+// --degrees that do not fit in it, before the database is opened.
+func generationBudget(cmd *cobra.Command, reg *rules.Registry, degrees []int, workers int) (budget.Budget, error) {
+	mem, err := memoryBudget(cmd)
+	if err != nil {
+		return mem, err
+	}
+	if err := enumerate.CheckWorkers(workers, mem); err != nil {
+		return mem, fmt.Errorf("--workers: %w", err)
+	}
+	if err := enumerate.CheckDegrees(reg, degrees, mem); err != nil {
+		return mem, fmt.Errorf("--degrees: %w", err)
+	}
+	return mem, nil
 }
 
 // kernelConditions are the kernel extents --kernel-1x1 asks for.

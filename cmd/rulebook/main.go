@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"rulebook/internal/budget"
 )
 
 // version is the tool version recorded with every run.
@@ -57,9 +59,23 @@ RULEBOOK_DB environment variable names another.`,
 		Version:       version,
 	}
 	root.PersistentFlags().String("db", "", "SQLite database file (default $RULEBOOK_DB or rulebook.db)")
+	root.PersistentFlags().String("memory-budget", "", "most memory that sizes from inputs may ask for (tensor shapes, degrees, workers), e.g. 8GiB (default half of the machine's memory)")
 	root.AddCommand(newGenerateCmd(), newVerifyCmd(), newWhyCmd(), newAxiomsCmd(), newPruneCmd(), newCompareCmd(), newReleaseCmd(), newVersionsCmd(), newDiffCmd(), newExportCmd(), newImportCmd(), newRunCmd(), newBenchOpsCmd(), newOptimizeCmd(), newListCmd(), newShowCmd(), newStatsCmd(), newOpsCmd(), newPlanCmd())
 	root.AddCommand(newUsageCmd(), newBuildCmd())
 	return root
+}
+
+// memoryBudget reads --memory-budget: the machine's default unless given.
+func memoryBudget(cmd *cobra.Command) (budget.Budget, error) {
+	s, _ := cmd.Flags().GetString("memory-budget")
+	if s == "" {
+		return budget.Default(), nil
+	}
+	b, err := budget.Parse(s)
+	if err != nil {
+		return budget.Budget{}, fmt.Errorf("--memory-budget: %w", err)
+	}
+	return b, nil
 }
 
 // dbPath resolves --db, then RULEBOOK_DB, then the default.

@@ -141,7 +141,11 @@ func runOptimize(cmd *cobra.Command, path string, o optimizeOptions) error {
 	if err != nil {
 		return err
 	}
-	rt, g, loaded, err := optimizer.LoadModel(path, runtime.LoadOptions{Weights: runtime.WeightsMode(o.weights), Seed: o.seed, Dims: o.dimValues})
+	mem, err := memoryBudget(cmd)
+	if err != nil {
+		return err
+	}
+	rt, g, loaded, err := optimizer.LoadModel(path, runtime.LoadOptions{Weights: runtime.WeightsMode(o.weights), Seed: o.seed, Dims: o.dimValues, Memory: mem})
 	if err != nil && strings.Contains(err.Error(), "dimensions without a value") {
 		err = fmt.Errorf("%w; give each with --dim NAME=N", err)
 	}

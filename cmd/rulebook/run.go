@@ -48,6 +48,9 @@ func (o *modelOptions) load(cmd *cobra.Command, path string) (*runtime.Model, []
 	if err == nil {
 		opt.Load.Dims, err = backend.ParseDims(o.dims)
 	}
+	if err == nil {
+		opt.Load.Memory, err = memoryBudget(cmd)
+	}
 	var m *runtime.Model
 	if err == nil {
 		m, err = backend.Load(cmd.ErrOrStderr(), path, opt)
