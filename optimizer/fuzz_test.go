@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"rulebook/exchange"
+	"rulebook/internal/budget"
 	"rulebook/internal/testfiles"
 	"rulebook/onnx"
 	"rulebook/rules"
@@ -146,7 +147,7 @@ func FuzzPrepareModel(f *testing.F) {
 		if err != nil {
 			return
 		}
-		rt, _, err := runtime.FromONNX(m, t.TempDir(), runtime.LoadOptions{Weights: runtime.WeightsAuto, Seed: 1, Dims: map[string]int{"N": 1}})
+		rt, _, err := runtime.FromONNX(m, t.TempDir(), runtime.LoadOptions{Weights: runtime.WeightsAuto, Seed: 1, Dims: map[string]int{"N": 1}, Memory: fuzzMemory(t)})
 		if err != nil {
 			return
 		}
@@ -168,8 +169,19 @@ func FuzzPrepareModel(f *testing.F) {
 		if err != nil {
 			t.Fatalf("the lowered model does not decode: %v", err)
 		}
-		if _, _, err := runtime.FromONNX(again, t.TempDir(), runtime.LoadOptions{Weights: runtime.WeightsAuto, Seed: 1, Dims: map[string]int{"N": 1}}); err != nil {
+		if _, _, err := runtime.FromONNX(again, t.TempDir(), runtime.LoadOptions{Weights: runtime.WeightsAuto, Seed: 1, Dims: map[string]int{"N": 1}, Memory: fuzzMemory(t)}); err != nil {
 			t.Fatalf("the lowered model does not load: %v", err)
 		}
 	})
+}
+
+// fuzzMemory is the memory budget of a fuzzed model: well below the
+// address-space cap .ci/run runs fuzz targets under, so that a size the
+// budget allows cannot crash the run.
+func fuzzMemory(t *testing.T) budget.Budget {
+	b, err := budget.Parse("512MiB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"rulebook/internal/budget"
 	"rulebook/internal/testfiles"
 	"rulebook/onnx"
 )
@@ -46,7 +47,7 @@ func FuzzFromONNXBytes(f *testing.F) {
 		if err != nil || generatedElements(m) > fuzzMaxGenerated {
 			return
 		}
-		FromONNX(m, t.TempDir(), LoadOptions{Weights: WeightsRandom, Dims: map[string]int{"N": 1}})
+		FromONNX(m, t.TempDir(), LoadOptions{Weights: WeightsRandom, Dims: map[string]int{"N": 1}, Memory: fuzzMemory(t)})
 	})
 }
 
@@ -77,7 +78,7 @@ func FuzzRunModel(f *testing.F) {
 		if err != nil {
 			return
 		}
-		rt, _, err := FromONNX(m, t.TempDir(), LoadOptions{Dims: map[string]int{"N": 2}})
+		rt, _, err := FromONNX(m, t.TempDir(), LoadOptions{Dims: map[string]int{"N": 2}, Memory: fuzzMemory(t)})
 		if err != nil {
 			return
 		}
@@ -164,4 +165,15 @@ func pipelineModel(constX bool, xData []float32) []byte {
 			pbNode("ReduceMean", []string{"q"}, []string{"y"}, pbAttrInts("axes", 1)),
 		},
 		inits, inputs, [][]byte{pbValueInfo("y")}))
+}
+
+// fuzzMemory is the memory budget of a fuzzed model: well below the
+// address-space cap .ci/run runs fuzz targets under, so that a size the
+// budget allows cannot crash the run.
+func fuzzMemory(t *testing.T) budget.Budget {
+	b, err := budget.Parse("512MiB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
