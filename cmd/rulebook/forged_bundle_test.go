@@ -77,3 +77,17 @@ func TestForgedBundleRefused(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRecheck is what optimize pays to evaluate every rule of a
+// released ≤3-operator version again when it loads it.
+func BenchmarkRecheck(b *testing.B) {
+	rs, err := optimizer.LoadBundle("../../optimizer/testdata/rules-3ops.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := verify.Recheck(context.Background(), rs.Rules, rs.Texts); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
