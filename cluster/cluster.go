@@ -23,6 +23,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"rulebook/internal/infile"
 )
 
 // Device is one accelerator.
@@ -151,7 +153,7 @@ func Parse(spec string) (Machine, error) {
 
 // Load reads and validates a machine file; unknown fields are errors.
 func Load(path string) (Machine, error) {
-	data, err := os.ReadFile(path)
+	data, err := infile.ReadFile(path, infile.Machine)
 	if err != nil {
 		return Machine{}, fmt.Errorf("machine: %w", err)
 	}
