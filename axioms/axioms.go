@@ -21,6 +21,7 @@ import (
 
 	"github.com/zeebo/xxh3"
 
+	"rulebook/internal/infile"
 	"rulebook/rules"
 )
 
@@ -260,8 +261,23 @@ const BuiltinDir = "(built in)"
 // files of this package's folder at build time.
 func Builtin(reg *rules.Registry) (*Set, error) { return load(builtin, BuiltinDir, reg) }
 
-// Load parses every *.smt2 file of dir.
-func Load(dir string, reg *rules.Registry) (*Set, error) { return load(os.DirFS(dir), dir, reg) }
+// Load parses every *.smt2 file of dir, each read through the input layer
+// (a regular file, symbolic links followed, at most infile.Axioms.Limit()
+// bytes), so that a FIFO named x.smt2 cannot hang it.
+func Load(dir string, reg *rules.Registry) (*Set, error) {
+	return load(axiomDir{os.DirFS(dir), dir}, dir, reg)
+}
+
+// axiomDir lists dir as os.DirFS does, and reads its files through
+// infile (fs.ReadFile uses ReadFile when the FS has it).
+type axiomDir struct {
+	fs.FS
+	dir string
+}
+
+func (d axiomDir) ReadFile(name string) ([]byte, error) {
+	return infile.ReadFile(filepath.Join(d.dir, name), infile.Axioms)
+}
 
 // load parses every *.smt2 file at the top of fsys, naming files as in dir.
 func load(fsys fs.FS, dir string, reg *rules.Registry) (*Set, error) {

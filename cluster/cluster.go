@@ -26,6 +26,7 @@ import (
 	"strings"
 
 	"rulebook/internal/checked"
+	"rulebook/internal/infile"
 )
 
 // Device is one accelerator.
@@ -165,7 +166,7 @@ func Preset(name string, nodes int) (Machine, error) {
 // Parse reads --machine: "PRESET" or "PRESET:NODES", or a path to a
 // machine JSON file (one that ends in .json or contains a slash).
 func Parse(spec string) (Machine, error) {
-	if strings.HasSuffix(spec, ".json") || strings.ContainsRune(spec, os.PathSeparator) {
+	if IsFile(spec) {
 		return Load(spec)
 	}
 	name, count, found := strings.Cut(spec, ":")
@@ -180,9 +181,15 @@ func Parse(spec string) (Machine, error) {
 	return Preset(name, nodes)
 }
 
+// IsFile tells a machine file from a preset: it ends in .json or has a
+// folder in its path.
+func IsFile(spec string) bool {
+	return strings.HasSuffix(spec, ".json") || strings.ContainsRune(spec, os.PathSeparator)
+}
+
 // Load reads and validates a machine file; unknown fields are errors.
 func Load(path string) (Machine, error) {
-	data, err := os.ReadFile(path)
+	data, err := infile.ReadFile(path, infile.Machine)
 	if err != nil {
 		return Machine{}, fmt.Errorf("machine: %w", err)
 	}

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 
+	"rulebook/internal/infile"
 	"rulebook/internal/outfile"
 	"rulebook/rules"
 	"rulebook/store"
@@ -30,7 +30,7 @@ func ReadFileContext(ctx context.Context, path, format string, reg *rules.Regist
 // ReadFile reads a rule file in format, or in the one GuessFormat sees
 // when format is "", and says which format that was.
 func ReadFile(path, format string, reg *rules.Registry) (*Foreign, string, error) {
-	data, err := os.ReadFile(path)
+	data, err := infile.ReadFile(path, infile.RuleFile)
 	if err != nil {
 		return nil, "", err
 	}

@@ -13,9 +13,13 @@
 package onnx
 
 import (
+	"errors"
 	"fmt"
-	"os"
 	"strconv"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"rulebook/internal/infile"
 )
 
 // Model is an ONNX ModelProto.
@@ -335,22 +339,69 @@ func DecodeTensor(b []byte) (*Tensor, error) {
 	return t, nil
 }
 
-// ReadModel reads and decodes a model file.
+// ErrNotModel is matched (errors.Is) by ReadModel's error for a file that
+// is not an ONNX model at all, such as a text file.
+var ErrNotModel = errors.New("not an ONNX model")
+
+// NotModelError names a file that is not an ONNX model and says why.
+type NotModelError struct{ File, Why string }
+
+func (e *NotModelError) Error() string {
+	return fmt.Sprintf("onnx: %s is not an ONNX model: %s", e.File, e.Why)
+}
+
+func (e *NotModelError) Unwrap() error { return ErrNotModel }
+
+// ReadModel reads and decodes a model file, through the input layer (a
+// regular file of at most 2 GiB, protobuf's own limit). A file that does
+// not even begin like a model is reported as not an ONNX model rather
+// than with the first protobuf field it breaks.
 func ReadModel(path string) (*Model, error) {
-	b, err := os.ReadFile(path)
+	b, err := infile.ReadFile(path, infile.Model)
 	if err != nil {
 		return nil, fmt.Errorf("onnx: %w", err)
+	}
+	if why := notModel(b); why != "" {
+		return nil, &NotModelError{path, why}
 	}
 	m, err := DecodeModel(b)
 	if err != nil {
 		return nil, withFile(err, path)
 	}
+	if m.Graph == nil {
+		return nil, &NotModelError{path, "it has no graph"}
+	}
 	return m, nil
 }
 
-// ReadTensor reads and decodes a serialized tensor file.
+// notModel says why b cannot be a serialized ModelProto, judging by its
+// first field, or "" when it may be one. Every writer puts ir_version
+// (field 1) first; a model's fields are varints and length-delimited
+// bytes only, so a text file (whose first byte reads as some other field
+// or wire type) fails here.
+func notModel(b []byte) string {
+	if len(b) == 0 {
+		return "the file is empty"
+	}
+	tag, n := protowire.ConsumeVarint(b)
+	if n < 0 {
+		return "its first bytes are not a protobuf field"
+	}
+	num, typ := protowire.DecodeTag(tag)
+	name, known := modelFields[num]
+	switch {
+	case !known:
+		return fmt.Sprintf("its first bytes are not a ModelProto field (field %d)", num)
+	case typ != protowire.VarintType && typ != protowire.BytesType:
+		return fmt.Sprintf("its first bytes are not a ModelProto field (%s with wire type %d)", name, typ)
+	}
+	return ""
+}
+
+// ReadTensor reads and decodes a serialized tensor file, through the
+// input layer (a regular file of at most 2 GiB).
 func ReadTensor(path string) (*Tensor, error) {
-	b, err := os.ReadFile(path)
+	b, err := infile.ReadFile(path, infile.Tensor)
 	if err != nil {
 		return nil, fmt.Errorf("onnx: %w", err)
 	}

@@ -9,10 +9,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"rulebook/internal/infile"
 	"rulebook/internal/testfiles"
 )
 
@@ -450,6 +452,103 @@ func TestLoadExternal(t *testing.T) {
 		}
 		if err := tensor.LoadExternal(dir); err == nil {
 			t.Errorf("%v: no error", bad)
+		}
+	}
+}
+
+// External data stays inside the model's folder and within the tensor's
+// declared size: a link out of the folder (to /etc/passwd, or to a file
+// beside the folder) is refused, a link inside it is followed, a FIFO is
+// refused without waiting for a writer, and a range other than the
+// tensor's two floats (a large sparse file without "length") is refused
+// before anything is allocated.
+func TestLoadExternalStaysInside(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "model")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Mkdir(dir, 0o755))
+	floats := binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, math.Float32bits(1.5)), math.Float32bits(-3))
+	must(os.WriteFile(filepath.Join(dir, "w.bin"), floats, 0o644))
+	must(os.WriteFile(filepath.Join(root, "secret.bin"), floats, 0o644))
+	must(os.Symlink("w.bin", filepath.Join(dir, "alias.bin")))
+	must(os.Symlink("/etc/passwd", filepath.Join(dir, "passwd.bin")))
+	must(os.Symlink("../secret.bin", filepath.Join(dir, "up.bin")))
+	must(syscall.Mkfifo(filepath.Join(dir, "fifo.bin"), 0o644))
+	sparse, err := os.Create(filepath.Join(dir, "sparse.bin"))
+	must(err)
+	must(sparse.Truncate(64 << 20))
+	must(sparse.Close())
+	for _, tc := range []struct {
+		kv   []string
+		want error // nil: loads 1.5, -3
+	}{
+		{[]string{"location", "w.bin"}, nil},
+		{[]string{"location", "alias.bin", "length", "8"}, nil},
+		{[]string{"location", "passwd.bin"}, infile.ErrOutside},
+		{[]string{"location", "up.bin", "length", "8"}, infile.ErrOutside},
+		{[]string{"location", "fifo.bin"}, infile.ErrNotRegular},
+		{[]string{"location", "sparse.bin"}, errSize},
+		{[]string{"location", "sparse.bin", "length", "33554432"}, errSize},
+	} {
+		m := msg(nil).varint(1, 2).varint(2, 1).str(8, "w").varint(14, 1)
+		for i := 0; i < len(tc.kv); i += 2 {
+			m = m.bytes(13, msg(nil).str(1, tc.kv[i]).str(2, tc.kv[i+1]))
+		}
+		tensor, err := DecodeTensor(m)
+		must(err)
+		err = tensor.LoadExternal(dir)
+		switch {
+		case tc.want == nil:
+			if v, ferr := tensor.Float64s(); err != nil || ferr != nil || !slices.Equal(v, []float64{1.5, -3}) {
+				t.Errorf("%v: got %v, %v, %v", tc.kv, v, err, ferr)
+			}
+		case tc.want == errSize:
+			if err == nil || len(tensor.RawData) != 0 {
+				t.Errorf("%v: got %d bytes, %v; want a size error", tc.kv, len(tensor.RawData), err)
+			}
+		case !errors.Is(err, tc.want):
+			t.Errorf("%v: got %v; want %v", tc.kv, err, tc.want)
+		}
+	}
+}
+
+// errSize marks a case that must fail on the range's size.
+var errSize = errors.New("size")
+
+// ReadModel names a file that is no model, and refuses special files
+// before reading them.
+func TestReadModelNotAModel(t *testing.T) {
+	dir := t.TempDir()
+	readme := filepath.Join(dir, "README.md")
+	if err := os.WriteFile(readme, []byte("# rulebook\n\nrulebook enumerates small tensor graphs.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty.onnx")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo.onnx")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path string
+		want error
+	}{
+		{readme, ErrNotModel},
+		{empty, ErrNotModel},
+		{fifo, infile.ErrNotRegular},
+		{"/dev/zero", infile.ErrNotRegular},
+		{dir, infile.ErrNotRegular},
+	} {
+		_, err := ReadModel(tc.path)
+		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.path) {
+			t.Errorf("ReadModel(%s) = %v; want %v naming the file", tc.path, err, tc.want)
 		}
 	}
 }

@@ -4,9 +4,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
+
+	"rulebook/internal/infile"
 )
 
 // maxElements bounds the element count a tensor may claim; larger counts
@@ -36,6 +37,17 @@ func (t *Tensor) Shape() []int {
 		s[i] = int(d)
 	}
 	return s
+}
+
+// declaredBytes is the size of the tensor's raw data as its dims and type
+// declare it; false when the type has no fixed width or the dims are bad.
+func (t *Tensor) declaredBytes() (int64, bool) {
+	n, err := t.NumElements()
+	w := rawSize(t.DataType)
+	if err != nil || w == 0 {
+		return 0, false
+	}
+	return int64(n) * int64(w), true
 }
 
 // rawSize is the byte width of one element in raw_data.
@@ -254,20 +266,30 @@ func (t *Tensor) LoadExternal(dir string) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.Open(filepath.Join(dir, loc))
+	// The location may not leave the model's folder, through ".." or
+	// through a symbolic link (ONNX's checker refuses both).
+	path, err := infile.Inside(dir, loc, infile.ExternalData)
 	if err != nil {
-		return fail("%v", err)
+		return fmt.Errorf("onnx: tensor %q: external data: %w", t.Name, err)
+	}
+	f, size, err := infile.Open(path, infile.ExternalData)
+	if err != nil {
+		return fmt.Errorf("onnx: tensor %q: external data: %w", t.Name, err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return fail("%v", err)
+	if offset > size {
+		return fail("offset %d is past the end of %s (%d bytes)", offset, loc, size)
 	}
 	if !hasLength {
-		length = st.Size() - offset
+		length = size - offset
 	}
-	if offset > st.Size() || length < 0 || length > st.Size()-offset {
-		return fail("range [%d, %d+%d) exceeds %s of %d bytes", offset, offset, length, loc, st.Size())
+	if length > size-offset {
+		return fail("range [%d, %d+%d) exceeds %s of %d bytes", offset, offset, length, loc, size)
+	}
+	// Check the range against the tensor's own size before allocating: a
+	// sparse file of 100 GB must not be read whole for a small tensor.
+	if want, ok := t.declaredBytes(); ok && length != want {
+		return fail("%s holds %d bytes from offset %d, but %v %s elements take %d", loc, length, offset, t.Dims, t.DataType, want)
 	}
 	raw := make([]byte, length)
 	if _, err := f.ReadAt(raw, offset); err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"rulebook/exchange"
+	"rulebook/internal/infile"
 	"rulebook/rules"
 	"rulebook/store"
 )
@@ -65,7 +66,7 @@ func IsBundle(ref string) bool {
 // and checks that its rules hash to the hash the file records, so that no
 // database is needed and a bundle edited by hand is refused.
 func LoadBundle(path string) (*RuleSet, error) {
-	data, err := os.ReadFile(path)
+	data, err := infile.ReadFile(path, infile.Bundle)
 	if err != nil {
 		return nil, err
 	}

@@ -65,6 +65,9 @@ func Run(ctx context.Context, req Request) (*Outcome, error) {
 		return nil, err
 	}
 	paths := outputPaths(req)
+	if err := outfile.Distinct(inputs(req), named(paths)); err != nil {
+		return nil, err
+	}
 	for _, p := range paths {
 		if err := outfile.Check(p); err != nil {
 			return nil, err
@@ -115,6 +118,31 @@ func outputPaths(req Request) []string {
 		ps = append(ps, stem+".torch.json")
 	}
 	return ps
+}
+
+// inputs are the files a request reads: no output may be one of them.
+func inputs(req Request) []outfile.Named {
+	var in []outfile.Named
+	if strings.HasSuffix(req.Model, ".onnx") {
+		in = append(in, outfile.Named{Path: req.Model, Role: "the model"})
+	}
+	if cluster.IsFile(req.Machine) {
+		in = append(in, outfile.Named{Path: req.Machine, Role: "the machine file"})
+	}
+	return in
+}
+
+// named gives the output paths their roles for Distinct's message: the
+// plan is -o, the rest are derived from it.
+func named(paths []string) []outfile.Named {
+	out := make([]outfile.Named, len(paths))
+	for i, p := range paths {
+		out[i] = outfile.Named{Path: p, Role: "derived from -o"}
+	}
+	if len(out) > 0 {
+		out[0].Role = "-o"
+	}
+	return out
 }
 
 func (c *Comparison) write(model *onnx.Model, g *training.Graph, req Request, paths []string, out *Outcome) error {

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"rulebook/exchange"
+	"rulebook/internal/outfile"
 	"rulebook/rules"
 	"rulebook/store"
 	"rulebook/verify"
@@ -56,6 +57,9 @@ rule at a concrete degree is left out unless that is N (it holds there only).`,
 				return err
 			}
 			if err := sel.CheckDegree(format, cmd.Flags().Changed("degree")); err != nil {
+				return err
+			}
+			if err := outfile.Distinct(outfile.Database(dbPath(cmd)), []outfile.Named{{Path: output, Role: "-o"}}); err != nil {
 				return err
 			}
 			switch format {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"rulebook/internal/budget"
+	"rulebook/internal/outfile"
 )
 
 // version is the tool version recorded with every run.
@@ -31,7 +32,15 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := newRootCmd().ExecuteContext(ctx)
+	// Output lost to a full disk or a closed standard output is an error
+	// like any other: the exit status says so.
+	stdout := outfile.NewStdout(os.Stdout)
+	root := newRootCmd()
+	root.SetOut(stdout)
+	err := root.ExecuteContext(ctx)
+	if serr := stdout.Err(); serr != nil && !errors.Is(err, context.Canceled) {
+		err = serr
+	}
 	if err == nil {
 		return
 	}

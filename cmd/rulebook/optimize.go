@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rulebook/internal/outfile"
 	"rulebook/internal/progress"
 	"rulebook/optimizer"
 	"rulebook/runtime"
@@ -133,6 +134,9 @@ func runOptimize(cmd *cobra.Command, path string, o optimizeOptions) error {
 	if o.output, o.report, err = optimizer.OutputPaths(path, o.output, o.report); err != nil {
 		return err
 	}
+	if err := outfile.Distinct(optimizeInputs(cmd, path, o.rules), []outfile.Named{{Path: o.output, Role: "-o"}, {Path: o.report, Role: "--report"}}); err != nil {
+		return err
+	}
 	o.backends.Threads = o.threads
 	if _, err := o.backends.Check(cmd.Context(), o.compareOn); err != nil {
 		return fmt.Errorf("--compare-on: %w", err)
@@ -174,6 +178,17 @@ func runOptimize(cmd *cobra.Command, path string, o optimizeOptions) error {
 		fmt.Fprintf(cmd.ErrOrStderr(), "note: %s\n", msg)
 	}
 	return err
+}
+
+// optimizeInputs are the files optimize reads, which no output may be:
+// the model, the bundle or the database the rules come from, and the
+// database it records in.
+func optimizeInputs(cmd *cobra.Command, model, rules string) []outfile.Named {
+	in := append([]outfile.Named{{Path: model, Role: "the model"}}, outfile.Database(dbPath(cmd))...)
+	if optimizer.IsBundle(rules) {
+		in = append(in, outfile.Named{Path: rules, Role: "the rule bundle"})
+	}
+	return in
 }
 
 // openRecording opens the database when the rules come from it, --db

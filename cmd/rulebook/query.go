@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"rulebook/exchange"
+	"rulebook/internal/outfile"
 	"rulebook/rules"
 	"rulebook/store"
 )
@@ -80,11 +81,11 @@ tensor's shape; the file's extension picks the format: .svg, .png or .pdf
 (drawn by Graphviz's dot) or .dot (the Graphviz source).`,
 		Example: "  rulebook show 12\n  rulebook show 12 --svg rule12.svg\n  rulebook show 12 --svg rule12.png",
 		Args:    cobra.ExactArgs(1),
-		PreRunE: func(*cobra.Command, []string) error {
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			if _, err := exchange.PictureFormat(picture); picture != "" && err != nil {
 				return fmt.Errorf("--svg %w", err)
 			}
-			return nil
+			return outfile.Distinct(outfile.Database(dbPath(cmd)), []outfile.Named{{Path: picture, Role: "--svg"}})
 		},
 		RunE: withRule(func(cmd *cobra.Command, _ *store.Store, r store.Rule) error {
 			if picture != "" {

@@ -92,7 +92,11 @@ it.
 --backend ort runs the model in ONNX Runtime (its CPU provider, --threads
 intra-op threads, sequentially) with the same weights and inputs; the
 library is loaded at run time from --ort-lib, $ONNXRUNTIME_LIB or pip's
-onnxruntime package. A list, --backend cpu,ort, runs the backends side by
+onnxruntime package. Before it is loaded, the library is checked as far as
+a file can be: a regular file, an ELF shared object for this machine, every
+segment inside the file (a truncated copy is refused). Its code cannot be
+checked: a library damaged within those bounds can still crash the process
+as it loads. A list, --backend cpu,ort, runs the backends side by
 side in one process, alternating after a warm-up run each, and prints each
 median, its ratio to the first's and how far its outputs are from the
 first's.

@@ -14,6 +14,8 @@ import (
 	"sync"
 
 	onnxruntime "github.com/yalue/onnxruntime_go"
+
+	"rulebook/internal/infile"
 )
 
 // APIVersion is the ONNX Runtime C API version the binding asks for
@@ -36,11 +38,16 @@ var loaded struct {
 func Load(path string) error {
 	loaded.Lock()
 	defer loaded.Unlock()
-	switch loaded.path {
-	case path:
+	if loaded.path == path {
 		return nil
-	case "":
-	default:
+	}
+	// dlopen maps the file as it is: a truncated library dies with SIGBUS
+	// inside the loader, past any error handling, so check what can be
+	// checked first.
+	if err := infile.SharedObject(path); err != nil {
+		return fmt.Errorf("ort: %w", err)
+	}
+	if loaded.path != "" {
 		return fmt.Errorf("ort: the ONNX Runtime library is already loaded from %s in this process; cannot load %s too", loaded.path, path)
 	}
 	onnxruntime.SetSharedLibraryPath(path)

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"rulebook/internal/infile"
 )
 
 // TestFindLibrary looks for the library where it is and where it is not:
@@ -54,5 +56,25 @@ func TestFindLibrary(t *testing.T) {
 				t.Errorf("message\n%s\nwant\n%s", msg, want)
 			}
 		})
+	}
+}
+
+// A damaged library (libc's first 20 KB, as the hostile run used) is
+// refused before dlopen maps it, where it died with SIGBUS.
+func TestLoadRefusesDamagedLibrary(t *testing.T) {
+	libc := "/lib/x86_64-linux-gnu/libc.so.6"
+	if _, err := os.Stat(libc); err != nil {
+		libc = "/lib/aarch64-linux-gnu/libc.so.6"
+	}
+	whole, err := os.ReadFile(libc)
+	if err != nil || len(whole) < 20<<10 {
+		t.Skipf("no system libc to cut: %v", err)
+	}
+	cut := filepath.Join(t.TempDir(), "libonnxruntime.so")
+	if err := os.WriteFile(cut, whole[:20<<10], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Load(cut); !errors.Is(err, infile.ErrNotSharedObject) || !strings.Contains(err.Error(), cut) {
+		t.Errorf("Load(first 20 KB of libc) = %v; want an error naming the file that matches infile.ErrNotSharedObject", err)
 	}
 }
