@@ -35,7 +35,7 @@ type Report struct {
 // the verifier that cfg configures on each. progress hears both stages,
 // "compare" and "verify".
 func File(ctx context.Context, db *store.Store, path, format, ref string, lim Limits, cfg verify.Config, progress func(stage string, done, total int)) (*Report, error) {
-	f, format, err := exchange.ReadFile(path, format, cfg.Registry)
+	f, format, err := exchange.ReadFileContext(ctx, path, format, cfg.Registry)
 	if err != nil {
 		return nil, err
 	}

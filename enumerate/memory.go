@@ -1,19 +1,17 @@
 package enumerate
 
 import (
-	"errors"
 	"fmt"
 
 	"rulebook/internal/budget"
 	"rulebook/rules"
 )
 
-// MaxWorkers bounds Config.Workers: each worker holds its own cache of
-// operator results, and more workers than cores only share the cores.
-const MaxWorkers = 256
+// MaxWorkers bounds Config.Workers (budget.MaxWorkers).
+const MaxWorkers = budget.MaxWorkers
 
 // ErrWorkers is what a worker count outside 1..MaxWorkers wraps.
-var ErrWorkers = errors.New("workers out of range")
+var ErrWorkers = budget.ErrWorkers
 
 // workerBytes is what one worker holds besides its cache (its value
 // table, use counts and the records it has not handed over).
@@ -39,8 +37,8 @@ func CheckMemory(cfg Config) error {
 // CheckWorkers refuses a worker count outside 1..MaxWorkers, or one whose
 // fixed state alone passes the budget.
 func CheckWorkers(workers int, mem budget.Budget) error {
-	if workers < 1 || workers > MaxWorkers {
-		return fmt.Errorf("%w: %d workers, expected 1 to %d", ErrWorkers, workers, MaxWorkers)
+	if err := budget.CheckWorkers(workers); err != nil {
+		return err
 	}
 	_, err := mem.Elements(fmt.Sprintf("%d workers", workers), workerBytes, workers)
 	return err

@@ -17,14 +17,28 @@ import (
 // searched), and a command stopped meanwhile must go no further and write
 // nothing, so a done ctx is the error.
 func ReadFileContext(ctx context.Context, path, format string, reg *rules.Registry) (*Foreign, string, error) {
-	f, format, err := ReadFile(path, format, reg)
-	if err == nil {
-		err = ctx.Err()
+	type read struct {
+		f      *Foreign
+		format string
+		err    error
 	}
-	if err != nil {
-		return nil, "", err
+	// Reading is CPU work without a place to stop (a FlexFlow file of 640
+	// rules takes a second on a busy machine): when ctx ends first, the
+	// read is left to finish on its own and its result dropped.
+	done := make(chan read, 1)
+	go func() {
+		f, format, err := ReadFile(path, format, reg)
+		done <- read{f, format, err}
+	}()
+	select {
+	case <-ctx.Done():
+		return nil, "", ctx.Err()
+	case r := <-done:
+		if r.err != nil {
+			return nil, "", r.err
+		}
+		return r.f, r.format, nil
 	}
-	return f, format, nil
 }
 
 // ReadFile reads a rule file in format, or in the one GuessFormat sees

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rulebook/internal/budget"
 	"rulebook/rules"
 	"rulebook/verify"
 )
@@ -50,6 +51,9 @@ The command fails if the set is inconsistent or any axiom is false.`,
 			}
 			if timeout <= 0 {
 				return fmt.Errorf("--timeout must be positive, got %s", timeout)
+			}
+			if err := budget.CheckWorkers(workers); err != nil {
+				return fmt.Errorf("--workers: %w", err)
 			}
 			if maxDim < 1 || maxDim > 4 {
 				return fmt.Errorf("--max-dim must be 1..4, got %d", maxDim)

@@ -6,11 +6,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"rulebook/compare"
+	"rulebook/internal/budget"
 	"rulebook/internal/progress"
 	"rulebook/rules"
 	"rulebook/store"
 	"rulebook/verify"
 )
+
+// maxSteps bounds --steps: every step multiplies the rewrites a search
+// for an implication may try.
+const maxSteps = 64
 
 type compareOptions struct {
 	tag, format, axiomDir string
@@ -53,8 +58,13 @@ the dimension they name, and both readings are counted side by side
 			if o.tag == "" {
 				return fmt.Errorf("--version is required (see 'rulebook versions')")
 			}
-			if o.steps < 1 {
-				return fmt.Errorf("--steps must be positive")
+			if o.steps < 1 || o.steps > maxSteps {
+				return fmt.Errorf("--steps must be 1 to %d, got %d", maxSteps, o.steps)
+			}
+			if o.workers != 0 { // 0: all cores
+				if err := budget.CheckWorkers(o.workers); err != nil {
+					return fmt.Errorf("--workers: %w", err)
+				}
 			}
 			return o.limits.check()
 		},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rulebook/internal/budget"
 	"rulebook/internal/progress"
 	"rulebook/rules"
 	"rulebook/store"
@@ -83,8 +84,8 @@ func runVerify(ctx context.Context, cmd *cobra.Command, dir string, o verifyOpti
 	if err := o.sel.Check(); err != nil {
 		return err
 	}
-	if o.workers < 1 {
-		return fmt.Errorf("--workers must be at least 1, got %d", o.workers)
+	if err := budget.CheckWorkers(o.workers); err != nil {
+		return fmt.Errorf("--workers: %w", err)
 	}
 	reg := rules.All()
 	set, err := loadAxioms(dir, reg) // before the database: a bad file changes nothing

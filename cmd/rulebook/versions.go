@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"rulebook/compare"
+	"rulebook/internal/budget"
 	"rulebook/internal/progress"
 	"rulebook/rules"
 	"rulebook/store"
@@ -62,8 +63,11 @@ and the hash keeps naming the first version.`,
 }
 
 func runRelease(cmd *cobra.Command, tag string, o releaseOptions) error {
-	if o.workers < 1 || o.wall <= 0 {
-		return fmt.Errorf("--workers and --timeout must be positive, got %d and %s", o.workers, o.wall)
+	if err := budget.CheckWorkers(o.workers); err != nil {
+		return fmt.Errorf("--workers: %w", err)
+	}
+	if o.wall <= 0 {
+		return fmt.Errorf("--timeout must be positive, got %s", o.wall)
 	}
 	reg := rules.All()
 	set, err := loadAxioms(o.axiomsDir, reg)

@@ -237,3 +237,19 @@ func (m *Meter) Used() uint64 { return m.used }
 
 // Budget is the meter's budget.
 func (m *Meter) Budget() Budget { return m.budget }
+
+// MaxWorkers bounds every --workers flag: each worker holds its own state
+// (a Z3 context, a cache of operator results), and more workers than
+// cores only share the cores.
+const MaxWorkers = 256
+
+// ErrWorkers is what a worker count outside 1..MaxWorkers wraps.
+var ErrWorkers = errors.New("workers out of range")
+
+// CheckWorkers refuses a worker count outside 1..MaxWorkers.
+func CheckWorkers(workers int) error {
+	if workers < 1 || workers > MaxWorkers {
+		return fmt.Errorf("%w: %d workers, expected 1 to %d", ErrWorkers, workers, MaxWorkers)
+	}
+	return nil
+}
