@@ -87,7 +87,29 @@ func build(m *onnx.Model, dir, source string, opt LoadOptions) (*Model, *LoadRep
 	}
 	model.src = structure(m)
 	model.memory, model.held = mem.Budget(), mem.Used()
+	report.UnusedDims = unusedDims(m.Graph, opt.Dims)
 	return model, report, nil
+}
+
+// unusedDims lists, sorted, the names in dims that no graph input has as
+// a symbolic dimension.
+func unusedDims(g *onnx.Graph, dims map[string]int) []string {
+	used := map[string]bool{}
+	for _, vi := range g.Inputs {
+		for _, d := range vi.Shape {
+			if d.Param != "" {
+				used[d.Param] = true
+			}
+		}
+	}
+	var out []string
+	for name := range dims {
+		if !used[name] {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // checkOpset returns the imported version of the default domain, which

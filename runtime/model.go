@@ -50,6 +50,10 @@ type LoadReport struct {
 	WeightsFile string
 	// Opset is the imported version of the default ONNX domain.
 	Opset int64
+	// UnusedDims are the names of LoadOptions.Dims that no input has as a
+	// symbolic dimension, sorted: a command refuses them, since a value
+	// the user gave for nothing is a mistake the user should hear of.
+	UnusedDims []string
 }
 
 // ValueInfo names a model input or output and gives its shape.

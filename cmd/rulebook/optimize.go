@@ -156,6 +156,9 @@ func runOptimize(cmd *cobra.Command, path string, o optimizeOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := backend.DimsUsed(path, loaded); err != nil {
+		return err
+	}
 	if n := len(loaded.RandomWeights); n > 0 {
 		fmt.Fprintf(cmd.ErrOrStderr(), "note: %d initializers have no data here (weights file absent); using random weights, seed %d\n", n, o.seed)
 	}

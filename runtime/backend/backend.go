@@ -7,6 +7,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -36,6 +37,9 @@ type Options struct {
 // before a model is read: the name, a GPU for cuda, the library for ort,
 // which it loads. It resolves o.ORTLibrary to the library's path.
 func (o *Options) Check(ctx context.Context, list string) ([]string, error) {
+	if o.Threads < 0 || o.Threads > MaxThreads {
+		return nil, fmt.Errorf("--threads %d: expected 0 (all cores) to %d", o.Threads, MaxThreads)
+	}
 	names := strings.Split(list, ",")
 	for i, name := range names {
 		names[i] = strings.TrimSpace(name)
@@ -94,11 +98,31 @@ func ParseDims(specs []string) (map[string]int, error) {
 	return dims, nil
 }
 
+// MaxThreads bounds --threads: a thread pool far past any machine's cores
+// only costs memory.
+const MaxThreads = 1024
+
+// ErrUnusedDim is matched (errors.Is) by the error for a --dim that names
+// no symbolic dimension of the model.
+var ErrUnusedDim = errors.New("the model has no input dimension of that name")
+
+// DimsUsed refuses --dim values that name no symbolic input dimension of
+// the model loaded from path: a value given for nothing is a typo.
+func DimsUsed(path string, report *runtime.LoadReport) error {
+	if len(report.UnusedDims) == 0 {
+		return nil
+	}
+	return fmt.Errorf("--dim %s: %w in %s", strings.Join(report.UnusedDims, ", "), ErrUnusedDim, path)
+}
+
 // Load reads a model as the options say, and notes on w that weights were
 // generated when they were.
 func Load(w io.Writer, path string, o Options) (*runtime.Model, error) {
 	m, report, err := runtime.Load(path, o.Load)
 	if err != nil {
+		return nil, err
+	}
+	if err := DimsUsed(path, report); err != nil {
 		return nil, err
 	}
 	if n := len(report.RandomWeights); n > 0 {
