@@ -334,7 +334,7 @@ func (g *generator) addTrivialClasses() {
 func (g *generator) expand(ctx context.Context, level int, items []graph) ([]record, error) {
 	workers := make([]*worker, g.cfg.Workers)
 	for w := range workers {
-		workers[w] = newWorker(g)
+		workers[w] = newWorker(ctx, g)
 	}
 	var done atomic.Int64
 	err := parallel(ctx, g.cfg.Workers, len(items), func(w, i int) error {

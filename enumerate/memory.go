@@ -1,7 +1,9 @@
 package enumerate
 
 import (
+	"errors"
 	"fmt"
+	"math"
 
 	"rulebook/internal/budget"
 	"rulebook/rules"
@@ -55,11 +57,42 @@ func CheckDegrees(reg *rules.Registry, degrees []int, mem budget.Budget) error {
 	}
 	mem = mem.Resolved()
 	for _, d := range degrees {
-		if _, err := poolBytes(mem, rules.ParallelPool(d), d); err != nil {
+		p := rules.ParallelPool(d)
+		if _, err := poolBytes(mem, p, d); err != nil {
 			return err
+		}
+		if w := poolWork(p); w > MaxEvalWork {
+			return fmt.Errorf("%w: degree %d: a linear over its largest input does %d multiply-adds, more than %d", ErrDegreeWork, d, w, MaxEvalWork)
 		}
 	}
 	return nil
+}
+
+// MaxEvalWork bounds the multiply-adds of one operator over the parallel
+// pool's largest input: an evaluation is not interruptible, so past it
+// Ctrl-C would wait for seconds. Degree 48 is within it, 64 is not.
+const MaxEvalWork = 1 << 29
+
+// ErrDegreeWork is what a degree past MaxEvalWork wraps.
+var ErrDegreeWork = errors.New("degree too large to evaluate")
+
+// poolWork is the multiply-adds of a linear contracting the last
+// dimension of the pool's largest input, partial sums and copies each
+// whole.
+func poolWork(p rules.Pool) uint64 {
+	var most uint64
+	for _, c := range p.Classes {
+		s := c.Shape
+		if s.Rank == 0 {
+			continue
+		}
+		w, ok := budget.Product(s.Size(), s.SumDegree(), c.Copies, s.Dims[s.Rank-1])
+		if !ok {
+			return math.MaxUint64
+		}
+		most = max(most, w)
+	}
+	return most
 }
 
 // poolBytes is the memory of a pool's integer inputs, refused past the

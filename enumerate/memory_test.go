@@ -39,6 +39,7 @@ func TestMemoryBudget(t *testing.T) {
 	}{
 		{"degree 1024", Config{Registry: reg, MaxOps: 1, Degrees: []int{1024}, Workers: 1, Memory: budget.New(1 << 40)}, budget.ErrExceeded},
 		{"degree 64 in 64 MiB", Config{Registry: reg, MaxOps: 2, Degrees: []int{2, 64}, Workers: 1, Memory: budget.New(64 << 20)}, budget.ErrExceeded},
+		{"degree 64 in 8 GiB", Config{Registry: reg, MaxOps: 2, Degrees: []int{2, 64}, Workers: 1, Memory: budget.New(8 << 30)}, ErrDegreeWork},
 		{"a million workers", Config{Registry: reg, MaxOps: 1, Workers: 1_000_000}, ErrWorkers},
 		{"workers past the budget", Config{Registry: reg, MaxOps: 1, Workers: 64, Memory: budget.New(32 << 20)}, budget.ErrExceeded},
 	} {

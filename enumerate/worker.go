@@ -1,6 +1,7 @@
 package enumerate
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
@@ -36,6 +37,9 @@ type shapeKey struct {
 
 // worker owns the scratch state of one enumeration goroutine.
 type worker struct {
+	// ctx stops the extension of an item between operator templates: at
+	// large degrees one item takes seconds, and Ctrl-C must not wait.
+	ctx    context.Context
 	g      *generator
 	l      *layout
 	shapes rules.ShapeTable
@@ -60,8 +64,8 @@ type worker struct {
 	groupKeys []int32
 }
 
-func newWorker(g *generator) *worker {
-	w := &worker{g: g, l: g.l, ok: map[shapeKey]bool{}, groups: map[int32][]uint8{}, memo: map[memoKey]*memoVal{}}
+func newWorker(ctx context.Context, g *generator) *worker {
+	w := &worker{ctx: ctx, g: g, l: g.l, ok: map[shapeKey]bool{}, groups: map[int32][]uint8{}, memo: map[memoKey]*memoVal{}}
 	for i := 0; i < g.l.nIn; i++ {
 		role := g.cfg.Pool.Classes[g.l.class[i]].Role
 		w.vals[i] = valState{t: g.intIn[i], h: g.inHash[i], sid: w.shapes.Intern(g.intIn[i].Shape), role: role}
@@ -181,6 +185,9 @@ func (w *worker) extendRelabelled(item graph, images [][]int, holes int) error {
 	}
 	w.groupValues()
 	for t := range l.tmpls {
+		if err := w.ctx.Err(); err != nil {
+			return err
+		}
 		w.extendWith(uint16(t), holes)
 	}
 	return nil

@@ -48,8 +48,10 @@ at every degree is stored once with the degree variable d: (partition 0 d ?a).
 The input pool at degree d holds about 2·d⁴ elements of 4 bytes (partial sums
 of d³), so --memory-budget bounds the degrees in practice: degree 128 needs
 2 GiB, 256 needs 33 GiB, and a degree whose pool does not fit is refused
-before any work. The workers' caches share what the pool leaves; --workers is
-1 to 256.
+before any work. So is a degree past 48, whatever the budget: one linear over
+its largest input would do more than 2^29 multiply-adds, and an operator's
+evaluation cannot be stopped midway, so Ctrl-C would wait. The workers' caches
+share what the pool leaves; --workers is 1 to 256.
 
 --kernel-1x1 enumerates again with 1x1 kernels and also stores the pairs that
 agree only there, conditioned: '... if (kernel ?b 1 1)' (see README,
