@@ -458,7 +458,8 @@ def _forge(w, kind):
     if kind.startswith("refuted"):
         row = db.execute("SELECT id FROM rules WHERE status = 'refuted' ORDER BY id LIMIT 1").fetchone()
     else:
-        row = db.execute("SELECT id FROM rules WHERE src || ' => ' || dst = ?", (FALSE_RULE,)).fetchone()
+        # The import's one rule, stored oriented and canonical: the newest.
+        row = db.execute("SELECT id FROM rules ORDER BY id DESC LIMIT 1").fetchone()
     if row is None:
         db.close()
         return "skip"
