@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"modernc.org/sqlite" // registers the "sqlite" driver
@@ -87,6 +88,9 @@ func open(ctx context.Context, path string, existing bool) (*Store, error) {
 	if err := precheck(ctx, path, existing); err != nil {
 		return nil, err
 	}
+	if existing && !writable(path) {
+		return openReadOnly(ctx, path)
+	}
 	// journal_mode is not a DSN pragma: on a new file every pool connection
 	// would race to convert it, and a conversion that loses the race fails
 	// with SQLITE_BUSY without waiting. setWAL converts once, with retries;
@@ -117,6 +121,44 @@ func open(ctx context.Context, path string, existing bool) (*Store, error) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	return &Store{db: db, path: path}, nil
+}
+
+// ErrReadOnly is matched (errors.Is) by the refusal of a database that
+// can be neither written nor read as it is.
+var ErrReadOnly = errors.New("the database cannot be written")
+
+// writable reports whether the database file and its folder (where
+// SQLite puts the -wal and -shm files) can be written: not on a read-only
+// mount, not without permission.
+func writable(path string) bool {
+	const wOK = 2
+	return syscall.Access(path, wOK) == nil && syscall.Access(filepath.Dir(path), wOK) == nil
+}
+
+// openReadOnly opens a database that cannot be written (a read-only mount
+// or folder) for reading: immutable, so SQLite neither locks nor creates
+// side files. Nothing can have changed it since precheck read it whole;
+// one with a -wal file (pages not yet in the main file, which an
+// immutable read would miss) or an older schema (which needs a write to
+// migrate) is refused, and any write later fails.
+func openReadOnly(ctx context.Context, path string) (*Store, error) {
+	if fileExists(path + "-wal") {
+		return nil, fmt.Errorf("store: open %s: %w, and its -wal file holds changes not yet in it; open it once where it can be written", path, ErrReadOnly)
+	}
+	db, err := sql.Open("sqlite", fileURI(path, "mode=ro", "immutable=1", "_pragma=foreign_keys(1)"))
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	var version int64
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if version != SchemaVersion {
+		db.Close()
+		return nil, fmt.Errorf("store: open %s: %w, and its schema v%d needs migrating to v%d; open it once where it can be written", path, ErrReadOnly, version, SchemaVersion)
 	}
 	return &Store{db: db, path: path}, nil
 }
