@@ -14,6 +14,7 @@ import (
 
 	"rulebook/internal/budget"
 	"rulebook/internal/outfile"
+	"rulebook/store"
 )
 
 // version is the tool version recorded with every run.
@@ -44,6 +45,7 @@ func main() {
 	if err == nil {
 		return
 	}
+	err = store.DiskFull(dbPath(root), err)
 	fmt.Fprintln(os.Stderr, "rulebook:", err)
 	if errors.Is(err, context.Canceled) {
 		os.Exit(130)
