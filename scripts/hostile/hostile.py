@@ -350,6 +350,10 @@ def size_cases(machine):
         out.append(Case("size", f"compare rule at degree {deg}",
                         lambda f: ["compare", "--version", "v1", "--format", "sexpr", "--no-progress", "r.sexpr"],
                         prep=lambda w, t=text: _write(w, "r.sexpr", t)))
+    for deg in (7, 9, 16, 64):
+        out.append(Case("size", f"compare FlexFlow rules at degree {deg}",
+                        lambda f: ["compare", "--version", "v1", "--format", "flexflow-json", "--no-progress", "ffd.json"],
+                        prep=lambda w, d=deg: _flexflow_at(w, d), deadline=60))
     for ext in ("4096x4096x4096", "1099511627776x2", "65536x65536x2"):
         text = f"(relu (relu ?a)) => (relu ?a) ; ?a:{ext}\n"
         out.append(Case("size", f"import+verify extent {ext}", lambda f: ["import", "--format", "sexpr", "r.sexpr"],
@@ -380,6 +384,14 @@ def size_cases(machine):
                             refuse=not (numeric and v == 1e300 or latency_ok),
                             prep=lambda w, p=path, v=v: _machine(w, machine, p, v), sigint=10))
     return out
+
+
+def _flexflow_at(w, degree):
+    """The first six parallel rules of FlexFlow's file, at another degree."""
+    f = json.load(open(os.path.join(w, "ff.json")))
+    picked = [r for r in f["rule"] if "PM_PARALLEL_DEGREE" in json.dumps(r)][:6]
+    text = json.dumps(dict(f, rule=picked)).replace('"key": "PM_PARALLEL_DEGREE", "value": 2', f'"key": "PM_PARALLEL_DEGREE", "value": {degree}')
+    return _write(w, "ffd.json", text)
 
 
 def _write(w, name, text):
