@@ -223,9 +223,11 @@ func optimizeAndWrite(cmd *cobra.Command, path string, o optimizeOptions, rs *op
 	// search first; the phases after it name themselves.
 	opt.Progress = func(p optimizer.Progress) { bar.Status(p.Describe(opt, o.cost), int64(1000*p.Fraction), 1000) }
 	opt.Phase = func(phase string) {
-		if phase != optimizer.PhaseSearch {
-			bar.Status(phase+"…", 1000, 1000)
+		if phase == optimizer.PhaseSearch {
+			bar.Line(phase + "…") // the bar draws the search's progress
+			return
 		}
+		bar.Phase(phase + "…")
 	}
 	job := optimizer.Job{Path: path, Runtime: rt, Graph: g, Rules: rs, Options: opt, CostModel: o.cost, Device: rec.Device,
 		Output: o.output, Report: o.report, Compare: o.compare, Threads: o.threads, Seed: o.seed, Tolerance: o.tolerance, Backends: strings.Split(o.compareOn, ","),
