@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"rulebook/exchange"
+	"rulebook/internal/safetext"
 	"rulebook/rules"
 	"rulebook/store"
 	"rulebook/verify"
@@ -130,7 +131,7 @@ func (r *Report) WriteText(w io.Writer, path string, all bool) {
 		if proofs[i].Reason != "" {
 			proof += " (" + proofs[i].Reason + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", vd.Name, describeRelation(vd, r.Ours), proof, vd.Text)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", safetext.Name(vd.Name), describeRelation(vd, r.Ours), proof, vd.Text)
 		if vd.Relation == Missed {
 			fmt.Fprintf(tw, "\t\t\twhy: %s\n", vd.Why)
 		}
@@ -198,7 +199,7 @@ func writeFreeInputs(w io.Writer, vs []Verdict) {
 	}
 	fmt.Fprintf(w, "%s whose target reads inputs the source never binds (%d sound):\n", verify.Nouns(len(free), "rule"), sound)
 	for _, v := range free {
-		fmt.Fprintf(w, "  %s: %s\n", v.Name, v.FreeWhy)
+		fmt.Fprintf(w, "  %s: %s\n", safetext.Name(v.Name), v.FreeWhy)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"rulebook/internal/outfile"
+	"rulebook/internal/safetext"
 	"rulebook/runtime"
 	"rulebook/store"
 )
@@ -267,7 +268,7 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintln(w, "opaque nodes (rules do not cross them), and why:")
 	}
 	for _, o := range r.OpaqueReasons {
-		fmt.Fprintf(w, "  %s ×%d: %s\n", o.Operator, o.Nodes, o.Reason)
+		fmt.Fprintf(w, "  %s ×%d: %s\n", safetext.Name(o.Operator), o.Nodes, o.Reason)
 	}
 	if r.Unshaped > 0 {
 		fmt.Fprintf(w, "%d rules left out: they record no shapes, so the ranks they hold at are unknown\n", r.Unshaped)

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"rulebook/internal/progress"
+	"rulebook/internal/safetext"
 	"rulebook/optimizer"
 	"rulebook/runtime"
 	"rulebook/runtime/backend"
@@ -170,7 +171,7 @@ func printOutputs(w io.Writer, m *runtime.Model, outs map[string]*runtime.Tensor
 		for i := range first {
 			first[i] = strconv.FormatFloat(float64(t.Data[i]), 'g', 5, 32)
 		}
-		fmt.Fprintf(tw, "%s\t%v\t%.5g\t%.5g\t%.5g\t%s\n", o.Name, t.Shape, lo, hi, sum/float64(max(1, len(t.Data))), strings.Join(first, " "))
+		fmt.Fprintf(tw, "%s\t%v\t%.5g\t%.5g\t%.5g\t%s\n", safetext.Name(o.Name), t.Shape, lo, hi, sum/float64(max(1, len(t.Data))), strings.Join(first, " "))
 	}
 	tw.Flush()
 }
