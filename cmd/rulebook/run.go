@@ -77,7 +77,8 @@ output and the median latency.
 Weights come from the model's initializers or the external weights file it
 names; when that file is absent, deterministic random weights are generated
 and the command says so. Inputs come from --input files (ONNX TensorProto
-.pb, one per model input, in order) or are random.
+.pb, one per model input, in order, of the input's type FLOAT: a file of
+another type is refused, not converted) or are random.
 
 --expect checks the outputs against reference files (ONNX TensorProto .pb,
 one per model output, in order), as ONNX's test runner does with
