@@ -174,8 +174,13 @@ func exampleFixture(t *testing.T, shared string) fixture {
 	} {
 		cmd := exec.Command(fx.bin, append([]string{"--db", fx.db}, args...)...)
 		cmd.Dir = repo
-		if out, err := cmd.CombinedOutput(); err != nil {
+		out, err := cmd.Output()
+		if err != nil {
 			t.Fatalf("fixture: rulebook %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		if args[0] == "build" {
+			// The README's sample of this build must be what it prints.
+			checkReadmeSample(t, "rulebook build --max-ops 3", string(out))
 		}
 	}
 	return fx
