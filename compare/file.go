@@ -123,8 +123,12 @@ func (r *Report) WriteText(w io.Writer, path string, all bool) {
 			continue
 		}
 		row := shortRow{name: safetext.Name(vd.Name), ours: describeRelation(vd, r.Ours), proof: string(proofs[i].Status), text: vd.Text.String()}
-		if proofs[i].Reason != "" {
-			row.notes = append(row.notes, "proof: "+proofs[i].Reason)
+		switch reason := proofs[i].Reason; {
+		case reason == "":
+		case runeLen(reason) <= shortReason:
+			row.proof += " (" + reason + ")"
+		default:
+			row.notes = append(row.notes, "proof: "+reason)
 		}
 		if vd.Relation == Missed {
 			row.notes = append(row.notes, fmt.Sprintf("why: %s", vd.Why))
@@ -175,6 +179,9 @@ const (
 	nameWidth = 24
 	oursWidth = 28
 	noteWidth = 100
+	// shortReason is the longest proof reason kept in its column, as
+	// "unknown (timeout)"; longer ones go under the rule.
+	shortReason = 16
 )
 
 // writeRows prints the table: one line per rule, its columns aligned and
@@ -186,7 +193,7 @@ func writeRows(w io.Writer, rows []shortRow) {
 	wn, wo, wp := len("RULE"), len("OURS"), len("PROOF")
 	for i := range rows {
 		rows[i].name, rows[i].ours = cut(rows[i].name, nameWidth), cut(rows[i].ours, oursWidth)
-		wn, wo, wp = max(wn, runeLen(rows[i].name)), max(wo, runeLen(rows[i].ours)), max(wp, len(rows[i].proof))
+		wn, wo, wp = max(wn, runeLen(rows[i].name)), max(wo, runeLen(rows[i].ours)), max(wp, runeLen(rows[i].proof))
 	}
 	line := func(a, b, c, d string) {
 		fmt.Fprintf(w, "%s  %s  %s  %s\n", pad(a, wn), pad(b, wo), pad(c, wp), d)
