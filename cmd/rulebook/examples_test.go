@@ -161,12 +161,8 @@ func exampleFixture(t *testing.T, shared string) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fx := fixture{bin: filepath.Join(dir, "bin", "rulebook"), db: filepath.Join(dir, "rulebook.db"),
+	fx := fixture{bin: buildBinary(t), db: filepath.Join(dir, "rulebook.db"),
 		bundle: filepath.Join(dir, "v1.json"), repo: repo, shared: shared, tracked: trackedFiles(t, repo)}
-	build := exec.Command("go", "build", "-o", fx.bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	for _, args := range [][]string{
 		{"build", "--max-ops", "3", "--tag", "v1", "--no-progress"},
 		{"release", "v2"},
