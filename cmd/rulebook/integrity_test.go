@@ -139,7 +139,6 @@ func TestDamagedDatabaseRefusedBeforeAnyWrite(t *testing.T) {
 	}
 }
 
-
 // waitForRun waits until the database at path records a run of command
 // with the given status, reading it as sqlite3 would.
 func waitForRun(t *testing.T, path, command, status string) int64 {

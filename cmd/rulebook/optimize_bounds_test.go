@@ -52,7 +52,6 @@ func writeChainModel(t *testing.T, path string, n int) {
 	must(t, onnx.WriteModel(path, &onnx.Model{IRVersion: 8, OpsetImports: []onnx.OperatorSetID{{Version: 13}}, Graph: g}))
 }
 
-
 // chainSetup builds the binary and a 1,000-node chain model in a fresh
 // folder, and returns the binary, the model and the test bundle.
 func chainSetup(t *testing.T) (bin, model, bundle string) {
