@@ -26,33 +26,46 @@ import (
 // tests check.
 const exampleDeadline = 20 * time.Second
 
-// startedQuiet is how long an example that has printed something may then
-// stay quiet before the test stops it the same way: it got past its
-// arguments and inputs, which every command checks before its work (and
-// before it prints), and is at the long work itself, which writes a line
-// as each stage begins. A script of quick commands keeps printing.
+// startedQuiet is how long an example's last command, once it has printed
+// something, may stay quiet before the test stops it the same way: it got
+// past its arguments and inputs, which every command checks before its
+// work (and before it prints), and is at the long work itself, which
+// writes a line as each stage begins. The commands of a script before its
+// last run to the deadline, since a later one must still be checked.
 const startedQuiet = 5 * time.Second
+
+// lastCommand is the line a script writes as its last command begins.
+const lastCommand = "# example: last command"
 
 // watched is an example's output, with when it last grew.
 type watched struct {
 	mu   sync.Mutex
 	buf  bytes.Buffer
 	last time.Time
+	// lastBegun is when the last command began: at once for a single
+	// command, at lastCommand's line for a script.
+	lastBegun, script bool
 }
 
 func (w *watched) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	n, err := w.buf.Write(p)
+	if w.script && !w.lastBegun && bytes.Contains(w.buf.Bytes(), []byte(lastCommand)) {
+		w.lastBegun = true
+		w.last = time.Time{} // the last command has printed nothing yet
+		return n, err
+	}
 	w.last = time.Now()
-	return w.buf.Write(p)
+	return n, err
 }
 
-// atWork reports whether the example has printed and then stayed quiet
-// for startedQuiet.
+// atWork reports whether the example's last command has printed and then
+// stayed quiet for startedQuiet.
 func (w *watched) atWork() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return !w.last.IsZero() && time.Since(w.last) >= startedQuiet
+	return (w.lastBegun || !w.script) && !w.last.IsZero() && time.Since(w.last) >= startedQuiet
 }
 
 func (w *watched) String() string {
@@ -260,6 +273,11 @@ func runExample(t *testing.T, fx fixture, line string) {
 	started := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), exampleDeadline)
 	defer cancel()
+	script := strings.HasPrefix(line, "set -e\n")
+	if script {
+		i := strings.LastIndex(line, "\n")
+		line = line[:i] + "\necho '" + lastCommand + "'" + line[i:]
+	}
 	cmd := exec.CommandContext(ctx, "bash", "-c", line)
 	cmd.Dir = work
 	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(fx.bin)+":"+os.Getenv("PATH"), "RULEBOOK_DB=rulebook.db")
@@ -268,7 +286,7 @@ func runExample(t *testing.T, fx fixture, line string) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }
 	cmd.WaitDelay = 5 * time.Second
-	out := &watched{}
+	out := &watched{script: script}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
