@@ -56,7 +56,7 @@ func (b *Bar) Update(stage string, level int, done, total int64) {
 		if !b.enabled {
 			if !b.shown[key] {
 				b.shown[key] = true
-				fmt.Fprintf(b.w, "%s: %d to do\n", strings.TrimSpace(desc), total)
+				fmt.Fprintf(b.w, "started %s (%d to do)\n", strings.TrimSpace(desc), total)
 			}
 			return
 		}

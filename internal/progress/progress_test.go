@@ -37,7 +37,7 @@ func TestLinePerStageWithoutBar(t *testing.T) {
 	b.Count("verify", 0, 7)
 	b.Count("verify", 3, 7)
 	b.Finish()
-	want := "enumerate 1 ops: 10 to do\nenumerate 2 ops: 10 to do\nverify: 7 to do\n"
+	want := "started enumerate 1 ops (10 to do)\nstarted enumerate 2 ops (10 to do)\nstarted verify (7 to do)\n"
 	if out.String() != want {
 		t.Errorf("wrote %q, want %q", out.String(), want)
 	}
