@@ -25,6 +25,9 @@ type Bound struct {
 	// Combined also sweeps each parallel axiom at combined layouts
 	// (layouts.go): every per-dimension, sum and copy degree together.
 	Combined bool
+	// Progress, if set, hears how many axioms are checked of how many,
+	// from the workers, as each one finishes.
+	Progress func(done, total int)
 }
 
 // DefaultBound checks every shape up to rank 4 with extents 1 to 3, and
@@ -71,7 +74,7 @@ func (r Report) OK() bool { return r.Counterexample == "" && r.Instances > 0 }
 func Validate(ctx context.Context, set *Set, reg *rules.Registry, b Bound, workers int) ([]Report, error) {
 	out := make([]Report, len(set.Axioms))
 	errs := make([]error, len(set.Axioms))
-	var next atomic.Int64
+	var next, finished atomic.Int64
 	var wg sync.WaitGroup
 	for w := 0; w < max(workers, 1); w++ {
 		wg.Add(1)
@@ -88,6 +91,9 @@ func Validate(ctx context.Context, set *Set, reg *rules.Registry, b Bound, worke
 					err = fmt.Errorf("axiom %s: %w", a.Name, err)
 				}
 				out[i], errs[i] = r, err
+				if b.Progress != nil {
+					b.Progress(int(finished.Add(1)), len(set.Axioms))
+				}
 			}
 		}()
 	}

@@ -3,6 +3,7 @@ package build
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -26,9 +27,26 @@ func (s *Summary) WriteText(w io.Writer, db string) {
 	v := s.Version
 	fmt.Fprintf(w, "released %s: %d rules, hash %s, in %s\n", v.Tag, v.Rules, v.Hash, db)
 	fmt.Fprintf(w, "proved under %s with axiom set %s\n", strings.Join(v.Provers, "; "), strings.Join(v.AxiomSets, ", "))
-	fmt.Fprintf(w, "look:   rulebook list --status proved; rulebook show ID --svg rule.svg\n")
-	fmt.Fprintf(w, "export: rulebook export --version %s --format json -o %s.json\n", v.Tag, v.Tag)
+	at := dbFlag(db)
+	fmt.Fprintf(w, "look:   rulebook list --status proved%s; rulebook show ID --svg rule.svg%s\n", at, at)
+	fmt.Fprintf(w, "export: rulebook export --version %s --format json -o %s.json%s\n", v.Tag, v.Tag, at)
 }
+
+// dbFlag is the --db a next step needs to find the database at db: none
+// for the default ./rulebook.db, the path quoted where a shell would split
+// it.
+func dbFlag(db string) string {
+	if db == DefaultDB {
+		return ""
+	}
+	if strings.ContainsAny(db, " \t\n'\"$`\\;&|<>()*?[]#~") {
+		db = strconv.Quote(db)
+	}
+	return " --db " + db
+}
+
+// DefaultDB is the database commands use without --db or RULEBOOK_DB.
+const DefaultDB = "rulebook.db"
 
 // describe says what a stage did.
 func (s *Summary) describe(stage string) string {

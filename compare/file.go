@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"rulebook/exchange"
+	"rulebook/internal/safetext"
 	"rulebook/rules"
 	"rulebook/store"
 	"rulebook/verify"
@@ -113,8 +114,7 @@ func (r *Report) WriteText(w io.Writer, path string, all bool) {
 	v, vs, proofs := r.Version, r.Verdicts, r.Proofs
 	relations := map[Relation]int{}
 	statuses := map[rules.Status]int{}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	header := false
+	var rows []shortRow
 	for i, vd := range vs {
 		relations[vd.Relation]++
 		statuses[proofs[i].Status]++
@@ -122,23 +122,23 @@ func (r *Report) WriteText(w io.Writer, path string, all bool) {
 		if !all && !short {
 			continue
 		}
-		if !header {
-			fmt.Fprintln(tw, "RULE\tOURS\tPROOF\tTEXT")
-			header = true
+		row := shortRow{name: safetext.Name(vd.Name), ours: describeRelation(vd, r.Ours), proof: string(proofs[i].Status), text: vd.Text.String()}
+		switch reason := proofs[i].Reason; {
+		case reason == "":
+		case runeLen(reason) <= shortReason:
+			row.proof += " (" + reason + ")"
+		default:
+			row.notes = append(row.notes, "proof: "+reason)
 		}
-		proof := string(proofs[i].Status)
-		if proofs[i].Reason != "" {
-			proof += " (" + proofs[i].Reason + ")"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", vd.Name, describeRelation(vd, r.Ours), proof, vd.Text)
 		if vd.Relation == Missed {
-			fmt.Fprintf(tw, "\t\t\twhy: %s\n", vd.Why)
+			row.notes = append(row.notes, fmt.Sprintf("why: %s", vd.Why))
 		}
 		if vd.Counterexample != "" {
-			fmt.Fprintf(tw, "\t\t\tcounterexample: %s\n", vd.Counterexample)
+			row.notes = append(row.notes, "counterexample: "+vd.Counterexample)
 		}
+		rows = append(rows, row)
 	}
-	tw.Flush()
+	writeRows(w, rows)
 	writeFreeInputs(w, vs)
 	n := len(vs)
 	pct := func(k int) string { return fmt.Sprintf("%d (%.1f%%)", k, 100*float64(k)/float64(max(n, 1))) }
@@ -163,6 +163,81 @@ func (r *Report) WriteText(w io.Writer, path string, all bool) {
 	}
 	fmt.Fprintf(w, "  our verifier: proved %s, unknown %s, refuted %s\n", pct(statuses[verify.Proved]), pct(statuses[verify.Unknown]), pct(statuses[verify.Refuted]))
 	fmt.Fprintf(w, "  rewrite search %s, verification %s\n", r.Searched.Round(time.Millisecond), r.Verified.Round(time.Millisecond))
+}
+
+// shortRow is one rule of compare's table: the short columns, the rule's
+// text, and the notes that explain it.
+type shortRow struct {
+	name, ours, proof, text string
+	notes                   []string
+}
+
+// Widths of compare's table: the name and relation columns are cut to
+// these (a relation lists the rules that imply, which can be many), and
+// notes wrap at noteWidth, so that no line runs to hundreds of columns.
+const (
+	nameWidth = 24
+	oursWidth = 28
+	noteWidth = 100
+	// shortReason is the longest proof reason kept in its column, as
+	// "unknown (timeout)"; longer ones go under the rule.
+	shortReason = 16
+)
+
+// writeRows prints the table: one line per rule, its columns aligned and
+// the rule's text last, then its notes below it, indented and wrapped.
+func writeRows(w io.Writer, rows []shortRow) {
+	if len(rows) == 0 {
+		return
+	}
+	wn, wo, wp := len("RULE"), len("OURS"), len("PROOF")
+	for i := range rows {
+		rows[i].name, rows[i].ours = cut(rows[i].name, nameWidth), cut(rows[i].ours, oursWidth)
+		wn, wo, wp = max(wn, runeLen(rows[i].name)), max(wo, runeLen(rows[i].ours)), max(wp, runeLen(rows[i].proof))
+	}
+	line := func(a, b, c, d string) {
+		fmt.Fprintf(w, "%s  %s  %s  %s\n", pad(a, wn), pad(b, wo), pad(c, wp), d)
+	}
+	line("RULE", "OURS", "PROOF", "TEXT")
+	for _, r := range rows {
+		line(r.name, r.ours, r.proof, r.text)
+		for _, n := range r.notes {
+			for _, l := range wrap(n, noteWidth-6) {
+				fmt.Fprintf(w, "      %s\n", l)
+			}
+		}
+	}
+}
+
+func runeLen(s string) int { return utf8.RuneCountInString(s) }
+
+// cut shortens s to n characters, the last an ellipsis.
+func cut(s string, n int) string {
+	if runeLen(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}
+
+func pad(s string, n int) string { return s + strings.Repeat(" ", max(0, n-runeLen(s))) }
+
+// wrap breaks s at spaces into lines of at most width characters where
+// it can; a word longer than width (a rule's text) stays whole.
+func wrap(s string, width int) []string {
+	var lines []string
+	cur := ""
+	for _, word := range strings.Fields(s) {
+		switch {
+		case cur == "":
+			cur = word
+		case runeLen(cur)+1+runeLen(word) <= width:
+			cur += " " + word
+		default:
+			lines = append(lines, cur)
+			cur = "  " + word
+		}
+	}
+	return append(lines, cur)
 }
 
 // writeShortfalls counts the missed rules by cause and says how many of
@@ -198,7 +273,7 @@ func writeFreeInputs(w io.Writer, vs []Verdict) {
 	}
 	fmt.Fprintf(w, "%s whose target reads inputs the source never binds (%d sound):\n", verify.Nouns(len(free), "rule"), sound)
 	for _, v := range free {
-		fmt.Fprintf(w, "  %s: %s\n", v.Name, v.FreeWhy)
+		fmt.Fprintf(w, "  %s: %s\n", safetext.Name(v.Name), v.FreeWhy)
 	}
 }
 

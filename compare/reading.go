@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"rulebook/exchange"
+	"rulebook/internal/safetext"
 	"rulebook/rewrite"
 	"rulebook/rules"
 )
@@ -151,7 +152,7 @@ func WriteReadings(w io.Writer, rs []ReadingResult) {
 	fmt.Fprintf(w, "    true under both: %d, of which the version contains or implies %d\n", both, reached)
 	for _, k := range Readings() {
 		if e, ok := example[k]; ok && e.Counterexample != "" {
-			fmt.Fprintf(w, "    e.g. %s, %s: %s\n", e.Name, k, e.Counterexample)
+			fmt.Fprintf(w, "    e.g. %s, %s: %s\n", safetext.Name(e.Name), k, e.Counterexample)
 		}
 	}
 }

@@ -1,7 +1,9 @@
 package optimizer
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -36,9 +38,23 @@ type Job struct {
 	// makes; with no Backends, on the CPU runtime.
 	Compare, Threads int
 	Seed             uint64
-	Backends         []string
-	Open             func(m *runtime.Model, backend string) (runtime.Executor, error)
+	// Tolerance is the largest relative output difference (see
+	// SideBySide.MaxRelDiff) a compared rewrite may show and still be
+	// written; 0 means DefaultTolerance.
+	Tolerance float64
+	Backends  []string
+	Open      func(m *runtime.Model, backend string) (runtime.Executor, error)
 }
+
+// DefaultTolerance is the relative output difference above which a
+// compared rewrite is not written: float32 rewrites that reassociate sums
+// differ by about 1e-6 of the output's magnitude, a false rule by far more.
+const DefaultTolerance = 1e-3
+
+// ErrOutputsDiffer is what Run returns, wrapped, when the side-by-side
+// run shows the rewritten model's outputs differ from the original's
+// beyond the tolerance; nothing is written then.
+var ErrOutputsDiffer = errors.New("the rewritten model's outputs differ from the original's")
 
 // SideBySideError is a failure to time the rewritten model against the
 // original.
@@ -89,6 +105,9 @@ func (j *Job) Run(ctx context.Context) (*Report, error) {
 		case err != nil:
 			return nil, &SideBySideError{err}
 		}
+		if err := j.checkOutputs(measured); err != nil {
+			return nil, err
+		}
 	}
 	announce(j.Options.Phase, PhaseWriting)
 	rep, err := j.write(res, measured)
@@ -125,6 +144,20 @@ func (j *Job) compare(ctx context.Context, res *Result) ([]*SideBySide, error) {
 		all = append(all, m)
 	}
 	return all, nil
+}
+
+// checkOutputs refuses a rewrite whose outputs differ beyond the
+// tolerance on any backend: a rule that is not sound, written out, would
+// silently change what the model computes.
+func (j *Job) checkOutputs(measured []*SideBySide) error {
+	tol := cmp.Or(j.Tolerance, DefaultTolerance)
+	for _, m := range measured {
+		if !(m.MaxRelDiff <= tol) {
+			return fmt.Errorf("on %s, outputs differ by %.2g at most (relative), above the tolerance %.2g; wrote neither %s nor %s: %w",
+				backendName(m.Backend), m.MaxRelDiff, tol, j.Output, j.Report, ErrOutputsDiffer)
+		}
+	}
+	return nil
 }
 
 // write writes the rewritten model, referring to the input's external

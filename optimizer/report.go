@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"rulebook/internal/outfile"
+	"rulebook/internal/safetext"
 	"rulebook/runtime"
 	"rulebook/store"
 )
@@ -106,6 +107,21 @@ type AppliedRule struct {
 	ID    int64  `json:"id,omitempty"`
 	Rule  string `json:"rule"`
 	Count int    `json:"count"`
+	// LeftToRight and RightToLeft split Count by direction: from the
+	// rule's source to its target as Rule reads, or back.
+	LeftToRight int `json:"left_to_right"`
+	RightToLeft int `json:"right_to_left"`
+}
+
+// Direction says which way the rewrite used the rule, for people.
+func (a AppliedRule) Direction() string {
+	switch {
+	case a.RightToLeft == 0:
+		return "left to right"
+	case a.LeftToRight == 0:
+		return "right to left"
+	}
+	return fmt.Sprintf("%d left to right, %d right to left", a.LeftToRight, a.RightToLeft)
 }
 
 // OperatorChange is one operator's part of the cost before and after.
@@ -181,7 +197,7 @@ func ratio(before, after float64) float64 {
 func appliedRules(rs *RuleSet, res *Result) []AppliedRule {
 	out := []AppliedRule{}
 	for i, n := range res.Applied {
-		a := AppliedRule{Index: i, Hash: rs.RuleHashes[i], Rule: rs.Texts[i], Count: n}
+		a := AppliedRule{Index: i, Hash: rs.RuleHashes[i], Rule: rs.Texts[i], Count: n, LeftToRight: n - res.Reversed[i], RightToLeft: res.Reversed[i]}
 		if rs.IDs != nil {
 			a.ID = rs.IDs[i]
 		}
@@ -244,7 +260,7 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "search: %d graphs expanded, %d seen, %.1fs, stopped: %s\n", r.Search.Explored, r.Search.Seen, r.Search.Seconds, r.Search.Stopped)
 	for _, a := range r.Applied {
-		fmt.Fprintf(w, "  %3d× %s\n", a.Count, a.Rule)
+		fmt.Fprintf(w, "  %3d× %s (%s)\n", a.Count, a.Rule, a.Direction())
 	}
 	writeChanges(w, r.ByOperator, unit)
 	if len(r.OpaqueReasons) > 0 {
@@ -252,7 +268,7 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintln(w, "opaque nodes (rules do not cross them), and why:")
 	}
 	for _, o := range r.OpaqueReasons {
-		fmt.Fprintf(w, "  %s ×%d: %s\n", o.Operator, o.Nodes, o.Reason)
+		fmt.Fprintf(w, "  %s ×%d: %s\n", safetext.Name(o.Operator), o.Nodes, o.Reason)
 	}
 	if r.Unshaped > 0 {
 		fmt.Fprintf(w, "%d rules left out: they record no shapes, so the ranks they hold at are unknown\n", r.Unshaped)
@@ -263,9 +279,24 @@ func (r *Report) WriteText(w io.Writer) {
 		measured = []*SideBySide{r.Measured}
 	}
 	for _, m := range measured {
-		fmt.Fprintf(w, "measured (%s, %d runs each): original %.3f ms, rewritten %.3f ms (%.2fx); outputs differ by %.2g at most (relative)\n",
-			backendName(m.Backend), m.Runs, m.Original, m.Optimized, m.Speedup, m.MaxRelDiff)
+		fmt.Fprintf(w, "measured (%s, %d runs each): original %.3f ms, rewritten %.3f ms, spread %.3f ms: %s; outputs differ by %.2g at most (relative)\n",
+			backendName(m.Backend), m.Runs, m.Original, m.Optimized, m.Spread, m.verdict(len(r.Applied) > 0), m.MaxRelDiff)
 	}
+}
+
+// verdict says what the side-by-side times show: a speed-up only where a
+// rewrite applied and the medians differ by more than the spread, since
+// anything less is the machine's noise.
+func (m *SideBySide) verdict(rewritten bool) string {
+	switch {
+	case !rewritten:
+		return "no rule applied, so both are the same model and no speed-up is claimed"
+	case m.Runs < 2:
+		return "one run each cannot measure the spread, so no speed-up is claimed"
+	case math.Abs(m.Original-m.Optimized) <= m.Spread:
+		return "the difference is within the spread, so no speed-up is claimed"
+	}
+	return fmt.Sprintf("%.2fx", m.Speedup)
 }
 
 // writeChanges lists the operators whose cost the rewrite changed.

@@ -20,12 +20,12 @@ import (
 // ones they explain. Rules read as written ("=>", not "=\u003e").
 func TestReportLayout(t *testing.T) {
 	r := &Report{Model: "m.onnx", Rules: ReportRules{Version: "v1", Hash: "ab", Count: 2}, CostModel: "measured", CostUnit: "ms", Device: "cpu/2",
-		Before: 2, After: 1, Speedup: 2, Applied: []AppliedRule{{Index: 1, Hash: "cd", Rule: "(relu (relu ?a)) => (relu ?a)", Count: 3}},
+		Before: 2, After: 1, Speedup: 2, Applied: []AppliedRule{{Index: 1, Hash: "cd", Rule: "(relu (relu ?a)) => (relu ?a)", Count: 3, LeftToRight: 2, RightToLeft: 1}},
 		Opaque: map[string]int{"MaxPool": 1}, OpaqueReasons: []OpaqueReason{{Operator: "MaxPool", Nodes: 1, Reason: "ceil_mode 1"}},
 		OpaqueShare: OpaqueShare{Nodes: 4, Opaque: 1, UncoveredOperators: []string{}, Refused: 1, RefusedShare: 0.25},
 		Search: SearchStats{Explored: 4, Seen: 5, Seconds: 0.5, Stopped: BudgetSpent,
 			Trace: []TracePoint{{Best: 2}}}, ByOperator: []OperatorChange{{Operator: "Relu", NodesBefore: 2, Before: 2, NodesAfter: 1, After: 1}},
-		MemoryBefore: 10, MemoryAfter: 9, Measured: &SideBySide{Runs: 3, Threads: 2, Original: 2.5, Optimized: 2, Speedup: 1.25, MaxRelDiff: 1e-7},
+		MemoryBefore: 10, MemoryAfter: 9, Measured: &SideBySide{Runs: 3, Threads: 2, Original: 2.5, Optimized: 2, Speedup: 1.25, MaxRelDiff: 1e-7, Spread: 0.25},
 		Confirmed:    &ConfirmedGain{Rounds: 3, Removed: 1, Added: 0.5, Held: true},
 		ExternalData: []ExternalData{{Location: "m.weights", Initializers: 2, BesideOutput: false, BesideInput: true}}}
 	path := filepath.Join(t.TempDir(), "r.json")
@@ -54,7 +54,9 @@ func TestReportLayout(t *testing.T) {
       "index": 1,
       "hash": "cd",
       "rule": "(relu (relu ?a)) => (relu ?a)",
-      "count": 3
+      "count": 3,
+      "left_to_right": 2,
+      "right_to_left": 1
     }
   ],
   "opaque": {
@@ -99,7 +101,8 @@ func TestReportLayout(t *testing.T) {
     "original_ms": 2.5,
     "optimized_ms": 2,
     "speedup": 1.25,
-    "max_relative_difference": 1e-7
+    "max_relative_difference": 1e-7,
+    "spread_ms": 0.25
   },
   "confirmed": {
     "rounds": 3,

@@ -137,8 +137,10 @@ type Result struct {
 	Graph         *Graph
 	Before, After float64 // modelled cost, milliseconds
 	// Applied counts the rules used on the way to the best graph, by the
-	// rule's index in the rule set.
+	// rule's index in the rule set; Reversed counts those of them used
+	// right to left, from the rule's target to its source.
 	Applied  map[int]int
+	Reversed map[int]int
 	Explored int // graphs taken from the queue and expanded
 	// Seen counts the graphs queued: those that type-check and were,
 	// when generated, within Alpha of the best cost (see expand); one
@@ -201,11 +203,18 @@ func (c *candidate) graph() (*Graph, error) {
 	return g, nil
 }
 
-// applied counts the rewrites on the way from the start, by variant.
-func (c *candidate) applied() map[int]int {
-	out := map[int]int{}
+// directedUse is a variant applied in one direction.
+type directedUse struct {
+	variant  int
+	reversed bool
+}
+
+// applied counts the rewrites on the way from the start, by variant and
+// direction.
+func (c *candidate) applied() map[directedUse]int {
+	out := map[directedUse]int{}
 	for ; c.parent != nil; c = c.parent {
-		out[c.rw.Rule]++
+		out[directedUse{c.rw.Rule, c.rw.Reversed}]++
 	}
 	return out
 }
@@ -248,9 +257,12 @@ func Optimize(ctx context.Context, g *Graph, rs *RuleSet, opt Options) (*Result,
 	res := s.res
 	res.Graph, res.After, res.Elapsed = s.best.g, s.best.cost, time.Since(s.start)
 	res.BeforeByOperator, res.AfterByOperator = ByOperator(opt.Cost, g), ByOperator(opt.Cost, res.Graph)
-	res.Applied = map[int]int{}
-	for v, n := range s.best.applied() {
-		res.Applied[s.vs[v].rule] += n
+	res.Applied, res.Reversed = map[int]int{}, map[int]int{}
+	for u, n := range s.best.applied() {
+		res.Applied[s.vs[u.variant].rule] += n
+		if u.reversed {
+			res.Reversed[s.vs[u.variant].rule] += n
+		}
 	}
 	return res, nil
 }

@@ -27,6 +27,9 @@ type SideBySide struct {
 	// Backend is what both ran on: "cpu" (our runtime) or "ort" (ONNX
 	// Runtime).
 	Backend string `json:"backend,omitempty"`
+	// Spread is the larger of the two models' interquartile ranges of
+	// time: medians closer than it differ by noise (see timing.Spread).
+	Spread float64 `json:"spread_ms"`
 }
 
 // Opener opens an executor for a model on one backend.
@@ -66,14 +69,15 @@ func MeasureSideBySide(ctx context.Context, orig *runtime.Model, rewritten *onnx
 			return err
 		}
 	}
-	medians, err := timing.SideBySide(ctx, runs, contenders...)
+	times, err := timing.SideBySideTimes(ctx, runs, contenders...)
 	if err != nil {
 		return nil, err
 	}
 	if threads < 1 {
 		threads = goruntime.GOMAXPROCS(0)
 	}
-	res := &SideBySide{Runs: runs, Threads: threads, Original: timing.Milliseconds(medians[0]), Optimized: timing.Milliseconds(medians[1])}
+	res := &SideBySide{Runs: runs, Threads: threads, Original: timing.Milliseconds(timing.Median(times[0])), Optimized: timing.Milliseconds(timing.Median(times[1])),
+		Spread: timing.Milliseconds(max(timing.Spread(times[0]), timing.Spread(times[1])))}
 	res.Speedup = res.Original / res.Optimized
 	for name, want := range outs[0] {
 		got, ok := outs[1][name]

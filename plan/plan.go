@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 
 	"rulebook/cluster"
+	"rulebook/internal/safetext"
 	"rulebook/training"
 )
 
@@ -77,7 +78,7 @@ func Compare(ctx context.Context, g *training.Graph, kinds []Kind, o Options) (*
 // WriteTable prints the comparison, one strategy per line, and says which
 // was chosen and that the times are simulated.
 func (c *Comparison) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "%s on %s (%d devices), batch %d: %s\ncost model: %s\n", c.Model, c.Machine.Name, c.Machine.NumDevices(), c.Batch, Simulated, CostModel)
+	fmt.Fprintf(w, "%s on %s (%d devices), batch %d: %s\ncost model: %s\n", safetext.Name(c.Model), safetext.Name(c.Machine.Name), c.Machine.NumDevices(), c.Batch, Simulated, CostModel)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "strategy\tlayout\tstep (simulated)\tcompute\texposed comm\tidle\tmemory/device\tfits\t")
 	var notes []string

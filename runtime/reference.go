@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -18,9 +19,13 @@ func (m *Model) ReadInputs(paths []string) (map[string]*Tensor, error) {
 	}
 	feeds := map[string]*Tensor{}
 	for i, p := range paths {
-		t, _, err := readFloat32s(p)
+		t, dt, err := readFloat32s(p)
 		if err != nil {
 			return nil, err
+		}
+		if dt != onnx.Float {
+			return nil, fmt.Errorf("%s: input %q holds %s, but the model takes FLOAT: convert the file, rulebook does not round its values silently: %w",
+				p, want[i].Name, dt, ErrInputType)
 		}
 		if !slices.Equal(t.Shape, want[i].Shape) {
 			return nil, fmt.Errorf("%s: input %q has shape %v, but the model expects %v", p, want[i].Name, t.Shape, want[i].Shape)
@@ -29,6 +34,10 @@ func (m *Model) ReadInputs(paths []string) (map[string]*Tensor, error) {
 	}
 	return feeds, nil
 }
+
+// ErrInputType is a tensor file whose data type is not the type of the
+// model input it is given for.
+var ErrInputType = errors.New("the input file's data type is not the model input's")
 
 // readFloat32s reads a serialized TensorProto as a float32 tensor and
 // says which data type the file holds.

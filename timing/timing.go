@@ -100,6 +100,32 @@ const Settle = 50 * time.Millisecond
 // different contenders, and returns each one's median wall-clock time, in
 // the contenders' order.
 func SideBySide(ctx context.Context, rounds int, contenders ...func() error) ([]time.Duration, error) {
+	times, err := SideBySideTimes(ctx, rounds, contenders...)
+	if err != nil {
+		return nil, err
+	}
+	medians := make([]time.Duration, len(contenders))
+	for i, ts := range times {
+		medians[i] = Median(ts)
+	}
+	return medians, nil
+}
+
+// Spread is the interquartile range of ds, how far apart the middle half
+// of the runs lie: two medians closer than it differ by noise. It is 0
+// for fewer than two runs, and sorts ds in place.
+func Spread(ds []time.Duration) time.Duration {
+	if len(ds) < 2 {
+		return 0
+	}
+	slices.Sort(ds)
+	q := (len(ds) - 1) / 4
+	return ds[len(ds)-1-q] - ds[q]
+}
+
+// SideBySideTimes is SideBySide with every timed run kept: each
+// contender's wall-clock times, in the contenders' order.
+func SideBySideTimes(ctx context.Context, rounds int, contenders ...func() error) ([][]time.Duration, error) {
 	for _, run := range contenders {
 		if err := run(); err != nil {
 			return nil, err
@@ -119,9 +145,5 @@ func SideBySide(ctx context.Context, rounds int, contenders ...func() error) ([]
 	if err != nil {
 		return nil, err
 	}
-	medians := make([]time.Duration, len(contenders))
-	for i, ts := range times {
-		medians[i] = Median(ts)
-	}
-	return medians, nil
+	return times, nil
 }

@@ -76,3 +76,22 @@ func TestSideBySide(t *testing.T) {
 		t.Errorf("runs %v, want a warm-up and 4 rounds each", runs)
 	}
 }
+
+// Spread is the interquartile range: the odd slow run does not widen it,
+// and one run has none.
+func TestSpread(t *testing.T) {
+	cases := []struct {
+		in   []time.Duration
+		want time.Duration
+	}{
+		{nil, 0},
+		{[]time.Duration{7}, 0},
+		{[]time.Duration{3, 1}, 2},
+		{[]time.Duration{10, 11, 12, 13, 100}, 2}, // the outlier falls outside
+	}
+	for _, c := range cases {
+		if got := Spread(slices.Clone(c.in)); got != c.want {
+			t.Errorf("Spread(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}

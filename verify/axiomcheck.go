@@ -65,9 +65,9 @@ type Redundancy struct {
 }
 
 // Redundancies checks every axiom against the others, each within timeout.
-func Redundancies(ctx context.Context, reg *rules.Registry, set *axioms.Set, timeout time.Duration, workers int) ([]Redundancy, error) {
+func Redundancies(ctx context.Context, reg *rules.Registry, set *axioms.Set, timeout time.Duration, workers int, progress func(done, total int)) ([]Redundancy, error) {
 	out := make([]Redundancy, len(set.Axioms))
-	var next atomic.Int64
+	var next, finished atomic.Int64
 	var wg sync.WaitGroup
 	errs := make([]error, max(workers, 1))
 	for w := range errs {
@@ -91,6 +91,9 @@ func Redundancies(ctx context.Context, reg *rules.Registry, set *axioms.Set, tim
 					return
 				}
 				out[i] = r
+				if progress != nil {
+					progress(int(finished.Add(1)), len(set.Axioms))
+				}
 			}
 		}()
 	}
@@ -148,6 +151,17 @@ type AxiomCheck struct {
 	Timeout time.Duration // per Z3 query; ten times that for consistency
 	Workers int
 	MaxDim  int // largest extent of the concrete check
+	// Progress, if set, hears each step's axioms checked so far, by
+	// step: "redundancy" and "concrete" (minutes on two cores).
+	Progress func(step string, done, total int)
+}
+
+// step is c.Progress for one step, or nil.
+func (c AxiomCheck) step(name string) func(done, total int) {
+	if c.Progress == nil {
+		return nil
+	}
+	return func(done, total int) { c.Progress(name, done, total) }
 }
 
 // CheckAxioms validates an axiom set in three steps and reports each on out
@@ -184,7 +198,7 @@ func CheckAxioms(ctx context.Context, out io.Writer, reg *rules.Registry, set *a
 }
 
 func reportRedundancy(ctx context.Context, out io.Writer, reg *rules.Registry, set *axioms.Set, c AxiomCheck) error {
-	reds, err := Redundancies(ctx, reg, set, c.Timeout, c.Workers)
+	reds, err := Redundancies(ctx, reg, set, c.Timeout, c.Workers, c.step("redundancy"))
 	if err != nil {
 		return err
 	}
@@ -203,7 +217,9 @@ func reportRedundancy(ctx context.Context, out io.Writer, reg *rules.Registry, s
 // reportConcrete evaluates every axiom on small tensors and returns the
 // failures.
 func reportConcrete(ctx context.Context, out io.Writer, reg *rules.Registry, set *axioms.Set, c AxiomCheck) ([]string, error) {
-	reports, err := axioms.Validate(ctx, set, rules.All(), ConcreteBound(c.MaxDim), c.Workers)
+	bound := ConcreteBound(c.MaxDim)
+	bound.Progress = c.step("concrete")
+	reports, err := axioms.Validate(ctx, set, rules.All(), bound, c.Workers)
 	if err != nil {
 		return nil, err
 	}

@@ -115,7 +115,7 @@ func TestAxiomChecksHonourTheirTimeout(t *testing.T) {
 	if took := time.Since(start); took > 10*timeout+slack(10*timeout) {
 		t.Errorf("consistency took %s with a limit of %s", took, 10*timeout)
 	}
-	reds, err := Redundancies(context.Background(), reg, set, timeout, 2)
+	reds, err := Redundancies(context.Background(), reg, set, timeout, 2, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"rulebook/enumerate"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -287,8 +289,14 @@ func (w *proofWriter) flush(ctx context.Context) error {
 	return nil
 }
 
+// ShownUnproved is how many rules not proved WriteText lists of each
+// status; the rest it counts and says how to list.
+const ShownUnproved = 10
+
 // WriteText prints the summary as 'rulebook verify' does: the axiom set
-// and solver, the counts, then every rule not proved with its reason.
+// and solver, the counts, then the rules not proved with their reasons,
+// by status, the first ShownUnproved of each in id order and a count of
+// the rest: a run that leaves thousands unknown stays readable.
 func (s *Summary) WriteText(out io.Writer, set *axioms.Set, elapsed time.Duration) {
 	fmt.Fprintf(out, "axiom set %s: %s from %s; %s\n", set.Hash, Nouns(len(set.Axioms), "axiom"), set.Dir, s.Solver)
 	fmt.Fprintf(out, "%s verified in %s: %d proved, %d unknown, %d refuted\n", Nouns(s.Rules, "rule"), elapsed.Round(time.Millisecond),
@@ -296,13 +304,21 @@ func (s *Summary) WriteText(out io.Writer, set *axioms.Set, elapsed time.Duratio
 	if len(s.Unproved) == 0 {
 		return
 	}
-	lines := make([]string, len(s.Unproved))
-	for i, u := range s.Unproved {
-		lines[i] = fmt.Sprintf("%6d  %-8s %-13s %s", u.ID, u.Status, u.Reason, u.Rule)
-	}
-	sort.Strings(lines)
+	unproved := slices.Clone(s.Unproved)
+	sort.Slice(unproved, func(i, j int) bool {
+		a, b := unproved[i], unproved[j]
+		return a.Status < b.Status || a.Status == b.Status && a.ID < b.ID
+	})
 	fmt.Fprintln(out, "not proved:")
-	for _, l := range lines {
-		fmt.Fprintln(out, l)
+	shown := map[rules.Status]int{}
+	for _, u := range unproved {
+		if shown[u.Status]++; shown[u.Status] <= ShownUnproved {
+			fmt.Fprintf(out, "%6d  %-8s %-13s %s\n", u.ID, u.Status, u.Reason, u.Rule)
+		}
+	}
+	for _, st := range slices.Sorted(maps.Keys(shown)) {
+		if more := shown[st] - ShownUnproved; more > 0 {
+			fmt.Fprintf(out, "  … and %d more %s: rulebook list --status %s\n", more, st, st)
+		}
 	}
 }

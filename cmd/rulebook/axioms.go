@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"rulebook/internal/budget"
+	"rulebook/internal/progress"
 	"rulebook/rules"
 	"rulebook/verify"
 )
@@ -26,6 +27,7 @@ func newAxiomsCmd() *cobra.Command {
 func newAxiomsCheckCmd() *cobra.Command {
 	var timeout time.Duration
 	var workers, maxDim int
+	var noProgress bool
 	cmd := &cobra.Command{
 		Use:   "check [DIR]",
 		Short: "Check that the axioms in DIR (default axioms/) are consistent, which are redundant, and that each holds on concrete tensors",
@@ -58,20 +60,28 @@ The command fails if the set is inconsistent or any axiom is false.`,
 			if maxDim < 1 || maxDim > 4 {
 				return fmt.Errorf("--max-dim must be 1..4, got %d", maxDim)
 			}
-			return runAxiomsCheck(cmd.Context(), cmd.OutOrStdout(), dir, timeout, workers, maxDim)
+			bar := progress.New(cmd.ErrOrStderr(), noProgress)
+			defer bar.Finish()
+			return runAxiomsCheck(cmd.Context(), cmd.OutOrStdout(), dir, verify.AxiomCheck{Timeout: timeout, Workers: workers, MaxDim: maxDim, Progress: func(step string, done, total int) {
+				bar.Count(step, done, total)
+				if done == total {
+					bar.Finish() // the step's report comes next, on a clean line
+				}
+			}})
 		},
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", time.Second, "time limit per Z3 query (ten times this for the consistency query)")
 	cmd.Flags().IntVar(&workers, "workers", runtime.GOMAXPROCS(0), "parallel workers")
 	cmd.Flags().IntVar(&maxDim, "max-dim", 3, "largest extent of a dimension in the concrete check")
+	cmd.Flags().BoolVar(&noProgress, "no-progress", false, "do not draw progress bars (a line per step instead)")
 	return cmd
 }
 
-func runAxiomsCheck(ctx context.Context, out io.Writer, dir string, timeout time.Duration, workers, maxDim int) error {
+func runAxiomsCheck(ctx context.Context, out io.Writer, dir string, c verify.AxiomCheck) error {
 	reg := rules.All()
 	set, err := loadAxioms(dir, reg)
 	if err != nil {
 		return err
 	}
-	return verify.CheckAxioms(ctx, out, reg, set, verify.AxiomCheck{Timeout: timeout, Workers: workers, MaxDim: maxDim})
+	return verify.CheckAxioms(ctx, out, reg, set, c)
 }

@@ -2,14 +2,15 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +25,54 @@ import (
 // build in an example takes minutes, which would only repeat what other
 // tests check.
 const exampleDeadline = 20 * time.Second
+
+// startedQuiet is how long an example's last command, once it has printed
+// something, may stay quiet before the test stops it the same way: it got
+// past its arguments and inputs, which every command checks before its
+// work (and before it prints), and is at the long work itself, which
+// writes a line as each stage begins. The commands of a script before its
+// last run to the deadline, since a later one must still be checked.
+const startedQuiet = 5 * time.Second
+
+// lastCommand is the line a script writes as its last command begins.
+const lastCommand = "# example: last command"
+
+// watched is an example's output, with when it last grew.
+type watched struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	last time.Time
+	// lastBegun is when the last command began: at once for a single
+	// command, at lastCommand's line for a script.
+	lastBegun, script bool
+}
+
+func (w *watched) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, err := w.buf.Write(p)
+	if w.script && !w.lastBegun && bytes.Contains(w.buf.Bytes(), []byte(lastCommand)) {
+		w.lastBegun = true
+		w.last = time.Time{} // the last command has printed nothing yet
+		return n, err
+	}
+	w.last = time.Now()
+	return n, err
+}
+
+// atWork reports whether the example's last command has printed and then
+// stayed quiet for startedQuiet.
+func (w *watched) atWork() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return (w.lastBegun || !w.script) && !w.last.IsZero() && time.Since(w.last) >= startedQuiet
+}
+
+func (w *watched) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
 
 // TestHelpExamples runs every example in every command's --help and every
 // rulebook command line of README.md, the way a newcomer would paste it:
@@ -111,6 +160,9 @@ func readmeExamples(t *testing.T) []example {
 // database and a bundle, and the repository to copy.
 type fixture struct {
 	bin, db, bundle, repo, shared string
+	// tracked are the repository's files under version control, relative
+	// to repo: a sandbox holds copies of these and nothing else.
+	tracked []string
 }
 
 // exampleFixture builds the binary and a ≤3-operator rulebook released as
@@ -122,12 +174,8 @@ func exampleFixture(t *testing.T, shared string) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fx := fixture{bin: filepath.Join(dir, "bin", "rulebook"), db: filepath.Join(dir, "rulebook.db"),
-		bundle: filepath.Join(dir, "v1.json"), repo: repo, shared: shared}
-	build := exec.Command("go", "build", "-o", fx.bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	fx := fixture{bin: buildBinary(t), db: filepath.Join(dir, "rulebook.db"),
+		bundle: filepath.Join(dir, "v1.json"), repo: repo, shared: shared, tracked: trackedFiles(t, repo)}
 	for _, args := range [][]string{
 		{"build", "--max-ops", "3", "--tag", "v1", "--no-progress"},
 		{"release", "v2"},
@@ -135,53 +183,76 @@ func exampleFixture(t *testing.T, shared string) fixture {
 	} {
 		cmd := exec.Command(fx.bin, append([]string{"--db", fx.db}, args...)...)
 		cmd.Dir = repo
-		if out, err := cmd.CombinedOutput(); err != nil {
+		out, err := cmd.Output()
+		if err != nil {
 			t.Fatalf("fixture: rulebook %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		if args[0] == "build" {
+			// The README's sample of this build must be what it prints.
+			checkReadmeSample(t, "rulebook build --max-ops 3", string(out))
 		}
 	}
 	return fx
 }
 
+// trackedFiles lists the files git tracks in repo, those a fresh clone
+// has: what a user's examples leave in the working copy (plan.json,
+// rulebook.db and its -wal/-shm) is not among them.
+func trackedFiles(t *testing.T, repo string) []string {
+	t.Helper()
+	cmd := exec.Command("git", "ls-files", "-z")
+	cmd.Dir = repo
+	out, err := cmd.Output()
+	if err != nil {
+		t.Skipf("the examples run in a copy of the files git tracks, and git ls-files failed in %s: %v", repo, err)
+	}
+	var files []string
+	for _, f := range strings.Split(string(out), "\x00") {
+		if f != "" && !strings.HasPrefix(f, ".") {
+			files = append(files, f)
+		}
+	}
+	return files
+}
+
 // sandbox makes a working folder laid out like the repository beside the
-// shared folder: the repository's entries are linked in, so that paths
-// such as axioms/ and ../shared/models/x.onnx resolve, and what an example
-// writes lands in the sandbox. It holds rulebook.db and other.db (both
-// with v1 and v2), v1.json and my-axioms/ (the axioms), as the examples
-// expect.
+// shared folder: copies of the repository's tracked files, so that paths
+// such as axioms/ and ../shared/models/x.onnx resolve, what an example
+// writes lands in the sandbox and never in the repository, and files a
+// user left in the working copy are not seen. It holds rulebook.db and
+// other.db (both with v1 and v2), v1.json and my-axioms/ (the axioms), as
+// the examples expect.
 func (fx fixture) sandbox(t *testing.T) string {
 	t.Helper()
 	root := t.TempDir()
 	work := filepath.Join(root, "repo")
-	if err := os.Mkdir(work, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	if err := os.Symlink(fx.shared, filepath.Join(root, "shared")); err != nil {
 		t.Fatal(err)
 	}
-	entries, err := os.ReadDir(fx.repo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), ".") && !strings.HasSuffix(e.Name(), ".db") {
-			if err := os.Symlink(filepath.Join(fx.repo, e.Name()), filepath.Join(work, e.Name())); err != nil {
-				t.Fatal(err)
-			}
+	for _, f := range fx.tracked {
+		from := filepath.Join(fx.repo, f)
+		if st, err := os.Lstat(from); err != nil || !st.Mode().IsRegular() {
+			continue // deleted in the working copy, or not a plain file
+		}
+		copyFile(t, from, filepath.Join(work, f))
+		if rest, ok := strings.CutPrefix(f, "axioms/"); ok {
+			copyFile(t, from, filepath.Join(work, "my-axioms", rest))
 		}
 	}
 	copyFile(t, fx.db, filepath.Join(work, "rulebook.db"))
 	copyFile(t, fx.db, filepath.Join(work, "other.db"))
 	copyFile(t, fx.bundle, filepath.Join(work, "v1.json"))
-	if err := os.Symlink(filepath.Join(fx.repo, "axioms"), filepath.Join(work, "my-axioms")); err != nil {
-		t.Fatal(err)
-	}
 	return work
 }
 
+// copyFile copies from to a new file to, making its folder.
 func copyFile(t *testing.T, from, to string) {
 	t.Helper()
 	b, err := os.ReadFile(from)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(to, b, 0o644); err != nil {
@@ -199,8 +270,14 @@ func runExample(t *testing.T, fx fixture, line string) {
 		t.Skipf("a template for the reader to fill in: %s", line)
 	}
 	work := fx.sandbox(t)
+	started := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), exampleDeadline)
 	defer cancel()
+	script := strings.HasPrefix(line, "set -e\n")
+	if script {
+		i := strings.LastIndex(line, "\n")
+		line = line[:i] + "\necho '" + lastCommand + "'" + line[i:]
+	}
 	cmd := exec.CommandContext(ctx, "bash", "-c", line)
 	cmd.Dir = work
 	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(fx.bin)+":"+os.Getenv("PATH"), "RULEBOOK_DB=rulebook.db")
@@ -209,13 +286,31 @@ func runExample(t *testing.T, fx fixture, line string) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }
 	cmd.WaitDelay = 5 * time.Second
-	out, err := cmd.CombinedOutput()
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		t.Logf("still running after %s, stopped: counted as started without error", exampleDeadline)
-		return
+	out := &watched{script: script}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	if err != nil {
-		t.Errorf("%s: %v\n%s", line, err, lastLines(string(out), 15))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if ctx.Err() != nil {
+				t.Logf("still running after %s, stopped: counted as started without error", time.Since(started).Round(time.Second))
+				return
+			}
+			if err != nil {
+				t.Errorf("%s: %v\n%s", line, err, lastLines(out.String(), 15))
+			}
+			return
+		case <-tick.C:
+			if out.atWork() {
+				cancel()
+			}
+		}
 	}
 }
 

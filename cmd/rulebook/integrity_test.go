@@ -139,16 +139,6 @@ func TestDamagedDatabaseRefusedBeforeAnyWrite(t *testing.T) {
 	}
 }
 
-// buildBinary builds rulebook for tests that need a process of their own.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "rulebook")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // waitForRun waits until the database at path records a run of command
 // with the given status, reading it as sqlite3 would.
 func waitForRun(t *testing.T, path, command, status string) int64 {

@@ -27,6 +27,7 @@ type optimizeOptions struct {
 	cost                  string
 	memoryMiB             int64
 	threads, compare      int
+	tolerance             float64
 	noProgress            bool
 	dims                  []string
 	dimValues             map[string]int // dims parsed
@@ -73,7 +74,11 @@ be), else in ./rulebook.db if it exists, else nowhere. --compare N runs the
 original and the rewritten model N times each, interleaved, on the same
 random input with the CPU runtime, and reports both median latencies and the
 largest output difference; --compare-on ort (or cpu,ort) does the same on
-ONNX Runtime (see 'rulebook run --help' for finding its library).`,
+ONNX Runtime (see 'rulebook run --help' for finding its library). A
+speed-up is claimed only where a rule applied and the medians differ by
+more than the spread of the runs (their interquartile range). Where the
+outputs differ by more than --tolerance, nothing is written and the
+command fails: a rule that changes what the model computes is unsound.`,
 		Example: `  rulebook optimize ../shared/models/squeezenet1_1.onnx --rules optimizer/testdata/rules-3ops.json
   rulebook optimize ../shared/models/resnet50.onnx --rules optimizer/testdata/rules-3ops.json --timeout 10s -o resnet50.opt.onnx
   rulebook optimize ../shared/models/bert_base.onnx --rules optimizer/testdata/rules-3ops.json --cost measured --budget 20 --compare 5`,
@@ -95,6 +100,7 @@ ONNX Runtime (see 'rulebook run --help' for finding its library).`,
 	f.IntVar(&o.opt.ConfirmRounds, "confirm", o.opt.ConfirmRounds,
 		"with measured costs, rounds that time the search's changes against the original side by side before they are kept (0: keep them untimed)")
 	f.IntVar(&o.compare, "compare", 0, "time the original and the rewritten model this many runs each (0: do not)")
+	f.Float64Var(&o.tolerance, "tolerance", optimizer.DefaultTolerance, "with --compare, the largest output difference (relative to the output's largest magnitude) a rewrite may show and still be written")
 	f.StringVar(&o.compareOn, "compare-on", "cpu", "backends --compare runs on: cpu (our runtime), ort (ONNX Runtime) or both, cpu,ort")
 	f.IntVar(&o.threads, "threads", 0, "CPU threads for measured costs and --compare (default: all cores)")
 	f.StringVar(&o.weights, "weights", "auto", "auto, file or random (see rulebook run)")
@@ -118,6 +124,8 @@ func (o *optimizeOptions) check() error {
 		return fmt.Errorf("--min-gain must be a fraction in [0, 1), got %g", o.opt.MinGain)
 	case o.memoryMiB < 0 || o.memoryMiB > math.MaxInt64>>20 || o.compare < 0 || o.threads < 0 || o.opt.ConfirmRounds < 0:
 		return fmt.Errorf("--memory-limit (at most %d MiB), --compare, --confirm and --threads must not be negative", int64(math.MaxInt64>>20))
+	case !(o.tolerance > 0 && o.tolerance <= 1):
+		return fmt.Errorf("--tolerance must be a fraction in (0, 1], got %g", o.tolerance)
 	case o.weights != "auto" && o.weights != "file" && o.weights != "random":
 		return fmt.Errorf("--weights must be auto, file or random, got %q", o.weights)
 	}
@@ -238,12 +246,14 @@ func optimizeAndWrite(cmd *cobra.Command, path string, o optimizeOptions, rs *op
 	// search first; the phases after it name themselves.
 	opt.Progress = func(p optimizer.Progress) { bar.Status(p.Describe(opt, o.cost), int64(1000*p.Fraction), 1000) }
 	opt.Phase = func(phase string) {
-		if phase != optimizer.PhaseSearch {
-			bar.Status(phase+"…", 1000, 1000)
+		if phase == optimizer.PhaseSearch {
+			bar.Line(phase + "…") // the bar draws the search's progress
+			return
 		}
+		bar.Phase(phase + "…")
 	}
 	job := optimizer.Job{Path: path, Runtime: rt, Graph: g, Rules: rs, Options: opt, CostModel: o.cost, Device: rec.Device,
-		Output: o.output, Report: o.report, Compare: o.compare, Threads: o.threads, Seed: o.seed, Backends: strings.Split(o.compareOn, ","),
+		Output: o.output, Report: o.report, Compare: o.compare, Threads: o.threads, Seed: o.seed, Tolerance: o.tolerance, Backends: strings.Split(o.compareOn, ","),
 		Open: func(m *runtime.Model, name string) (runtime.Executor, error) {
 			return backend.Open(cmd.ErrOrStderr(), m, name, o.backends)
 		}}

@@ -52,16 +52,6 @@ func writeChainModel(t *testing.T, path string, n int) {
 	must(t, onnx.WriteModel(path, &onnx.Model{IRVersion: 8, OpsetImports: []onnx.OperatorSetID{{Version: 13}}, Graph: g}))
 }
 
-// optimizeBinary builds the command into dir.
-func optimizeBinary(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "rulebook")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // chainSetup builds the binary and a 1,000-node chain model in a fresh
 // folder, and returns the binary, the model and the test bundle.
 func chainSetup(t *testing.T) (bin, model, bundle string) {
@@ -74,7 +64,7 @@ func chainSetup(t *testing.T) (bin, model, bundle string) {
 	writeChainModel(t, model, 1000)
 	bundle, err := filepath.Abs("../../optimizer/testdata/rules-3ops.json")
 	must(t, err)
-	return optimizeBinary(t, dir), model, bundle
+	return buildBinary(t), model, bundle
 }
 
 // readWritten checks that optimize wrote a model the runtime loads and a

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"rulebook/internal/progress"
+	"rulebook/internal/safetext"
 	"rulebook/optimizer"
 	"rulebook/runtime"
 	"rulebook/runtime/backend"
@@ -79,7 +80,8 @@ output and the median latency.
 Weights come from the model's initializers or the external weights file it
 names; when that file is absent, deterministic random weights are generated
 and the command says so. Inputs come from --input files (ONNX TensorProto
-.pb, one per model input, in order) or are random.
+.pb, one per model input, in order, of the input's type FLOAT: a file of
+another type is refused, not converted) or are random.
 
 --expect checks the outputs against reference files (ONNX TensorProto .pb,
 one per model output, in order), as ONNX's test runner does with
@@ -177,7 +179,7 @@ func printOutputs(w io.Writer, m *runtime.Model, outs map[string]*runtime.Tensor
 		for i := range first {
 			first[i] = strconv.FormatFloat(float64(t.Data[i]), 'g', 5, 32)
 		}
-		fmt.Fprintf(tw, "%s\t%v\t%.5g\t%.5g\t%.5g\t%s\n", o.Name, t.Shape, lo, hi, sum/float64(max(1, len(t.Data))), strings.Join(first, " "))
+		fmt.Fprintf(tw, "%s\t%v\t%.5g\t%.5g\t%.5g\t%s\n", safetext.Name(o.Name), t.Shape, lo, hi, sum/float64(max(1, len(t.Data))), strings.Join(first, " "))
 	}
 	tw.Flush()
 }

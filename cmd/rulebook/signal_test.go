@@ -215,12 +215,21 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// rulebookBinary builds the command on first use and returns its path.
+// rulebookBinary builds the command on first use and returns its path;
+// it skips the test under -short.
 func rulebookBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
+	return buildBinary(t)
+}
+
+// buildBinary builds the command once for every test that runs it as a
+// process of its own, and returns its path: linking it is seconds of the
+// package's time, each build alike.
+func buildBinary(t *testing.T) string {
+	t.Helper()
 	testBinary.once.Do(func() {
 		if testBinary.dir, testBinary.err = os.MkdirTemp("", "rulebook-bin"); testBinary.err != nil {
 			return

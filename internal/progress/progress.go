@@ -1,13 +1,15 @@
 // Package progress draws progress bars on a terminal: one bar per stage
 // (and graph size) of a long computation, or one whose description
-// changes as it goes. When the output is not a terminal it draws nothing,
-// so that logs and pipes stay clean.
+// changes as it goes. When the output is not a terminal, or bars are
+// turned off, it writes one line as each stage begins instead, so that a
+// log shows the work going on and stays clean.
 package progress
 
 import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,11 +24,14 @@ type Bar struct {
 	enabled bool
 	bar     *progressbar.ProgressBar
 	key     string
+	// shown are the stages a line was written for, without a bar:
+	// workers that report out of order write none twice.
+	shown map[string]bool
 }
 
 // New draws on w when it is a terminal and disabled is false.
 func New(w io.Writer, disabled bool) *Bar {
-	b := &Bar{w: w}
+	b := &Bar{w: w, shown: map[string]bool{}}
 	if f, ok := w.(*os.File); ok && !disabled {
 		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
 			b.enabled = true
@@ -38,9 +43,6 @@ func New(w io.Writer, disabled bool) *Bar {
 // Update shows done of total in a stage at a level (a graph size); a new
 // stage or level starts a new bar.
 func (b *Bar) Update(stage string, level int, done, total int64) {
-	if !b.enabled {
-		return
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	key := fmt.Sprintf("%s %d", stage, level)
@@ -51,12 +53,21 @@ func (b *Bar) Update(stage string, level int, done, total int64) {
 		if level == 0 { // a stage without graph sizes: verify, prune
 			desc = fmt.Sprintf("%-15s", stage)
 		}
+		if !b.enabled {
+			if !b.shown[key] {
+				b.shown[key] = true
+				fmt.Fprintf(b.w, "started %s (%d to do)\n", strings.TrimSpace(desc), total)
+			}
+			return
+		}
 		b.bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(b.w),
 			progressbar.OptionSetDescription(desc),
 			progressbar.OptionShowCount(), progressbar.OptionSetWidth(30), progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionClearOnFinish())
 	}
-	_ = b.bar.Set64(done)
+	if b.enabled {
+		_ = b.bar.Set64(done)
+	}
 }
 
 // Count shows done of total items in a stage that has no levels.
@@ -99,4 +110,28 @@ func (b *Bar) finishLocked() {
 		_ = b.bar.Finish()
 		b.bar = nil
 	}
+}
+
+// Line writes text as a line where no bar is drawn, once: a phase of the
+// work beginning, which a bar shows in its own way.
+func (b *Bar) Line(text string) {
+	if b.enabled {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.shown["line "+text] {
+		b.shown["line "+text] = true
+		fmt.Fprintln(b.w, text)
+	}
+}
+
+// Phase shows text, a phase of the work beginning: as the bar's full
+// description where one is drawn, else as a line (see Line).
+func (b *Bar) Phase(text string) {
+	if b.enabled {
+		b.Status(text, 1000, 1000)
+		return
+	}
+	b.Line(text)
 }
