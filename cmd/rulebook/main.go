@@ -14,6 +14,7 @@ import (
 
 	"rulebook/internal/budget"
 	"rulebook/internal/outfile"
+	"rulebook/internal/safetext"
 	"rulebook/store"
 )
 
@@ -46,7 +47,8 @@ func main() {
 		return
 	}
 	err = store.DiskFull(dbPath(root), err)
-	fmt.Fprintln(os.Stderr, "rulebook:", err)
+	// Paths and names in an error come from the user or from files.
+	fmt.Fprintln(os.Stderr, "rulebook:", safetext.Message(err.Error()))
 	if errors.Is(err, context.Canceled) {
 		os.Exit(130)
 	}

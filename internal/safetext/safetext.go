@@ -6,7 +6,9 @@
 package safetext
 
 import (
+	"fmt"
 	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -23,4 +25,24 @@ func Name(s string) string {
 		}
 	}
 	return s
+}
+
+// Message is a message for the terminal (an error, say) with every control
+// character but newline and tab, and every byte of invalid UTF-8, written
+// as a Go escape: paths and names a user or a file supplied may sit
+// anywhere in it.
+func Message(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\n' || r == '\t' || unicode.IsPrint(r) || r == ' ':
+			b.WriteRune(r)
+		default:
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		}
+	}
+	return b.String()
 }

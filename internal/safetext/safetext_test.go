@@ -29,3 +29,20 @@ func TestName(t *testing.T) {
 		}
 	}
 }
+
+// TestMessage: a message keeps its lines and tabs, and every other
+// control character or invalid byte is escaped.
+func TestMessage(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"open x.onnx: no such file", "open x.onnx: no such file"},
+		{"line one\n\tline two", "line one\n\tline two"},
+		{"open \x1b[31mred\r.onnx", `open \x1b[31mred\r.onnx`},
+		{"bad \xff byte", `bad \xff byte`},
+		{"größe ×2 \uFFFD", "größe ×2 \uFFFD"},
+	}
+	for _, c := range cases {
+		if got := Message(c.in); got != c.want {
+			t.Errorf("Message(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
