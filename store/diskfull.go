@@ -8,6 +8,8 @@ import (
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"rulebook/internal/budget"
 )
 
 // ErrDiskFull is matched (errors.Is) by an error that DiskFull found to
@@ -41,12 +43,5 @@ func DiskFull(path string, err error) error {
 	if code == sqlite3.SQLITE_IOERR && free >= minFreeBytes {
 		return err
 	}
-	return fmt.Errorf("%w: %s has %s free (%w)", ErrDiskFull, dir, freeText(free), err)
-}
-
-func freeText(n uint64) string {
-	if n < 1<<10 {
-		return fmt.Sprintf("%d bytes", n)
-	}
-	return fmt.Sprintf("%d KiB", n>>10)
+	return fmt.Errorf("%w: %s has %s free (%w)", ErrDiskFull, dir, budget.FormatBytes(free), err)
 }
