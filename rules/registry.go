@@ -106,6 +106,9 @@ type Op struct {
 	Operands []Operand
 	Outputs  int
 	Params   []ParamSpec
+	// Attrs is the zero value of the struct that names Params (attrs.go);
+	// nil for an operator without parameters.
+	Attrs any
 	// Z3 names the uninterpreted function for each output; its signature is
 	// the Int parameters followed by the tensor operands.
 	Z3 []string
@@ -251,6 +254,9 @@ type z3Ref struct {
 func newRegistry(ops []*Op) *Registry {
 	r := &Registry{ops: ops, byName: map[string]*Op{}, byZ3: map[string]z3Ref{}}
 	for _, op := range ops {
+		if err := checkAttrs(op); err != nil {
+			panic(err) // the rows are code: a mismatch is a programming error
+		}
 		r.byName[op.Name] = op
 		for i, sym := range op.Z3 {
 			r.byZ3[sym] = z3Ref{op, i}
