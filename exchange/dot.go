@@ -285,13 +285,15 @@ func cellRow(cells []string) string {
 // stays narrow: "conv2d\nstride=1 padding=same\nactivation=relu groups=dw".
 func opLabel(n rules.Node) string {
 	lines := []string{n.Op.Name}
-	for i, p := range n.Params {
-		param := n.Op.Params[i].Name + "=" + n.Op.Params[i].Format(p)
+	i := 0
+	for spec, v := range n.ParamValues() {
+		param := spec.Name + "=" + spec.Format(v)
 		if i%2 == 0 {
 			lines = append(lines, param)
 		} else {
 			lines[len(lines)-1] += " " + param
 		}
+		i++
 	}
 	return strings.Join(lines, "\n")
 }

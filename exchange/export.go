@@ -6,23 +6,6 @@ import (
 	"rulebook/rules"
 )
 
-// Defaults for what TASO needs and our rules do not say.
-const (
-	// defaultKernel is the conv2d kernel height and width written when
-	// neither the rule's shapes nor its kernel operand tell (TASO's own
-	// rules mostly use 3×3 kernels).
-	defaultKernel = 3
-	// defaultNumDim is the concat rank written when nothing in the rule
-	// fixes it (TASO's activations are 4-D).
-	defaultNumDim = 4
-	// parallelNumDim is the concat rank written in a parallel rule when
-	// nothing fixes it: FlexFlow's parallel rules concatenate 3-D tensors.
-	parallelNumDim = 3
-	// replicaDim is the PM_PARALLEL_DIM written for replicate and reduce,
-	// whose single replica dimension FlexFlow's format names by a number.
-	replicaDim = 0
-)
-
 // The formats written on the shared schema, as reasons name them.
 const (
 	tasoFormat     = "TASO"
@@ -124,7 +107,8 @@ func exportRule(r *rules.Rule, format string) (xRule, string) {
 			if symmetricPadding(n) {
 				return x, fmt.Sprintf("%s pads symmetrically, which %s's PM_PAD cannot say", n.Op.Name, format)
 			}
-			ops[j] = xOp{typ: n.Op.TASO.Type, name: n.Op.FlexFlow.Type, para: exportParams(r, s, g, j, ranks)}
+			at := site{r: r, g: g, side: s, node: j, ranks: ranks}
+			ops[j] = xOp{typ: n.Op.TASO.Type, name: n.Op.FlexFlow.Type, para: exportParams(n, at)}
 			if format == flexFlowFormat {
 				for k := range ops[j].para { // FlexFlow names its keys
 					ops[j].para[k].name = ops[j].para[k].key.String()
@@ -151,86 +135,47 @@ func exportRule(r *rules.Rule, format string) (xRule, string) {
 // (rules.PadSym), which TASO and FlexFlow, padding same or valid only,
 // cannot express.
 func symmetricPadding(n rules.Node) bool {
-	for i, p := range n.Op.Params {
-		if p.Name == "padding" && n.Params[i] == rules.PadSym {
+	for spec, v := range n.ParamValues() {
+		if spec.Name == "padding" && v == rules.PadSym {
 			return true
 		}
 	}
 	return false
 }
 
-// exportParams writes node j's parameters as TASO's keys, with what TASO
-// needs and the rule does not say inferred (kernel sizes, ranks).
-func exportParams(r *rules.Rule, side int, g *rules.Graph, j int, ranks *rankInfo) []xParam {
-	n := g.Nodes[j]
-	kv := func(key rules.TASOParam, value int) xParam { return xParam{key: key, value: value} }
-	pad := func(v int) int {
-		if v == rules.PadValid {
-			return tasoPadValid
-		}
-		return tasoPadSame
+// exportParams writes a node's parameters as TASO's keys, by its row's
+// encoding, with what TASO needs and the rule does not say inferred
+// (kernel sizes, ranks).
+func exportParams(n rules.Node, at site) []xParam {
+	var out []xParam
+	for _, kv := range n.Op.EncodeKeys(n.Params, at) {
+		out = append(out, xParam{key: kv.Key, value: kv.Value})
 	}
-	switch n.Op.Name {
-	case "conv2d":
-		// Groups are not written: TASO infers them from shapes (see readsBack).
-		stride, padding, act := n.Params[0], n.Params[1], n.Params[2]
-		acti := tasoActNone
-		if act == rules.ActRelu {
-			acti = tasoActRelu
-		}
-		h, w := kernelSize(r, g, n.Args[1], 0)
-		return []xParam{kv(rules.PMKernelH, h), kv(rules.PMKernelW, w), kv(rules.PMStrideH, stride), kv(rules.PMStrideW, stride),
-			kv(rules.PMPad, pad(padding)), kv(rules.PMActi, acti)}
-	case "pool_max", "pool_avg":
-		k, stride := n.Params[0], n.Params[1]
-		return []xParam{kv(rules.PMOpType, int(n.Op.TASO.Type)), kv(rules.PMKernelH, k), kv(rules.PMKernelW, k),
-			kv(rules.PMStrideH, stride), kv(rules.PMStrideW, stride), kv(rules.PMPad, pad(n.Params[2])), kv(rules.PMActi, tasoActNone)}
-	case "concat":
-		axis := n.Params[0]
-		dim := ranks.rank(side, rules.Value{Node: j})
-		if dim < 0 {
-			dim = defaultNumDim
-			if r.UsesParallelOps() {
-				dim = parallelNumDim
-			}
-		}
-		dim = max(dim, axis+1)
-		return []xParam{kv(rules.PMNumInputs, 2), kv(rules.PMAxis, axis), kv(rules.PMNumDim, dim)}
-	case "split":
-		return []xParam{kv(rules.PMNumOutputs, 2), kv(rules.PMAxis, n.Params[0])}
-	case "transpose":
-		// PM_OUTSHUFFLE 0: TASO's default, a transpose without a copy.
-		return []xParam{kv(rules.PMNumDim, 2), kv(rules.PMPerm, tasoSwap), kv(rules.PMOutShuffle, 0)}
-	case "matmul":
-		return []xParam{kv(rules.PMActi, tasoActNone)}
-	case "enlarge", "C_pool", "I_conv":
-		return []xParam{kv(rules.PMKernelH, n.Params[0]), kv(rules.PMKernelW, n.Params[0])}
-	case "partition", "combine":
-		return []xParam{kv(rules.PMParallelDim, n.Params[0]), kv(rules.PMParallelDegree, n.Params[1])}
-	case "replicate", "reduce":
-		// FlexFlow's replicate and reduce name a dimension; ours have one
-		// replica dimension, written as dimension replicaDim.
-		return []xParam{kv(rules.PMParallelDim, replicaDim), kv(rules.PMParallelDegree, n.Params[0])}
-	case "linear":
-		acti := tasoActNone
-		if n.Params[0] == rules.ActRelu {
-			acti = tasoActRelu
-		}
-		return []xParam{kv(rules.PMActi, acti)}
-	}
-	return nil
+	return out
 }
 
-// kernelSize infers the height and width of a conv2d kernel operand: from
-// the rule's input shapes, the kernel of enlarge, C_pool and I_conv, or
-// through operators that keep the spatial size; defaultKernel otherwise.
-func kernelSize(r *rules.Rule, g *rules.Graph, v rules.Value, depth int) (int, int) {
-	if h, w, ok := kernelSizeOf(r, g, v, depth); ok {
-		return h, w
-	}
-	return defaultKernel, defaultKernel
+// site is a node of a rule, as its encoding asks about it.
+type site struct {
+	r          *rules.Rule
+	g          *rules.Graph
+	side, node int
+	ranks      *rankInfo
 }
 
+// Kernel infers the height and width of the kernel at an operand.
+func (s site) Kernel(operand int) (int, int, bool) {
+	return kernelSizeOf(s.r, s.g, s.g.Nodes[s.node].Args[operand], 0)
+}
+
+// Rank is the rank inferred for the node's result.
+func (s site) Rank() int { return s.ranks.rank(s.side, rules.Value{Node: s.node}) }
+
+// Parallel reports whether the rule uses parallel operators.
+func (s site) Parallel() bool { return s.r.UsesParallelOps() }
+
+// kernelSizeOf infers the height and width of a kernel from the rule's
+// input shapes, the kernel an operator makes (enlarge, C_pool, I_conv), or
+// through operators that keep the spatial size.
 func kernelSizeOf(r *rules.Rule, g *rules.Graph, v rules.Value, depth int) (int, int, bool) {
 	if depth > len(g.Nodes) {
 		return 0, 0, false
@@ -242,24 +187,17 @@ func kernelSizeOf(r *rules.Rule, g *rules.Graph, v rules.Value, depth int) (int,
 		return 0, 0, false
 	}
 	n := g.Nodes[v.Node]
-	switch n.Op.Name {
-	case "enlarge", "C_pool", "I_conv":
-		return n.Params[0], n.Params[0], true
-	case "smul", "split":
-		return kernelSizeOf(r, g, n.Args[0], depth+1)
-	case "ewadd", "ewmul", "relu":
-		for _, a := range n.Args {
-			if h, w, ok := kernelSizeOf(r, g, a, depth+1); ok {
-				return h, w, true
-			}
-		}
-	case "concat":
-		if n.Params[0] < 2 {
-			for _, a := range n.Args {
-				if h, w, ok := kernelSizeOf(r, g, a, depth+1); ok {
-					return h, w, true
-				}
-			}
+	keys := n.Op.Keys
+	if keys.Kernel != nil {
+		k := keys.Kernel(n.Params)
+		return k, k, true
+	}
+	if keys.Spatial == nil {
+		return 0, 0, false
+	}
+	for _, a := range keys.Spatial(n.Params) {
+		if h, w, ok := kernelSizeOf(r, g, n.Args[a], depth+1); ok {
+			return h, w, true
 		}
 	}
 	return 0, 0, false

@@ -9,19 +9,23 @@ func tasoInputShapes() ([]rules.Shape, map[string][]rules.Shape) {
 	return pool.Shapes(), pool.Constants
 }
 
-// guessGroups settles the groups TASO leaves to the shapes when no shapes
-// from its pool fit the rule: depth-wise over a C_pool kernel, else 1.
+// guessGroups settles what the formats leave to the shapes (TASO's conv2d
+// groups) when no shapes from TASO's pool fit the rule, as each row's
+// encoding says (rules.KeyEncoding.Settle).
 func guessGroups(r *rules.Rule) {
 	for _, g := range []*rules.Graph{&r.Src, &r.Dst} {
 		for j := range g.Nodes {
 			n := &g.Nodes[j]
-			if n.Op.Name != "conv2d" || n.Params[3] != rules.GroupsInferred {
+			if n.Op.Keys.Settle == nil {
 				continue
 			}
-			n.Params[3] = 1
-			if k := n.Args[1]; !k.IsInput() && g.Nodes[k.Node].Op.Name == "C_pool" {
-				n.Params[3] = rules.GroupsDepthwise
+			operands := make([]*rules.Op, len(n.Args))
+			for a, v := range n.Args {
+				if !v.IsInput() {
+					operands[a] = g.Nodes[v.Node].Op
+				}
 			}
+			n.Params = n.Op.Keys.Settle(n.Params, operands)
 		}
 	}
 }

@@ -47,7 +47,7 @@ func (im importer) droppedReplicaDims(x *xRule) int {
 	for _, ops := range [][]xOp{x.src, x.dst} {
 		for j := range ops {
 			op, ok := im.lookup(&ops[j])
-			if !ok || op.Name != "replicate" && op.Name != "reduce" {
+			if !ok || !op.Keys.DropsDim {
 				continue
 			}
 			for _, q := range ops[j].para {
@@ -323,21 +323,13 @@ func (im importer) side(ops []xOp, out []xMap, side int, in inputNumbering) (*ru
 // than two parts, and unexpected or missing parameters.
 func (im importer) operator(x *xOp) (*rules.Op, []int, []xTensor, string) {
 	op, _ := im.lookup(x)
-	p, reason := im.readParams(op, x)
+	keys, reason := im.readParams(op, x)
 	if reason != "" {
 		return nil, nil, nil, reason
 	}
-	params, reason := p.ours()
-	if reason != "" {
-		return nil, nil, nil, reason
-	}
-	for i, spec := range op.Params {
-		if op.Name == "conv2d" && spec.Name == "groups" && params[i] == rules.GroupsInferred {
-			continue
-		}
-		if err := checkParam(spec, params[i]); err != "" {
-			return nil, nil, nil, fmt.Sprintf("%s: %s", op.Name, err)
-		}
+	params, err := op.DecodeKeys(keys)
+	if err != nil {
+		return nil, nil, nil, err.Error()
 	}
 	if !slices.Contains(operandCounts(op), len(x.in)) {
 		return nil, nil, nil, fmt.Sprintf("%s: %d operands, expected %d", op.Name, len(x.in), op.Arity)
@@ -348,25 +340,25 @@ func (im importer) operator(x *xOp) (*rules.Op, []int, []xTensor, string) {
 // readParams collects an operator's parameters, refusing unknown,
 // repeated, unexpected and missing ones. Which keys the operator may and
 // must carry is in its TASO and FlexFlow forms.
-func (im importer) readParams(op *rules.Op, x *xOp) (opParams, string) {
-	p := opParams{op: op, m: map[rules.TASOParam]int{}}
+func (im importer) readParams(op *rules.Op, x *xOp) (map[rules.TASOParam]int, string) {
+	keys := map[rules.TASOParam]int{}
 	for _, q := range x.para {
-		switch _, dup := p.m[q.key]; {
+		switch _, dup := keys[q.key]; {
 		case q.key < 0:
-			return p, fmt.Sprintf("%s: unknown parameter %s", op.Name, paramName(q))
+			return nil, fmt.Sprintf("%s: unknown parameter %s", op.Name, paramName(q))
 		case dup:
-			return p, fmt.Sprintf("%s: parameter %s given twice", op.Name, paramName(q))
+			return nil, fmt.Sprintf("%s: parameter %s given twice", op.Name, paramName(q))
 		case !im.allowed(op, q):
-			return p, fmt.Sprintf("%s: unexpected parameter %s", op.Name, paramName(q))
+			return nil, fmt.Sprintf("%s: unexpected parameter %s", op.Name, paramName(q))
 		}
-		p.m[q.key] = q.value
+		keys[q.key] = q.value
 	}
 	for _, k := range requiredParams(op) {
-		if !p.has(k) {
-			return p, fmt.Sprintf("%s: missing parameter %s", op.Name, k)
+		if _, ok := keys[k]; !ok {
+			return nil, fmt.Sprintf("%s: missing parameter %s", op.Name, k)
 		}
 	}
-	return p, ""
+	return keys, ""
 }
 
 // operandCounts are the operand counts an operator accepts: TASO's, or

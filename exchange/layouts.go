@@ -27,9 +27,9 @@ func ruleDegree(r *rules.Rule) int {
 	d := 0
 	for _, g := range []*rules.Graph{&r.Src, &r.Dst} {
 		for _, n := range g.Nodes {
-			for i, spec := range n.Op.Params {
+			for spec, v := range n.ParamValues() {
 				if spec.Degree {
-					d = max(d, n.Params[i])
+					d = max(d, v)
 				}
 			}
 		}

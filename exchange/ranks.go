@@ -2,12 +2,9 @@ package exchange
 
 import "rulebook/rules"
 
-// rankInfo infers tensor ranks over both sides of a rule: operands of
-// element-wise operators, matmul, concat and split share their result's
-// rank, convolution and pooling work on 4-D tensors, transpose on
-// matrices, a scalar operand has rank 0, and source and target outputs
-// pair up. Matmul's operands are matrices unless something says they are
-// batches (rank 3).
+// rankInfo infers tensor ranks over both sides of a rule, from what each
+// operator's row says of its tensors' ranks (rules.RankRule), and from
+// source and target outputs, which pair up.
 type rankInfo struct {
 	parent []int
 	rankOf []int // at roots: the rank, -1 unknown
@@ -82,36 +79,7 @@ func inferRanks(r *rules.Rule) *rankInfo {
 			for a, v := range n.Args {
 				args[a] = ri.key(side, v)
 			}
-			switch n.Op.Name {
-			case "ewadd", "ewmul", "matmul", "concat", "relu", "split":
-				if n.Op.Name == "matmul" {
-					ri.hint[ri.find(outs[0])] = 2
-				}
-				for _, a := range args {
-					ri.union(outs[0], a)
-				}
-				for _, o := range outs[1:] {
-					ri.union(outs[0], o)
-				}
-			case "partition", "combine", "replicate", "reduce":
-				ri.union(outs[0], args[0])
-			case "linear":
-				ri.union(outs[0], args[0])
-				ri.fix(args[1], 2)
-			case "smul":
-				ri.union(outs[0], args[0])
-				ri.fix(args[1], 0)
-			case "transpose":
-				ri.fix(outs[0], 2)
-				ri.fix(args[0], 2)
-			case "I_matmul":
-				ri.fix(outs[0], 2)
-			case "conv2d", "pool_avg", "pool_max", "enlarge", "C_pool", "I_conv":
-				ri.fix(outs[0], 4)
-				for _, a := range args {
-					ri.fix(a, 4)
-				}
-			}
+			ri.apply(n.Op.Ranks, outs, args)
 		}
 	}
 	for k := range r.Src.Outputs {
@@ -120,4 +88,26 @@ func inferRanks(r *rules.Rule) *rankInfo {
 		}
 	}
 	return ri
+}
+
+// apply records what an operator says of the ranks of its results (outs)
+// and operands (args).
+func (ri *rankInfo) apply(rr rules.RankRule, outs, args []int) {
+	if rr.Hint > 0 {
+		ri.hint[ri.find(outs[0])] = rr.Hint
+	}
+	for _, a := range rr.Alike {
+		ri.union(outs[0], args[a])
+	}
+	for _, o := range outs[1:] {
+		ri.union(outs[0], o)
+	}
+	if rr.Result > 0 {
+		ri.fix(outs[0], rr.Result)
+	}
+	for a := range args {
+		if rank, ok := rr.Operands[a]; ok {
+			ri.fix(args[a], rank)
+		}
+	}
 }

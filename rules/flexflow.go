@@ -39,12 +39,14 @@ func flexFlowOps() []*Op {
 			Set: SetFlexFlow, Params: []ParamSpec{dim, degree}, Layout: layoutCutsOnly,
 			Shape: ffReplicateShape, IntKernel: tileKernel[uint32], FloatKernel: tileKernel[float64],
 			ONNX: ONNXForm{None: true}, TASO: TASOForm{None: true},
-			FlexFlow: FlexFlowForm{Type: "OP_REPLICATE", Params: ff, Required: ff, Operands: []int{1}}},
+			FlexFlow: FlexFlowForm{Type: "OP_REPLICATE", Params: ff, Required: ff, Operands: []int{1}},
+			Keys:     cutKeys()},
 		{Name: "ff_reduce", Attrs: CutAttrs{}, Doc: "FlexFlow's reduce, read as its values: the degree equal slices of dim added", Arity: 1, Outputs: 1, Z3: []string{"ff_reduce"},
 			Set: SetFlexFlow, Params: []ParamSpec{dim, degree}, Layout: layoutCutsOnly,
 			Shape: ffReduceShape, IntKernel: sliceSumKernel[uint32, Mod], FloatKernel: sliceSumKernel[float64, Real],
 			ONNX: ONNXForm{None: true}, TASO: TASOForm{None: true},
-			FlexFlow: FlexFlowForm{Type: "OP_REDUCE", Params: ff, Required: ff, Operands: []int{1}}},
+			FlexFlow: FlexFlowForm{Type: "OP_REDUCE", Params: ff, Required: ff, Operands: []int{1}},
+			Keys:     cutKeys()},
 		{Name: "ff_linear", Attrs: ActivationAttrs{}, Doc: "FlexFlow's linear, read as its values: the whole product, cut as its operands' rows and columns", Arity: 2, Outputs: 1, Z3: []string{"ff_linear"},
 			Set:       SetFlexFlow,
 			Operands:  []Operand{{Name: "input", Data: true}, {Name: "weight", Weight: true}},
@@ -53,7 +55,8 @@ func flexFlowOps() []*Op {
 			Layout:    layoutCutsOnly,
 			Shape:     ffLinearShape, IntKernel: linearKernel[uint32, Mod], FloatKernel: linearKernel[float64, Real],
 			ONNX: ONNXForm{None: true}, TASO: TASOForm{None: true},
-			FlexFlow: FlexFlowForm{Type: "OP_LINEAR", Params: []string{"PM_ACTI"}, Operands: []int{2}}},
+			FlexFlow: FlexFlowForm{Type: "OP_LINEAR", Params: []string{"PM_ACTI"}, Operands: []int{2}},
+			Keys:     linearKeys()},
 	}
 }
 

@@ -144,6 +144,11 @@ type Op struct {
 	ONNX     ONNXForm
 	TASO     TASOForm
 	FlexFlow FlexFlowForm
+	// Keys is how the operator's parameters become TASO's keys, which
+	// FlexFlow's JSON writes by name, and back (encodings.go).
+	Keys KeyEncoding
+	// Ranks is what the operator says of its tensors' ranks.
+	Ranks RankRule
 }
 
 // DataOperand reports whether operand i takes activations only.
