@@ -21,7 +21,9 @@
 //     rule text use;
 //   - its names in ONNX, TASO's protobuf and FlexFlow's JSON (ONNXForm,
 //     TASOForm, FlexFlowForm), so that the optimizer and the exchange codecs
-//     spell none themselves, and a test holds them to it.
+//     spell none themselves, and a test holds them to it;
+//   - how its parameters become TASO's keys and back (Op.Keys) and what it
+//     says of its tensors' ranks (Op.Ranks), which the exchange codecs read.
 //
 // Default is TASO's operator set (its Table 2.1); Registry.Select takes a
 // subset for a narrower generation. A registry never changes once built.

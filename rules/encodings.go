@@ -17,9 +17,9 @@ type KeyValue struct {
 	Value int
 }
 
-// Site is what an encoding may ask of the rule around a node: the formats
-// state some sizes a rule leaves to its shapes.
-type Site interface {
+// EncodeSite is what an encoding may ask of the rule around a node: the
+// formats state some sizes a rule leaves to its shapes.
+type EncodeSite interface {
 	// Kernel is the height and width of the kernel at operand i, where the
 	// rule tells them.
 	Kernel(operand int) (h, w int, ok bool)
@@ -32,7 +32,7 @@ type Site interface {
 // KeyEncoding is how an operator's parameters become TASO's keys and back.
 type KeyEncoding struct {
 	// Encode writes the parameters as keys, in the order written.
-	Encode func(op *Op, p []int, at Site) []KeyValue
+	Encode func(op *Op, p []int, at EncodeSite) []KeyValue
 	// Decode reads the keys a file gives (those the forms allow, with the
 	// required ones present) into parameters, or says why the operator
 	// cannot express them.
@@ -102,7 +102,7 @@ const (
 )
 
 // EncodeKeys writes the parameters of an application as TASO's keys.
-func (op *Op) EncodeKeys(p []int, at Site) []KeyValue {
+func (op *Op) EncodeKeys(p []int, at EncodeSite) []KeyValue {
 	return op.Keys.Encode(op, p, at)
 }
 
@@ -155,7 +155,7 @@ func (n Node) ParamValues() iter.Seq2[ParamSpec, int] {
 // result keeps the height and width of the operands listed.
 func plainKeys(keeps ...int) KeyEncoding {
 	e := KeyEncoding{
-		Encode: func(*Op, []int, Site) []KeyValue { return nil },
+		Encode: func(*Op, []int, EncodeSite) []KeyValue { return nil },
 		Decode: func(*Op, map[TASOParam]int) ([]int, error) { return nil, nil },
 	}
 	if keeps != nil {
@@ -169,7 +169,7 @@ func plainKeys(keeps ...int) KeyEncoding {
 // from shapes. FlexFlow may give PM_GROUP.
 func convKeys() KeyEncoding {
 	return KeyEncoding{
-		Encode: func(_ *Op, p []int, at Site) []KeyValue {
+		Encode: func(_ *Op, p []int, at EncodeSite) []KeyValue {
 			c := ConvOf(p)
 			h, w, ok := at.Kernel(1)
 			if !ok {
@@ -226,7 +226,7 @@ func settleConvGroups(p []int, operands []*Op) []int {
 // pools carry an activation, which must be none.
 func poolKeys() KeyEncoding {
 	return KeyEncoding{
-		Encode: func(op *Op, p []int, _ Site) []KeyValue {
+		Encode: func(op *Op, p []int, _ EncodeSite) []KeyValue {
 			w := WindowOf(p)
 			return []KeyValue{{PMOpType, int(op.TASO.Type)}, {PMKernelH, w.Kernel}, {PMKernelW, w.Kernel},
 				{PMStrideH, w.Stride}, {PMStrideW, w.Stride}, {PMPad, tasoPad(w.Padding)}, {PMActi, tasoActNone}}
@@ -263,7 +263,7 @@ func decodePool(op *Op, keys map[TASOParam]int) ([]int, error) {
 // parallel rule), and at least enough for the axis.
 func concatKeys() KeyEncoding {
 	return KeyEncoding{
-		Encode: func(_ *Op, p []int, at Site) []KeyValue {
+		Encode: func(_ *Op, p []int, at EncodeSite) []KeyValue {
 			axis := AxisOf(p).Axis
 			dim := at.Rank()
 			if dim < 0 {
@@ -298,7 +298,7 @@ func concatKeys() KeyEncoding {
 // splitKeys writes split into two outputs.
 func splitKeys() KeyEncoding {
 	return KeyEncoding{
-		Encode: func(_ *Op, p []int, _ Site) []KeyValue {
+		Encode: func(_ *Op, p []int, _ EncodeSite) []KeyValue {
 			return []KeyValue{{PMNumOutputs, 2}, {PMAxis, AxisOf(p).Axis}}
 		},
 		Decode: func(op *Op, keys map[TASOParam]int) ([]int, error) {
@@ -316,7 +316,7 @@ func splitKeys() KeyEncoding {
 // and ignored.
 func transposeKeys() KeyEncoding {
 	return KeyEncoding{
-		Encode: func(*Op, []int, Site) []KeyValue {
+		Encode: func(*Op, []int, EncodeSite) []KeyValue {
 			return []KeyValue{{PMNumDim, 2}, {PMPerm, tasoSwap}, {PMOutShuffle, 0}}
 		},
 		Decode: func(op *Op, keys map[TASOParam]int) ([]int, error) {
@@ -334,7 +334,7 @@ func transposeKeys() KeyEncoding {
 // matmulKeys writes matmul's activation, which is none.
 func matmulKeys() KeyEncoding {
 	return KeyEncoding{
-		Encode: func(*Op, []int, Site) []KeyValue { return []KeyValue{{PMActi, tasoActNone}} },
+		Encode: func(*Op, []int, EncodeSite) []KeyValue { return []KeyValue{{PMActi, tasoActNone}} },
 		Decode: func(op *Op, keys map[TASOParam]int) ([]int, error) {
 			_, err := keyReader{op, keys}.activation(false)
 			return nil, err
@@ -345,7 +345,7 @@ func matmulKeys() KeyEncoding {
 // kernelKeys writes the square kernel of enlarge and the kernel constants.
 func kernelKeys() KeyEncoding {
 	return KeyEncoding{
-		Encode: func(_ *Op, p []int, _ Site) []KeyValue {
+		Encode: func(_ *Op, p []int, _ EncodeSite) []KeyValue {
 			k := KernelOf(p).Kernel
 			return []KeyValue{{PMKernelH, k}, {PMKernelW, k}}
 		},
@@ -364,7 +364,7 @@ func kernelKeys() KeyEncoding {
 // of FlexFlow's replicate and reduce under its own reading.
 func cutKeys() KeyEncoding {
 	return KeyEncoding{
-		Encode: func(_ *Op, p []int, _ Site) []KeyValue {
+		Encode: func(_ *Op, p []int, _ EncodeSite) []KeyValue {
 			c := CutOf(p)
 			return []KeyValue{{PMParallelDim, c.Dim}, {PMParallelDegree, c.Degree}}
 		},
@@ -379,7 +379,7 @@ func cutKeys() KeyEncoding {
 // PM_PARALLEL_DIM is read and dropped.
 func replicaKeys() KeyEncoding {
 	return KeyEncoding{
-		Encode: func(_ *Op, p []int, _ Site) []KeyValue {
+		Encode: func(_ *Op, p []int, _ EncodeSite) []KeyValue {
 			return []KeyValue{{PMParallelDim, replicaDim}, {PMParallelDegree, DegreeOf(p).Degree}}
 		},
 		Decode: func(_ *Op, keys map[TASOParam]int) ([]int, error) {
@@ -392,7 +392,7 @@ func replicaKeys() KeyEncoding {
 // linearKeys writes linear's activation.
 func linearKeys() KeyEncoding {
 	return KeyEncoding{
-		Encode: func(_ *Op, p []int, _ Site) []KeyValue {
+		Encode: func(_ *Op, p []int, _ EncodeSite) []KeyValue {
 			return []KeyValue{{PMActi, tasoAct(ActivationOf(p).Activation)}}
 		},
 		Decode: func(op *Op, keys map[TASOParam]int) ([]int, error) {
