@@ -105,7 +105,9 @@ func FromONNX(m *onnx.Model, rt *runtime.Model) (*Graph, error) {
 	if m.Graph == nil {
 		return nil, fmt.Errorf("optimizer: the model has no graph")
 	}
-	b := &builder{g: &Graph{model: m, prefix: freePrefix(m.Graph), reg: rules.Default()}, rt: rt, byName: map[string]rules.Value{}, padded: map[string]rules.Value{}, fused: map[string]runtime.Fusion{}}
+	reg := rules.Default()
+	b := &builder{g: &Graph{model: m, prefix: freePrefix(m.Graph), reg: reg}, rt: rt, mappings: mappings(reg),
+		byName: map[string]rules.Value{}, padded: map[string]rules.Value{}, fused: map[string]runtime.Fusion{}}
 	for _, r := range rt.FusedRuns() {
 		if r.Kind == runtime.FusedGELU || r.Kind == runtime.FusedLayerNorm {
 			for _, name := range r.Nodes {
@@ -140,9 +142,11 @@ func FromONNX(m *onnx.Model, rt *runtime.Model) (*Graph, error) {
 }
 
 type builder struct {
-	g      *Graph
-	rt     *runtime.Model
-	byName map[string]rules.Value
+	g  *Graph
+	rt *runtime.Model
+	// mappings map nodes onto the registry's operators, by ONNX type.
+	mappings map[string]mapping
+	byName   map[string]rules.Value
 	// padded maps the output of a Pad folded into the average pool that
 	// reads it to the Pad's input.
 	padded map[string]rules.Value
@@ -245,7 +249,7 @@ func (b *builder) node(n *onnx.Node) error {
 		// Mapped with the pool that reads it (paddedPool).
 		b.padded[n.Outputs[0]] = b.byName[n.Inputs[0]]
 		return nil
-	case n.OpType == b.g.onnxType("pool_avg") && len(n.Inputs) == 1:
+	case n.OpType == b.g.onnxType(rules.NamePoolAvg) && len(n.Inputs) == 1:
 		if x, ok := b.padded[n.Inputs[0]]; ok {
 			_, err := b.paddedPool(n, x)
 			return err
@@ -317,8 +321,8 @@ func (b *builder) bind(n *onnx.Node, vals []rules.Value) error {
 // opaqueNode keeps an ONNX node as it is; args are its present inputs.
 func (b *builder) opaqueNode(n *onnx.Node, args []rules.Value) error {
 	op := &rules.Op{Name: "onnx." + n.OpType, Arity: len(args), Outputs: len(n.Outputs),
-		Params: []rules.ParamSpec{{Name: "node"}}}
-	b.g.G.Nodes = append(b.g.G.Nodes, rules.Node{Op: op, Params: []int{len(b.g.opaque)}, Args: args})
+		Params: []rules.ParamSpec{{Name: "node"}}, Attrs: opaqueAttrs{}}
+	b.g.G.Nodes = append(b.g.G.Nodes, rules.Node{Op: op, Params: opaqueAttrs{Node: len(b.g.opaque)}.Params(), Args: args})
 	shapes := make([]rules.Shape, len(n.Outputs))
 	for i, name := range n.Outputs {
 		shape, _ := b.rt.Shape(name) // unknown for outputs nothing reads after folding
@@ -404,17 +408,37 @@ func (g *Graph) Infer() error {
 	return nil
 }
 
+// opaqueAttrs is an opaque node's one parameter, as rules' typed
+// parameters name a registry operator's.
+type opaqueAttrs struct {
+	// Node indexes Graph.opaque.
+	Node int
+}
+
+// opaqueAttrsOf names an opaque node's parameter; ok is false for a node
+// without exactly one.
+func opaqueAttrsOf(p []int) (a opaqueAttrs, ok bool) {
+	if len(p) != 1 {
+		return opaqueAttrs{}, false
+	}
+	return opaqueAttrs{Node: p[0]}, true
+}
+
+// Params encodes the attributes as a node stores them.
+func (a opaqueAttrs) Params() []int { return []int{a.Node} }
+
 // opaqueOf returns the ONNX node behind an opaque node.
 func (g *Graph) opaqueOf(n *rules.Node) (opaqueNode, bool) {
-	if len(n.Params) != 1 || n.Params[0] >= len(g.opaque) {
+	a, ok := opaqueAttrsOf(n.Params)
+	if !ok || a.Node >= len(g.opaque) {
 		return opaqueNode{}, false
 	}
 	// Compared in parts: the search asks for every node it prices.
 	name, found := strings.CutPrefix(n.Op.Name, "onnx.")
-	if !found || name != g.opaque[n.Params[0]].node.OpType {
+	if !found || name != g.opaque[a.Node].node.OpType {
 		return opaqueNode{}, false
 	}
-	return g.opaque[n.Params[0]], true
+	return g.opaque[a.Node], true
 }
 
 // Opaque reports the ONNX operators kept as opaque nodes, with counts.

@@ -143,7 +143,8 @@ func newLowering(g *Graph, live, weight []bool) *lowering {
 }
 
 // planFusions finds convolutions whose only use adds a channel bias, and
-// concats that only feed a concat along the same axis.
+// the nodes another node's ONNX node absorbs (concats that only feed a
+// concat along the same axis).
 func (l *lowering) planFusions() {
 	for conv, add := range l.g.convBiases(l.live, l.weight, l.uses) {
 		l.fusedBias[add] = conv
@@ -153,14 +154,25 @@ func (l *lowering) planFusions() {
 		if !l.live[i] || l.weight[i] {
 			continue
 		}
-		switch n.Op.Name {
-		case "concat":
-			if inner := n.Args[0]; !inner.IsInput() && l.g.G.Nodes[inner.Node].Op.Name == "concat" &&
-				l.g.G.Nodes[inner.Node].Params[0] == n.Params[0] && l.uses.of(inner) == 1 && !l.weight[inner.Node] {
-				l.absorbed[inner.Node] = true
+		if a := adapterOf(n.Op); a != nil && a.absorbs != nil {
+			if inner, ok := a.absorbs(l, i); ok {
+				l.absorbed[inner] = true
 			}
 		}
 	}
+}
+
+// innerConcat is the concat along the same axis that only feeds concat
+// node i, as its first operand: one Concat writes both.
+func (l *lowering) innerConcat(i int) (int, bool) {
+	n := &l.g.G.Nodes[i]
+	inner := n.Args[0]
+	if inner.IsInput() {
+		return 0, false
+	}
+	in := &l.g.G.Nodes[inner.Node]
+	return inner.Node, in.Op.Name == n.Op.Name && rules.AxisOf(in.Params).Axis == rules.AxisOf(n.Params).Axis &&
+		l.uses.of(inner) == 1 && !l.weight[inner.Node]
 }
 
 // convBiases pairs each convolution that a channel bias completes with the
@@ -170,7 +182,7 @@ func (g *Graph) convBiases(live, weight []bool, uses useCounts) map[int]int {
 	out := map[int]int{}
 	for i := range g.G.Nodes {
 		n := &g.G.Nodes[i]
-		if !live[i] || weight[i] || n.Op.Name != "ewadd" {
+		if !live[i] || weight[i] || !addsBias(n.Op) {
 			continue
 		}
 		if conv, ok := g.biasedConv(n, weight, uses); ok {
@@ -185,7 +197,7 @@ func (g *Graph) convBiases(live, weight []bool, uses useCounts) map[int]int {
 func (g *Graph) biasedConv(n *rules.Node, weight []bool, uses useCounts) (conv int, ok bool) {
 	for k := range 2 {
 		c, b := n.Args[k], n.Args[1-k]
-		if !c.IsInput() && g.G.Nodes[c.Node].Op.Name == "conv2d" && g.G.Nodes[c.Node].Params[2] == rules.ActNone &&
+		if !c.IsInput() && takingBias(&g.G.Nodes[c.Node]) &&
 			uses.of(c) == 1 && g.channelBias(b, weight) {
 			return c.Node, true
 		}
@@ -276,9 +288,9 @@ func readsStored(u use, stored, full []int) bool {
 	return false
 }
 
-// args names a node's operands, each in the form the operator reads.
-func (l *lowering) args(n *rules.Node) []string {
-	u := map[string]use{"ewadd": broadcast, "ewmul": broadcast, "smul": broadcast, "matmul": batch}[n.Op.Name]
+// args names a node's operands, each in the form the operator reads (its
+// adapter's reads).
+func (l *lowering) args(n *rules.Node, u use) []string {
 	out := make([]string, len(n.Args))
 	for i, v := range n.Args {
 		out[i] = l.name(v, u)
@@ -286,44 +298,66 @@ func (l *lowering) args(n *rules.Node) []string {
 	return out
 }
 
-// node lowers one node to ONNX nodes, of the types the registry names.
+// node lowers one node to ONNX nodes, of the types the registry names,
+// with its operator's adapter.
 func (l *lowering) node(i int) ([]*onnx.Node, error) {
 	n := &l.g.G.Nodes[i]
 	out := l.name(rules.Value{Node: i}, full)
-	one := func(attrs ...*onnx.Attribute) []*onnx.Node {
-		return []*onnx.Node{{Name: out, OpType: n.Op.ONNXType(), Inputs: l.args(n), Outputs: []string{out}, Attributes: attrs}}
-	}
-	switch n.Op.Name {
-	case "ewadd":
-		if conv, ok := l.fusedBias[i]; ok {
-			return l.conv(conv, out, l.convBias(i)), nil
-		}
-		return one(), nil
-	case "matmul":
-		if w, ok := l.transposedWeight(n); ok {
-			return []*onnx.Node{{Name: out, OpType: rules.ONNXGemm, Inputs: []string{l.name(n.Args[0], full), l.name(w, full)}, Outputs: []string{out},
-				Attributes: []*onnx.Attribute{intAttr(rules.ONNXAttrTransB, 1)}}}, nil
-		}
-		return one(), nil
-	case "relu", "ewmul", "smul":
-		return one(), nil
-	case "transpose":
-		return one(intsAttr(rules.ONNXAttrPerm, 1, 0)), nil
-	case "conv2d":
-		return l.conv(i, out, ""), nil
-	case "pool_avg", "pool_max":
-		return l.pool(i, out), nil
-	case "concat":
-		return []*onnx.Node{{Name: out, OpType: n.Op.ONNXType(), Inputs: l.concatInputs(i), Outputs: []string{out},
-			Attributes: []*onnx.Attribute{intAttr(rules.ONNXAttrAxis, n.Params[0])}}}, nil
-	case "split":
-		return []*onnx.Node{l.split(i)}, nil
+	if a := adapterOf(n.Op); a != nil && a.lower != nil {
+		return a.lower(l, i, out, a.reads), nil
 	}
 	if o, ok := l.g.opaqueOf(n); ok {
 		return []*onnx.Node{l.opaque(i, o.node)}, nil
 	}
 	return nil, fmt.Errorf("no ONNX lowering for %s yet", n.Op.Name)
 }
+
+// one writes node i as one ONNX node of its operator's type.
+func (l *lowering) one(i int, out string, reads use, attrs ...*onnx.Attribute) []*onnx.Node {
+	n := &l.g.G.Nodes[i]
+	return []*onnx.Node{{Name: out, OpType: n.Op.ONNXType(), Inputs: l.args(n, reads), Outputs: []string{out}, Attributes: attrs}}
+}
+
+// plain lowers an operator whose ONNX node has no attributes.
+func (l *lowering) plain(i int, out string, reads use) []*onnx.Node { return l.one(i, out, reads) }
+
+// ewadd lowers an ewadd, or the Conv it completes as its channel bias.
+func (l *lowering) ewadd(i int, out string, reads use) []*onnx.Node {
+	if conv, ok := l.fusedBias[i]; ok {
+		return l.conv(conv, out, l.convBias(i), full)
+	}
+	return l.one(i, out, reads)
+}
+
+// matmul lowers a matrix product, as Gemm by a transposed weight.
+func (l *lowering) matmul(i int, out string, reads use) []*onnx.Node {
+	n := &l.g.G.Nodes[i]
+	if w, ok := l.transposedWeight(n); ok {
+		return []*onnx.Node{{Name: out, OpType: rules.ONNXGemm, Inputs: []string{l.name(n.Args[0], full), l.name(w, full)}, Outputs: []string{out},
+			Attributes: []*onnx.Attribute{intAttr(rules.ONNXAttrTransB, 1)}}}
+	}
+	return l.one(i, out, reads)
+}
+
+// transpose lowers a matrix transpose.
+func (l *lowering) transpose(i int, out string, reads use) []*onnx.Node {
+	return l.one(i, out, reads, intsAttr(rules.ONNXAttrPerm, 1, 0))
+}
+
+// convNode lowers a conv2d without a fused bias.
+func (l *lowering) convNode(i int, out string, reads use) []*onnx.Node {
+	return l.conv(i, out, "", reads)
+}
+
+// concat lowers a concat with the concats it absorbed, as one Concat.
+func (l *lowering) concat(i int, out string, _ use) []*onnx.Node {
+	n := &l.g.G.Nodes[i]
+	return []*onnx.Node{{Name: out, OpType: n.Op.ONNXType(), Inputs: l.concatInputs(i), Outputs: []string{out},
+		Attributes: []*onnx.Attribute{intAttr(rules.ONNXAttrAxis, rules.AxisOf(n.Params).Axis)}}}
+}
+
+// splitNode lowers a split.
+func (l *lowering) splitNode(i int, _ string, _ use) []*onnx.Node { return []*onnx.Node{l.split(i)} }
 
 // transposedWeight is W when a matrix product multiplies a matrix by the
 // transpose of a weight W the model stores externally, as Gemm(transB=1)
@@ -332,7 +366,7 @@ func (l *lowering) node(i int) ([]*onnx.Node, error) {
 // a folded copy (8 MB in resnet50).
 func (l *lowering) transposedWeight(n *rules.Node) (rules.Value, bool) {
 	a, b := n.Args[0], n.Args[1]
-	if b.IsInput() || !l.weight[b.Node] || l.g.G.Nodes[b.Node].Op.Name != "transpose" || len(l.g.shape(a)) != 2 {
+	if b.IsInput() || !l.weight[b.Node] || l.g.G.Nodes[b.Node].Op.Name != rules.NameTranspose || len(l.g.shape(a)) != 2 {
 		return rules.Value{}, false
 	}
 	w := l.g.G.Nodes[b.Node].Args[0]
@@ -404,14 +438,15 @@ func sameBits(a, b []float32) bool {
 // conv lowers a conv2d node, with the bias initializer of that name when
 // one was fused into it, and the relu operator's node when its activation
 // says so.
-func (l *lowering) conv(i int, out, bias string) []*onnx.Node {
+func (l *lowering) conv(i int, out, bias string, reads use) []*onnx.Node {
 	n := &l.g.G.Nodes[i]
 	x, w := l.g.shape(n.Args[0]), l.g.shape(n.Args[1])
-	stride, padding, act, groups := n.Params[0], n.Params[1], n.Params[2], n.Params[3]
+	p := rules.ConvOf(n.Params)
+	stride, padding, act, groups := p.Stride, p.Padding, p.Activation, p.Groups
 	if groups == rules.GroupsDepthwise {
 		groups = x[1]
 	}
-	inputs := l.args(n)
+	inputs := l.args(n, reads)
 	if bias != "" {
 		inputs = append(inputs, bias)
 	}
@@ -423,33 +458,34 @@ func (l *lowering) conv(i int, out, bias string) []*onnx.Node {
 		intsAttr(rules.ONNXAttrKernelShape, w[2], w[3]), intsAttr(rules.ONNXAttrStrides, stride, stride),
 		intsAttr(rules.ONNXAttrPads, windowPads(x[2:], w[2:], stride, padding)...), intAttr(rules.ONNXAttrGroup, groups)}}}
 	if act == rules.ActRelu {
-		nodes = append(nodes, &onnx.Node{Name: l.g.gen("relu", out), OpType: l.g.onnxType("relu"), Inputs: []string{convOut}, Outputs: []string{out}})
+		nodes = append(nodes, &onnx.Node{Name: l.g.gen(rules.NameRelu, out), OpType: l.g.onnxType(rules.NameRelu), Inputs: []string{convOut}, Outputs: []string{out}})
 	}
 	return nodes
 }
 
 // pool lowers pool_avg and pool_max; average pooling counts padded cells.
-func (l *lowering) pool(i int, out string) []*onnx.Node {
+func (l *lowering) pool(i int, out string, reads use) []*onnx.Node {
 	n := &l.g.G.Nodes[i]
 	x := l.g.shape(n.Args[0])
-	k, stride, padding := n.Params[0], n.Params[1], n.Params[2]
+	p := rules.WindowOf(n.Params)
+	k, stride, padding := p.Kernel, p.Stride, p.Padding
 	attrs := []*onnx.Attribute{intsAttr(rules.ONNXAttrKernelShape, k, k), intsAttr(rules.ONNXAttrStrides, stride, stride),
 		intsAttr(rules.ONNXAttrPads, windowPads(x[2:], []int{k, k}, stride, padding)...)}
-	if n.Op.Name == "pool_avg" {
+	if n.Op.Name == rules.NamePoolAvg {
 		attrs = append(attrs, intAttr(rules.ONNXAttrCountIncludePad, 1))
 	}
-	return []*onnx.Node{{Name: out, OpType: n.Op.ONNXType(), Inputs: l.args(n), Outputs: []string{out}, Attributes: attrs}}
+	return []*onnx.Node{{Name: out, OpType: n.Op.ONNXType(), Inputs: l.args(n, reads), Outputs: []string{out}, Attributes: attrs}}
 }
 
 // split lowers split to an ONNX Split (opset 13: the sizes are an input)
 // at the sizes its outputs have.
 func (l *lowering) split(i int) *onnx.Node {
 	n := &l.g.G.Nodes[i]
-	axis := n.Params[0]
+	axis := rules.AxisOf(n.Params).Axis
 	sizes := l.g.gen("sizes", strconv.Itoa(i))
 	left, right := l.g.Shapes[i][0].Dims[axis], l.g.Shapes[i][1].Dims[axis]
 	l.extra = append(l.extra, &onnx.Tensor{Name: sizes, Dims: []int64{2}, DataType: onnx.Int64, Int64Data: []int64{int64(left), int64(right)}})
-	return &onnx.Node{Name: l.g.gen("split", strconv.Itoa(i)), OpType: n.Op.ONNXType(), Inputs: []string{l.name(n.Args[0], full), sizes},
+	return &onnx.Node{Name: l.g.gen(rules.NameSplit, strconv.Itoa(i)), OpType: n.Op.ONNXType(), Inputs: []string{l.name(n.Args[0], full), sizes},
 		Outputs:    []string{l.name(rules.Value{Node: i, Out: 0}, full), l.name(rules.Value{Node: i, Out: 1}, full)},
 		Attributes: []*onnx.Attribute{intAttr(rules.ONNXAttrAxis, axis)}}
 }
@@ -481,7 +517,7 @@ func (l *lowering) concatInputs(i int) []string {
 func (l *lowering) opaque(i int, from *onnx.Node) *onnx.Node {
 	n := &l.g.G.Nodes[i]
 	orig := *from
-	args := l.args(n)
+	args := l.args(n, full)
 	orig.Inputs = make([]string, len(from.Inputs))
 	for k, name := range from.Inputs {
 		if name != "" {

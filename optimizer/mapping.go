@@ -13,10 +13,10 @@ import (
 // mapped maps a node onto registry operators when their semantics agree
 // exactly with the node's attributes and shapes; ok is false to keep the
 // node opaque, with the reason in b.why when the registry has the
-// operator. The node types are the operators' ONNX names in the registry.
+// operator. The operators' adapters say which node types map.
 func (b *builder) mapped(n *onnx.Node, args []rules.Value) (ok bool, err error) {
-	mapper := b.mapper(n.OpType)
-	if mapper == nil {
+	m, found := b.mappings[n.OpType]
+	if !found {
 		return false, nil
 	}
 	if kind, ok := b.fused[n.Outputs[0]]; ok {
@@ -28,39 +28,16 @@ func (b *builder) mapped(n *onnx.Node, args []rules.Value) (ok bool, err error) 
 	if r := b.maxRank(n); r > rules.MaxRank {
 		return b.refuse("operands of rank %d (the registry's have at most %d axes)", r, rules.MaxRank)
 	}
-	return mapper(n, args)
+	return m.to(b, m.op, n, args)
 }
 
-// mapper is the method that maps nodes of an ONNX type, nil for a type
-// the registry has no operator for.
-func (b *builder) mapper(onnxType string) func(*onnx.Node, []rules.Value) (bool, error) {
-	switch onnxType {
-	case b.g.onnxType("relu"):
-		return func(n *onnx.Node, args []rules.Value) (bool, error) { return b.emit(n, "relu", nil, args...) }
-	case b.g.onnxType("ewadd"), b.g.onnxType("ewmul"):
-		return b.elementwise
-	case b.g.onnxType("matmul"):
-		return b.matmul
-	case rules.ONNXGemm:
-		return b.gemm
-	case rules.ONNXBatchNormalization:
-		return b.batchNorm
-	case rules.ONNXClip:
-		return b.clip
-	case b.g.onnxType("transpose"):
-		return b.transpose
-	case b.g.onnxType("conv2d"):
-		return b.conv
-	case b.g.onnxType("pool_max"), b.g.onnxType("pool_avg"):
-		return b.pool
-	case b.g.onnxType("concat"):
-		return b.concat
-	}
-	return nil
+// relu maps a node onto relu as it is.
+func (b *builder) relu(op string, n *onnx.Node, args []rules.Value) (bool, error) {
+	return b.emit(n, op, nil, args...)
 }
 
 // transpose maps a Transpose of a matrix.
-func (b *builder) transpose(n *onnx.Node, args []rules.Value) (bool, error) {
+func (b *builder) transpose(op string, n *onnx.Node, args []rules.Value) (bool, error) {
 	perm, rank := attrInts(n, rules.ONNXAttrPerm), len(b.g.shape(args[0]))
 	switch {
 	case rank != 2:
@@ -68,7 +45,7 @@ func (b *builder) transpose(n *onnx.Node, args []rules.Value) (bool, error) {
 	case perm != nil && !slices.Equal(perm, []int{1, 0}):
 		return b.refuse("perm %v", perm)
 	}
-	return b.emit(n, "transpose", nil, args...)
+	return b.emit(n, op, nil, args...)
 }
 
 // outsideRules keeps the node being mapped opaque as (part of) an
@@ -95,22 +72,19 @@ func (b *builder) emit(n *onnx.Node, op string, params []int, args ...rules.Valu
 	return true, b.bind(n, vals)
 }
 
-// elementwise maps Add and Mul of equal shapes, Mul by a scalar, and Add
-// and Mul of a weight that broadcasts to the other operand's shape.
-func (b *builder) elementwise(n *onnx.Node, args []rules.Value) (bool, error) {
+// elementwise maps Add and Mul (onto op, ewadd or ewmul) of equal shapes,
+// Mul by a scalar, and Add and Mul of a weight that broadcasts to the
+// other operand's shape.
+func (b *builder) elementwise(op string, n *onnx.Node, args []rules.Value) (bool, error) {
 	x, y := b.g.shape(args[0]), b.g.shape(args[1])
-	op := "ewadd"
-	if n.OpType == b.g.onnxType("ewmul") {
-		op = "ewmul"
-	}
-	scalar := n.OpType == b.g.onnxType("smul")
+	scalar := n.OpType == b.g.onnxType(rules.NameSmul)
 	switch {
 	case slices.Equal(x, y):
 		return b.emit(n, op, nil, args...)
 	case scalar && len(y) == 0:
-		return b.emit(n, "smul", nil, args[0], args[1])
+		return b.emit(n, rules.NameSmul, nil, args[0], args[1])
 	case scalar && len(x) == 0:
-		return b.emit(n, "smul", nil, args[1], args[0])
+		return b.emit(n, rules.NameSmul, nil, args[1], args[0])
 	}
 	if w, ok := b.broadcastWeight(args[1], x, n.Outputs[0]); ok {
 		return b.emit(n, op, nil, args[0], w)
@@ -142,14 +116,14 @@ func (b *builder) broadcastWeight(v rules.Value, shape []int, out string) (rules
 
 // matmul maps MatMul of equal ranks 2 or 3, and of a rank-3 operand by a
 // weight matrix, which is seen with the batch axis it broadcasts along.
-func (b *builder) matmul(n *onnx.Node, args []rules.Value) (bool, error) {
+func (b *builder) matmul(op string, n *onnx.Node, args []rules.Value) (bool, error) {
 	x, y := b.g.shape(args[0]), b.g.shape(args[1])
 	switch {
 	case len(x) == len(y) && (len(x) == 2 || len(x) == 3 && x[0] == y[0]):
-		return b.emit(n, "matmul", nil, args...)
+		return b.emit(n, op, nil, args...)
 	case len(x) == 3 && len(y) == 2:
 		if w, ok := b.broadcastWeight(args[1], []int{x[0], y[0], y[1]}, n.Outputs[0]); ok {
-			return b.emit(n, "matmul", nil, args[0], w)
+			return b.emit(n, op, nil, args[0], w)
 		}
 	}
 	return b.refuse("a product of shapes %v and %v (the registry's are of matrices or equal batches of them, or by a weight matrix)", x, y)
@@ -158,7 +132,7 @@ func (b *builder) matmul(n *onnx.Node, args []rules.Value) (bool, error) {
 // gemm maps Gemm without scaling or a transposed first operand: a matrix
 // product (of the transposed weight when transB is set) plus the bias C,
 // a weight that broadcasts to the product or an activation of its shape.
-func (b *builder) gemm(n *onnx.Node, args []rules.Value) (bool, error) {
+func (b *builder) gemm(_ string, n *onnx.Node, args []rules.Value) (bool, error) {
 	alpha, beta := attrFloat(n, rules.ONNXAttrAlpha, 1), attrFloat(n, rules.ONNXAttrBeta, 1)
 	if alpha != 1 || beta != 1 || attrInt(n, rules.ONNXAttrTransA, 0) != 0 || len(args) < 2 {
 		return b.refuse("alpha %g, beta %g, transA %d (only a plain product plus a bias maps)", alpha, beta, attrInt(n, rules.ONNXAttrTransA, 0))
@@ -188,20 +162,20 @@ func (b *builder) gemm(n *onnx.Node, args []rules.Value) (bool, error) {
 	// The shapes fit: from here on a failure to add a node is a bug.
 	weight := args[1]
 	if transB {
-		t, err := b.add("transpose", nil, weight)
+		t, err := b.add(rules.NameTranspose, nil, weight)
 		if err != nil {
 			return false, err
 		}
 		weight = t[0]
 	}
-	prod, err := b.add("matmul", nil, args[0], weight)
+	prod, err := b.add(rules.NameMatmul, nil, args[0], weight)
 	if err != nil {
 		return false, err
 	}
 	if len(args) == 2 {
 		return true, b.bind(n, prod)
 	}
-	sum, err := b.add("ewadd", nil, prod[0], bias)
+	sum, err := b.add(rules.NameEwadd, nil, prod[0], bias)
 	if err != nil {
 		return false, err
 	}
@@ -213,7 +187,7 @@ func (b *builder) gemm(n *onnx.Node, args []rules.Value) (bool, error) {
 // along every axis but the channels: in these terms rules can move the
 // normalisation and fold its weights into a neighbour's, where a
 // BatchNormalization node would stay opaque.
-func (b *builder) batchNorm(n *onnx.Node, args []rules.Value) (bool, error) {
+func (b *builder) batchNorm(_ string, n *onnx.Node, args []rules.Value) (bool, error) {
 	x := b.g.shape(args[0])
 	if len(args) != 5 || len(n.Outputs) != 1 || attrInt(n, rules.ONNXAttrTrainingMode, 0) != 0 || len(x) < 2 {
 		return b.refuse("training mode, or running statistics as outputs")
@@ -235,20 +209,20 @@ func (b *builder) batchNorm(n *onnx.Node, args []rules.Value) (bool, error) {
 		shape := append([]int{x[1]}, slices.Repeat([]int{1}, len(x)-2)...)
 		return b.addInput(Value{Name: b.g.gen(role, n.Outputs[0]), Shape: slices.Clone(x), Compact: &runtime.Tensor{Shape: shape, Data: data}})
 	}
-	prod, err := b.add("ewmul", nil, args[0], perChannel("bn_scale", scale))
+	prod, err := b.add(rules.NameEwmul, nil, args[0], perChannel("bn_scale", scale))
 	if err != nil {
 		return false, fmt.Errorf("a batch normalisation's scale: %w", err)
 	}
-	sum, err := b.add("ewadd", nil, prod[0], perChannel("bn_shift", shift))
+	sum, err := b.add(rules.NameEwadd, nil, prod[0], perChannel("bn_shift", shift))
 	if err != nil {
 		return false, fmt.Errorf("a batch normalisation's shift: %w", err)
 	}
 	return true, b.bind(n, sum)
 }
 
-// clip maps Clip at zero with no upper bound onto relu; ReLU6's Clip(0, 6)
-// has no registry operator.
-func (b *builder) clip(n *onnx.Node, args []rules.Value) (bool, error) {
+// clip maps Clip at zero with no upper bound onto op, relu; ReLU6's
+// Clip(0, 6) has no registry operator.
+func (b *builder) clip(op string, n *onnx.Node, args []rules.Value) (bool, error) {
 	bound := func(i int) (float32, bool, bool) { // value, present, known
 		if len(n.Inputs) <= i || n.Inputs[i] == "" {
 			return 0, false, true
@@ -268,7 +242,7 @@ func (b *builder) clip(n *onnx.Node, args []rules.Value) (bool, error) {
 	if !knownLo || !knownHi || !hasLo || lo != 0 || hasHi {
 		return b.outsideRules(n.OpType, noOperator+": bounds other than [0, ∞) (the registry has relu, not relu6)")
 	}
-	return b.emit(n, "relu", nil, args[0])
+	return b.emit(n, op, nil, args[0])
 }
 
 // window is the geometry of a 2-D convolution or pooling window in the
@@ -343,7 +317,7 @@ func samePads(in, kernel []int, stride int) []int {
 
 // conv maps a 2-D Conv; a bias becomes an ewadd with the bias broadcast
 // to the output (a weight, folded back into the Conv when lowering).
-func (b *builder) conv(n *onnx.Node, args []rules.Value) (bool, error) {
+func (b *builder) conv(op string, n *onnx.Node, args []rules.Value) (bool, error) {
 	x, w := b.g.shape(args[0]), b.g.shape(args[1])
 	if len(x) != 4 || len(w) != 4 {
 		return b.refuse("a convolution of rank %d (the registry's are 2-D)", len(x))
@@ -362,7 +336,8 @@ func (b *builder) conv(n *onnx.Node, args []rules.Value) (bool, error) {
 	case groups < 1:
 		return b.refuse("group %d", groups)
 	}
-	conv, err := b.add("conv2d", []int{win.stride, win.padding, rules.ActNone, groups}, args[0], args[1])
+	attrs := rules.ConvAttrs{Stride: win.stride, Padding: win.padding, Activation: rules.ActNone, Groups: groups}
+	conv, err := b.add(op, attrs.Params(), args[0], args[1])
 	if err != nil {
 		return b.refuse("the registry's conv2d does not take these operands: %v", err)
 	}
@@ -376,16 +351,16 @@ func (b *builder) conv(n *onnx.Node, args []rules.Value) (bool, error) {
 	orig := b.g.Inputs[bias.Input()]
 	channels := &runtime.Tensor{Shape: []int{len(orig.Data.Data), 1, 1}, Data: orig.Data.Data}
 	expanded := b.addInput(Value{Name: b.g.gen("bcast", orig.Name+"@"+n.Outputs[0]), Shape: b.g.shape(conv[0]), Compact: channels, Origin: orig.Name})
-	sum, err := b.add("ewadd", nil, conv[0], expanded)
+	sum, err := b.add(rules.NameEwadd, nil, conv[0], expanded)
 	if err != nil {
 		return false, err
 	}
 	return true, b.bind(n, sum)
 }
 
-// pool maps 2-D MaxPool and AveragePool; average pooling counts padded
-// cells as zeros, so only count_include_pad=1 or no padding maps.
-func (b *builder) pool(n *onnx.Node, args []rules.Value) (bool, error) {
+// pool maps 2-D MaxPool and AveragePool onto op; average pooling counts
+// padded cells as zeros, so only count_include_pad=1 or no padding maps.
+func (b *builder) pool(op string, n *onnx.Node, args []rules.Value) (bool, error) {
 	x := b.g.shape(args[0])
 	switch {
 	case len(x) != 4:
@@ -405,14 +380,12 @@ func (b *builder) pool(n *onnx.Node, args []rules.Value) (bool, error) {
 	if why != "" {
 		return b.refuse("%s", why)
 	}
-	op := "pool_max"
-	if n.OpType == b.g.onnxType("pool_avg") {
-		op = "pool_avg"
+	if op == rules.NamePoolAvg {
 		if win.padding == rules.PadSame && attrInt(n, rules.ONNXAttrCountIncludePad, 0) != 1 && !slices.Equal(samePads(x[2:], win.kernel, win.stride), []int{0, 0, 0, 0}) {
 			return b.refuse("padding without count_include_pad (the registry's average counts padded cells)")
 		}
 	}
-	return b.emit(n, op, []int{win.kernel[0], win.stride, win.padding}, args...)
+	return b.emit(n, op, rules.WindowAttrs{Kernel: win.kernel[0], Stride: win.stride, Padding: win.padding}.Params(), args...)
 }
 
 // padsPool reports whether a Pad only feeds an AveragePool so that the two
@@ -423,7 +396,7 @@ func (b *builder) pool(n *onnx.Node, args []rules.Value) (bool, error) {
 func (b *builder) padsPool(n *onnx.Node) bool {
 	pool, ok := b.onlyReader(n.Outputs[0])
 	x, known := b.rt.Shape(n.Inputs[0])
-	if !ok || !known || pool.OpType != b.g.onnxType("pool_avg") || len(x) != 4 || attrString(n, rules.ONNXAttrMode, "constant") != "constant" {
+	if !ok || !known || pool.OpType != b.g.onnxType(rules.NamePoolAvg) || len(x) != 4 || attrString(n, rules.ONNXAttrMode, "constant") != "constant" {
 		return false
 	}
 	pads, ok := b.padAmounts(n)
@@ -494,7 +467,7 @@ func (b *builder) onlyReader(name string) (*onnx.Node, bool) {
 // padding, on the Pad's input.
 func (b *builder) paddedPool(n *onnx.Node, x rules.Value) (bool, error) {
 	k, s := attrInts(n, rules.ONNXAttrKernelShape)[0], attrIntsDefault(n, rules.ONNXAttrStrides, []int{1, 1})[0]
-	vals, err := b.add("pool_avg", []int{k, s, rules.PadSame}, x)
+	vals, err := b.add(rules.NamePoolAvg, rules.WindowAttrs{Kernel: k, Stride: s, Padding: rules.PadSame}.Params(), x)
 	if err != nil {
 		return false, fmt.Errorf("a padded average pool: %w", err)
 	}
@@ -503,7 +476,7 @@ func (b *builder) paddedPool(n *onnx.Node, x rules.Value) (bool, error) {
 
 // concat maps a Concat of any number of inputs onto a chain of binary
 // concats, left to right.
-func (b *builder) concat(n *onnx.Node, args []rules.Value) (bool, error) {
+func (b *builder) concat(op string, n *onnx.Node, args []rules.Value) (bool, error) {
 	rank := len(b.g.shape(args[0]))
 	axis := attrInt(n, rules.ONNXAttrAxis, 0)
 	if axis < 0 {
@@ -514,7 +487,7 @@ func (b *builder) concat(n *onnx.Node, args []rules.Value) (bool, error) {
 	}
 	acc := args[0]
 	for _, a := range args[1:] {
-		out, err := b.add("concat", []int{axis}, acc, a)
+		out, err := b.add(op, rules.AxisAttrs{Axis: axis}.Params(), acc, a)
 		if err != nil {
 			return b.refuse("the registry's concat does not take these operands: %v", err)
 		}

@@ -387,9 +387,9 @@ func (nb *neighbours) repricing(id int) bool {
 			return true
 		}
 		changedArg = changedArg || nb.isChanged(a.Node)
-		convArg = convArg || nb.view.G.Nodes[a.Node].Op.Name == "conv2d"
+		convArg = convArg || takesBias(nb.view.G.Nodes[a.Node].Op)
 	}
-	return node.Op.Name == "ewadd" && changedArg && convArg
+	return addsBias(node.Op) && changedArg && convArg
 }
 
 // markRepriced lists the nodes whose price may differ from g's: the
@@ -410,14 +410,14 @@ func (nb *neighbours) markRepriced() {
 		if !nb.liveV[i] {
 			continue
 		}
-		switch node := &nb.view.G.Nodes[i]; node.Op.Name {
-		case "ewadd":
+		switch node := &nb.view.G.Nodes[i]; {
+		case addsBias(node.Op):
 			for _, a := range node.Args {
-				if !a.IsInput() && nb.view.G.Nodes[a.Node].Op.Name == "conv2d" {
+				if !a.IsInput() && takesBias(nb.view.G.Nodes[a.Node].Op) {
 					nb.markRepricing(a.Node)
 				}
 			}
-		case "conv2d":
+		case takesBias(node.Op):
 			if r := nb.soleReader(i); r >= 0 {
 				nb.markRepricing(r)
 			}
@@ -514,7 +514,7 @@ func (nb *neighbours) contribution(i int) float64 {
 	}
 	v := &nb.view
 	node := &v.G.Nodes[i]
-	if node.Op.Name == "ewadd" {
+	if addsBias(node.Op) {
 		if _, fused := v.biasedConv(node, nb.weightV, nb.usesV); fused {
 			return 0
 		}
@@ -526,11 +526,11 @@ func (nb *neighbours) contribution(i int) float64 {
 // the neighbour, or -1.
 func (nb *neighbours) fusedBias(i int) int {
 	v := &nb.view
-	if v.G.Nodes[i].Op.Name != "conv2d" {
+	if !takesBias(v.G.Nodes[i].Op) {
 		return -1
 	}
 	r := nb.soleReader(i)
-	if r < 0 || nb.weightV[r] || v.G.Nodes[r].Op.Name != "ewadd" {
+	if r < 0 || nb.weightV[r] || !addsBias(v.G.Nodes[r].Op) {
 		return -1
 	}
 	if conv, ok := v.biasedConv(&v.G.Nodes[r], nb.weightV, nb.usesV); ok && conv == i {

@@ -33,17 +33,14 @@ type variant struct {
 	conds []rules.Condition
 }
 
-// batchwise are the operators that act on each matrix of a rank-3 batch
-// independently, with concat and split one axis further in: any rule over
-// matrices built from them alone also holds for batches of matrices,
-// matrix by matrix, with the same scalars.
-// (The registry's transpose takes matrices only, so it is not among them.)
-func batchwise(op string) bool {
-	switch op {
-	case "ewadd", "ewmul", "smul", "relu", "matmul", "concat", "split":
-		return true
-	}
-	return false
+// batchwise reports whether an operator acts on each matrix of a rank-3
+// batch independently, with concat and split one axis further in: any
+// rule over matrices built from such operators alone also holds for
+// batches of matrices, matrix by matrix, with the same scalars. Each
+// operator's adapter says.
+func batchwise(op *rules.Op) bool {
+	a := adapterOf(op)
+	return a != nil && a.batchwise
 }
 
 // variants are the rule set's rules as proved, and lifted to batches where
@@ -86,13 +83,7 @@ func (rs *RuleSet) variants() (vs []variant, rws []rewrite.Rewrite, unshaped int
 func flat(r *rules.Rule) bool {
 	for _, g := range []*rules.Graph{&r.Src, &r.Dst} {
 		for _, n := range g.Nodes {
-			switch n.Op.Name {
-			case "ewadd", "ewmul", "smul", "relu":
-			case "concat", "split":
-				if n.Params[0] > 1 {
-					return false
-				}
-			default:
+			if a := adapterOf(n.Op); a == nil || a.flat == nil || !a.flat(n.Params) {
 				return false
 			}
 		}
@@ -126,7 +117,7 @@ func liftable(r *rules.Rule, ranks []int) bool {
 	}
 	for _, g := range []*rules.Graph{&r.Src, &r.Dst} {
 		for _, n := range g.Nodes {
-			if !batchwise(n.Op.Name) {
+			if !batchwise(n.Op) {
 				return false
 			}
 		}
@@ -154,8 +145,8 @@ func liftGraph(g rules.Graph) rules.Graph {
 	out := rules.Graph{NumInputs: g.NumInputs, Outputs: slices.Clone(g.Outputs), Nodes: make([]rules.Node, len(g.Nodes))}
 	for i, n := range g.Nodes {
 		n.Params, n.Args = slices.Clone(n.Params), slices.Clone(n.Args)
-		if n.Op.Name == "concat" || n.Op.Name == "split" {
-			n.Params[0]++
+		if a := adapterOf(n.Op); a != nil && a.lift != nil {
+			n.Params = a.lift(n.Params)
 		}
 		out.Nodes[i] = n
 	}

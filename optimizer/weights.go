@@ -194,17 +194,9 @@ func (g *Graph) channelBiasMemo(v rules.Value, weight []bool, memo map[int]bool)
 		return ok
 	}
 	n := &g.G.Nodes[v.Node]
-	args := n.Args
-	switch n.Op.Name {
-	case "concat", "split":
-		if n.Params[0] != 1 {
-			args = nil
-		}
-	case "ewadd", "ewmul", "relu":
-	case "smul":
-		args = args[:1] // the other operand is a scalar
-	default:
-		args = nil
+	var args []rules.Value
+	if a := adapterOf(n.Op); a != nil && a.biasArgs != nil {
+		args = a.biasArgs(n.Params, n.Args)
 	}
 	ok := len(args) > 0
 	for _, a := range args {
