@@ -11,8 +11,8 @@ import (
 
 	"rulebook/internal/budget"
 	"rulebook/internal/progress"
-	"rulebook/rules"
 	"rulebook/verify"
+	"rulebook/version"
 )
 
 func newAxiomsCmd() *cobra.Command {
@@ -78,7 +78,7 @@ The command fails if the set is inconsistent or any axiom is false.`,
 }
 
 func runAxiomsCheck(ctx context.Context, out io.Writer, dir string, c verify.AxiomCheck) error {
-	reg := rules.All()
+	reg := version.Registry()
 	set, err := loadAxioms(dir, reg)
 	if err != nil {
 		return err

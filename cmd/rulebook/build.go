@@ -103,7 +103,7 @@ func runBuild(cmd *cobra.Command, o buildOptions) error {
 	defer db.Close()
 	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
 	sum, err := build.Run(ctx, db, build.Config{Registry: reg, Ops: ops, Degrees: degrees, Axioms: set, MaxOps: o.maxOps, Tag: o.tag, Seed: o.seed,
-		Workers: o.workers, Budget: o.limits.budget(), Memory: mem, ToolVersion: version,
+		Workers: o.workers, Budget: o.limits.budget(), Memory: mem, ToolVersion: toolVersion,
 		Progress: build.Progress{
 			Generate: func(p enumerate.Progress) { bar.Update(p.Stage, p.Level, p.Done, p.Total) },
 			Verify:   bar.Stage("verify"),

@@ -8,9 +8,9 @@ import (
 	"rulebook/compare"
 	"rulebook/internal/budget"
 	"rulebook/internal/progress"
-	"rulebook/rules"
 	"rulebook/store"
 	"rulebook/verify"
+	"rulebook/version"
 )
 
 // maxSteps bounds --steps: every step multiplies the rewrites a search
@@ -85,7 +85,7 @@ the dimension they name, and both readings are counted side by side
 }
 
 func runCompare(cmd *cobra.Command, db *store.Store, path string, o compareOptions) error {
-	reg := rules.All()
+	reg := version.Registry()
 	set, err := loadAxioms(o.axiomDir, reg)
 	if err != nil {
 		return err

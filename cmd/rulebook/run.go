@@ -228,7 +228,7 @@ the table back by (device, operator, shapes, parameters).`,
 
 func benchOps(cmd *cobra.Command, db *store.Store, m *runtime.Model, s runtime.Executor, path string, o modelOptions, repeat int) error {
 	bar := progress.New(cmd.ErrOrStderr(), false)
-	runID, costs, err := optimizer.BenchOps(cmd.Context(), db, m, s, path, repeat, o.seed, version, bar.Stage("bench-ops"))
+	runID, costs, err := optimizer.BenchOps(cmd.Context(), db, m, s, path, repeat, o.seed, toolVersion, bar.Stage("bench-ops"))
 	bar.Finish()
 	if err != nil {
 		return err

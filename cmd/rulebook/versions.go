@@ -13,9 +13,9 @@ import (
 	"rulebook/compare"
 	"rulebook/internal/budget"
 	"rulebook/internal/progress"
-	"rulebook/rules"
 	"rulebook/store"
 	"rulebook/verify"
+	"rulebook/version"
 )
 
 type releaseOptions struct {
@@ -69,7 +69,7 @@ func runRelease(cmd *cobra.Command, tag string, o releaseOptions) error {
 	if o.wall <= 0 {
 		return fmt.Errorf("--timeout must be positive, got %s", o.wall)
 	}
-	reg := rules.All()
+	reg := version.Registry()
 	set, err := loadAxioms(o.axiomsDir, reg)
 	if err != nil {
 		return err
@@ -81,7 +81,7 @@ func runRelease(cmd *cobra.Command, tag string, o releaseOptions) error {
 	defer db.Close()
 	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
 	r, err := verify.Release(cmd.Context(), db, verify.Config{Registry: reg, Axioms: set, Budget: verify.Budget{WallClock: o.wall},
-		Workers: o.workers, Seed: o.seed, Progress: bar.Stage("prove again")}, tag, version)
+		Workers: o.workers, Seed: o.seed, Progress: bar.Stage("prove again")}, tag, toolVersion)
 	bar.Finish()
 	if r != nil {
 		printRefused(cmd.ErrOrStderr(), r)
@@ -159,11 +159,11 @@ re-hashed on load, and one whose rules no longer match its hash is refused.`,
   rulebook diff small.db:v1 v1`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := compare.LoadVersion(cmd.Context(), dbPath(cmd), args[0])
+			a, err := version.Open(cmd.Context(), dbPath(cmd), args[0])
 			if err != nil {
 				return err
 			}
-			b, err := compare.LoadVersion(cmd.Context(), dbPath(cmd), args[1])
+			b, err := version.Open(cmd.Context(), dbPath(cmd), args[1])
 			if err != nil {
 				return err
 			}
