@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rulebook/axioms"
 	"rulebook/internal/budget"
 	"rulebook/internal/progress"
 	"rulebook/verify"
@@ -79,7 +80,7 @@ The command fails if the set is inconsistent or any axiom is false.`,
 
 func runAxiomsCheck(ctx context.Context, out io.Writer, dir string, c verify.AxiomCheck) error {
 	reg := version.Registry()
-	set, err := loadAxioms(dir, reg)
+	set, err := axioms.Find(dir, reg)
 	if err != nil {
 		return err
 	}

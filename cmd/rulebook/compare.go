@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rulebook/axioms"
 	"rulebook/compare"
 	"rulebook/internal/budget"
 	"rulebook/internal/progress"
@@ -86,7 +87,7 @@ the dimension they name, and both readings are counted side by side
 
 func runCompare(cmd *cobra.Command, db *store.Store, path string, o compareOptions) error {
 	reg := version.Registry()
-	set, err := loadAxioms(o.axiomDir, reg)
+	set, err := axioms.Find(o.axiomDir, reg)
 	if err != nil {
 		return err
 	}

@@ -119,16 +119,10 @@ func runGenerate(ctx context.Context, cmd *cobra.Command, o generateOptions) err
 // --degrees that do not fit in it, before the database is opened.
 func generationBudget(cmd *cobra.Command, reg *rules.Registry, degrees []int, workers int) (budget.Budget, error) {
 	mem, err := memoryBudget(cmd)
-	if err != nil {
-		return mem, err
+	if err == nil {
+		err = enumerate.CheckBudget(reg, degrees, workers, mem)
 	}
-	if err := enumerate.CheckWorkers(workers, mem); err != nil {
-		return mem, fmt.Errorf("--workers: %w", err)
-	}
-	if err := enumerate.CheckDegrees(reg, degrees, mem); err != nil {
-		return mem, fmt.Errorf("--degrees: %w", err)
-	}
-	return mem, nil
+	return mem, err
 }
 
 // kernelConditions are the kernel extents --kernel-1x1 asks for.

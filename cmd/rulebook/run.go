@@ -145,7 +145,7 @@ Operators: ` + strings.Join(runtime.Ops(), ", ") + `.`,
 			} else {
 				printOutputs(cmd.OutOrStdout(), m, results[0].Outputs)
 				fmt.Fprintf(cmd.OutOrStdout(), "median latency %s over %d runs (%s backend, %s)\n",
-					results[0].Median.Round(time.Microsecond), repeat, o.backend, safetext.Name(filepath.Base(args[0])))
+					results[0].Median.Round(time.Microsecond), repeat, names[0], safetext.Name(filepath.Base(args[0])))
 			}
 			for i := 0; err == nil && len(expect) > 0 && i < len(results); i++ {
 				if err = m.CheckOutputs(results[i].Outputs, refs, tol); err != nil {

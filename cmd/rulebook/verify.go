@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rulebook/axioms"
 	"rulebook/internal/budget"
 	"rulebook/internal/progress"
 	"rulebook/store"
@@ -88,7 +89,7 @@ func runVerify(ctx context.Context, cmd *cobra.Command, dir string, o verifyOpti
 		return fmt.Errorf("--workers: %w", err)
 	}
 	reg := version.Registry()
-	set, err := loadAxioms(dir, reg) // before the database: a bad file changes nothing
+	set, err := axioms.Find(dir, reg) // before the database: a bad file changes nothing
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"runtime"
 	"strings"
 	"text/tabwriter"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rulebook/axioms"
 	"rulebook/compare"
 	"rulebook/internal/budget"
 	"rulebook/internal/progress"
@@ -70,7 +70,7 @@ func runRelease(cmd *cobra.Command, tag string, o releaseOptions) error {
 		return fmt.Errorf("--timeout must be positive, got %s", o.wall)
 	}
 	reg := version.Registry()
-	set, err := loadAxioms(o.axiomsDir, reg)
+	set, err := axioms.Find(o.axiomsDir, reg)
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ func runRelease(cmd *cobra.Command, tag string, o releaseOptions) error {
 		Workers: o.workers, Seed: o.seed, Progress: bar.Stage("prove again")}, tag, toolVersion)
 	bar.Finish()
 	if r != nil {
-		printRefused(cmd.ErrOrStderr(), r)
+		r.WriteRefused(cmd.ErrOrStderr())
 	}
 	if err != nil {
 		return err
@@ -98,30 +98,6 @@ func runRelease(cmd *cobra.Command, tag string, o releaseOptions) error {
 		fmt.Fprintf(cmd.OutOrStdout(), "%s holds the same rules as %s: %s is an alias, and the hash keeps naming %s\n", r.Version.Tag, r.Version.SameAs, r.Version.Tag, r.Version.SameAs)
 	}
 	return nil
-}
-
-// printRefused lists the rules a release would not publish.
-func printRefused(w io.Writer, r *verify.Released) {
-	if len(r.LeftOut) > 0 {
-		fmt.Fprintf(w, "left out, marked proved but with no proof of their current text (changed outside rulebook? 'rulebook verify' checks them again): rules %s\n",
-			abbreviate(idStrings(r.LeftOut), 10))
-	}
-	const shown = 10
-	for i, u := range r.Refused {
-		if i == shown {
-			fmt.Fprintf(w, "… and %d more refused ('rulebook why ID' says more)\n", len(r.Refused)-shown)
-			break
-		}
-		fmt.Fprintf(w, "refused, its proof does not hold when made again: rule %d (%s, %s): %s\n", u.ID, u.Status, u.Reason, u.Rule)
-	}
-}
-
-func idStrings(ids []int64) []string {
-	out := make([]string, len(ids))
-	for i, id := range ids {
-		out[i] = fmt.Sprint(id)
-	}
-	return out
 }
 
 func newVersionsCmd() *cobra.Command {
