@@ -1,75 +1,28 @@
 package compare
 
 // This file compares two released versions of our own rules, wherever
-// each is kept: in the database at hand, in another database, or in a
-// bundle exported with 'rulebook export --format json'.
+// each is kept (version.Open): in the database at hand, in another
+// database, or in a bundle exported with 'rulebook export --format json'.
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"os"
 	"slices"
-	"strings"
 
-	"rulebook/optimizer"
 	"rulebook/store"
 	"rulebook/verify"
+	"rulebook/version"
 )
-
-// Version is a released version of our rules, hash-checked, with the name
-// a comparison gives it.
-type Version struct {
-	Name string
-	*optimizer.RuleSet
-}
-
-// LoadVersion loads the version ref names, re-checking its content hash:
-// an exported bundle (a .json file, named "v1.json (v1)"), FILE:TAG for a
-// version of another database (named "FILE:v1"; tags hold no ':'), or a tag
-// or hash prefix of the database at dbPath (named by its tag).
-func LoadVersion(ctx context.Context, dbPath, ref string) (Version, error) {
-	if optimizer.IsBundle(ref) {
-		rs, err := optimizer.LoadBundle(ref)
-		if err != nil {
-			return Version{}, err
-		}
-		return Version{fmt.Sprintf("%s (%s)", ref, rs.Version), rs}, nil
-	}
-	if strings.HasSuffix(ref, ".json") {
-		return Version{}, fmt.Errorf("%s: no such bundle file", ref)
-	}
-	prefix := ""
-	if i := strings.LastIndex(ref, ":"); i > 0 {
-		dbPath, ref, prefix = ref[:i], ref[i+1:], ref[:i+1]
-		if _, err := os.Stat(dbPath); err != nil {
-			return Version{}, fmt.Errorf("%s: no such database (in FILE:TAG, FILE is a rulebook database)", dbPath)
-		}
-	}
-	db, err := store.OpenExisting(ctx, dbPath)
-	if err != nil {
-		return Version{}, err
-	}
-	defer db.Close()
-	rs, err := optimizer.LoadVersion(ctx, db, ref)
-	if err != nil && prefix != "" {
-		return Version{}, fmt.Errorf("%s: %w", dbPath, err)
-	}
-	if err != nil {
-		return Version{}, err
-	}
-	return Version{prefix + rs.Version, rs}, nil
-}
 
 // VersionDiff is what version B adds to version A and removes from it, as
 // canonical rule texts.
 type VersionDiff struct {
-	A, B           Version
+	A, B           *version.Set
 	Added, Removed []string
 }
 
 // DiffVersions compares two versions.
-func DiffVersions(a, b Version) VersionDiff {
+func DiffVersions(a, b *version.Set) VersionDiff {
 	added, removed := store.DiffTexts(slices.Sorted(slices.Values(a.Texts)), slices.Sorted(slices.Values(b.Texts)))
 	return VersionDiff{A: a, B: b, Added: added, Removed: removed}
 }

@@ -120,3 +120,15 @@ func memoBytes(mem budget.Budget, pool uint64, workers int) uint64 {
 	left := mem.Bytes() - min(pool, mem.Bytes())
 	return left / memoShare / uint64(max(workers, 1))
 }
+
+// CheckBudget refuses workers and degrees that do not fit in mem, naming
+// the flag to change.
+func CheckBudget(reg *rules.Registry, degrees []int, workers int, mem budget.Budget) error {
+	if err := CheckWorkers(workers, mem); err != nil {
+		return fmt.Errorf("--workers: %w", err)
+	}
+	if err := CheckDegrees(reg, degrees, mem); err != nil {
+		return fmt.Errorf("--degrees: %w", err)
+	}
+	return nil
+}

@@ -8,6 +8,7 @@ import (
 	"rulebook/onnx"
 	"rulebook/rewrite"
 	"rulebook/rules"
+	"rulebook/version"
 )
 
 // poolThenConv is average pooling after a 1×1 convolution instead of
@@ -52,7 +53,7 @@ func TestConditionCheckedAtEachMatch(t *testing.T) {
 				t.Fatal(err)
 			}
 			r, oriented := checked.Rule().Oriented()
-			rs := &RuleSet{Version: "test", Rules: []*rules.Rule{r}, Texts: []string{oriented.String()}}
+			rs := &version.Set{Tag: "test", Rules: []*rules.Rule{r}, Texts: []string{oriented.String()}}
 			res, err := Optimize(context.Background(), g, rs, DefaultOptions())
 			if err != nil {
 				t.Fatal(err)
@@ -87,9 +88,9 @@ func TestConditionedRuleOnInception(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, oriented := checked.Rule().Oriented()
-	rs := &RuleSet{Version: "test", Rules: []*rules.Rule{r}, Texts: []string{oriented.String()}}
+	rs := &version.Set{Tag: "test", Rules: []*rules.Rule{r}, Texts: []string{oriented.String()}}
 	sites := 0
-	vs, rws, _ := rs.variants()
+	vs, rws, _ := variants(rs)
 	rewrite.Neighbours(&g.G, rws, func(rw *rewrite.Rewrite, m *rewrite.Match, _ *rules.Graph) bool {
 		if !rw.Reversed && g.fitsConditions(&vs[rw.Rule], m) {
 			sites++

@@ -3,9 +3,8 @@
 //
 // The steps, in the order a model goes through them:
 //
-//   - RuleSet is the version: LoadVersion takes it from the store,
-//     LoadBundle from an exported JSON file; either refuses rules that no
-//     longer hash to the version's content hash (ErrTampered).
+//   - version.Set is the version, loaded and hash-checked by package
+//     version from the store or an exported JSON file.
 //   - Graph is the model in the registry's terms (FromONNX, LoadModel): ONNX
 //     nodes whose meaning is exactly a registry operator's become that
 //     operator, every other node stays opaque and no rule crosses it.

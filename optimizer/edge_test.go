@@ -10,6 +10,7 @@ import (
 	"rulebook/rewrite"
 	"rulebook/rules"
 	"rulebook/runtime"
+	"rulebook/version"
 )
 
 // tinyModel builds an ONNX model from nodes over a float input and
@@ -156,14 +157,14 @@ func TestRewriteWouldCycle(t *testing.T) {
 }
 
 // shapedRuleSet is a rule set of one rule found at the given input shapes.
-func shapedRuleSet(t *testing.T, src, dst, inputs string) *RuleSet {
+func shapedRuleSet(t *testing.T, src, dst, inputs string) *version.Set {
 	t.Helper()
 	checked, err := rules.NewText(rules.Default(), src, dst, inputs, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	r, text := checked.Rule().Oriented()
-	return &RuleSet{Version: "test", Rules: []*rules.Rule{r}, Texts: []string{text.String()}}
+	return &version.Set{Tag: "test", Rules: []*rules.Rule{r}, Texts: []string{text.String()}}
 }
 
 // A rule proved over matrices applies to batches of matrices only in its
@@ -180,7 +181,7 @@ func TestLiftedRule(t *testing.T) {
 	}
 	rs := shapedRuleSet(t, "(let ((%0 (matmul ?a (concat 1 ?b ?c)))) (outputs (split0 1 %0) (split1 1 %0)))",
 		"(outputs (matmul ?a ?b) (matmul ?a ?c))", "?a:2x4 ?b:4x4 ?c:4x4")
-	vs, _, _ := rs.variants()
+	vs, _, _ := variants(rs)
 	if len(vs) != 2 || !vs[1].lifted || !slices.Equal(vs[1].ranks, []int{3, 3, 3}) {
 		t.Fatalf("variants %+v, want the rule and its lift to rank 3", vs)
 	}
@@ -215,7 +216,7 @@ func TestVariantRanks(t *testing.T) {
 		{"(conv2d 1 same none 1 ?a (enlarge 3 ?b))", "(conv2d 1 same none 1 ?a ?b)", "?a:2x4x5x5 ?b:4x4x3x3", [][]int{{4, 4}}},
 	}
 	for _, c := range cases {
-		vs, _, _ := shapedRuleSet(t, c.src, c.dst, c.inputs).variants()
+		vs, _, _ := variants(shapedRuleSet(t, c.src, c.dst, c.inputs))
 		var got [][]int
 		for _, v := range vs {
 			got = append(got, v.ranks)
@@ -225,7 +226,7 @@ func TestVariantRanks(t *testing.T) {
 		}
 	}
 	// Without shapes, only a flat rule can say where it holds.
-	vs, _, unshaped := ruleSet(t, "(transpose (transpose ?a)) => ?a", "(relu (relu ?a)) => (relu ?a)").variants()
+	vs, _, unshaped := variants(ruleSet(t, "(transpose (transpose ?a)) => ?a", "(relu (relu ?a)) => (relu ?a)"))
 	if len(vs) != 1 || vs[0].rule != 1 || unshaped != 1 {
 		t.Errorf("variants %+v and %d left out, want the flat rule and one left out", vs, unshaped)
 	}

@@ -8,6 +8,7 @@ import (
 	"rulebook/optimizer"
 	"rulebook/rules"
 	"rulebook/runtime"
+	"rulebook/version"
 )
 
 // Optimize rewrites a model with a rule set. Here the model multiplies its
@@ -48,7 +49,7 @@ func ExampleOptimize() {
 		fmt.Println(err)
 		return
 	}
-	rs := &optimizer.RuleSet{Version: "example", Rules: []*rules.Rule{text.Rule()}, Texts: []string{text.String()}}
+	rs := &version.Set{Tag: "example", Rules: []*rules.Rule{text.Rule()}, Texts: []string{text.String()}}
 
 	res, err := optimizer.Optimize(context.Background(), g, rs, optimizer.DefaultOptions())
 	if err != nil {

@@ -15,11 +15,12 @@ import (
 	"rulebook/onnx"
 	"rulebook/rules"
 	"rulebook/runtime"
+	"rulebook/version"
 )
 
 // runJob optimizes the model file at path with opt into dir and returns
 // the report and the written model.
-func runJob(t *testing.T, path string, rs *RuleSet, opt Options, dir string) (*Report, *onnx.Model) {
+func runJob(t *testing.T, path string, rs *version.Set, opt Options, dir string) (*Report, *onnx.Model) {
 	t.Helper()
 	rt, g, _, err := LoadModel(path, runtime.LoadOptions{Seed: 1})
 	if err != nil {
@@ -48,7 +49,7 @@ func TestKeepsExternalWeights(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(filepath.Dir(path), "resnet50.weights")); err == nil {
 		t.Skip("resnet50.weights is present: this test is about an absent weights file")
 	}
-	rs, err := LoadBundle(bundle3Ops)
+	rs, err := version.LoadBundle(bundle3Ops)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +145,7 @@ func TestExternalWeightsBesideTheOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs := &RuleSet{Version: "test", Rules: []*rules.Rule{text.Rule()}, Texts: []string{text.String()}, RuleHashes: []string{"h"}}
+	rs := &version.Set{Tag: "test", Rules: []*rules.Rule{text.Rule()}, Texts: []string{text.String()}, RuleHashes: []string{"h"}}
 	rep, written := runJob(t, path, rs, DefaultOptions(), out)
 	if len(rep.Applied) != 1 {
 		t.Fatalf("applied %+v, want distributivity once", rep.Applied)

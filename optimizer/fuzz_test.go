@@ -15,6 +15,7 @@ import (
 	"rulebook/rules"
 	"rulebook/runtime"
 	"rulebook/store"
+	"rulebook/version"
 )
 
 // bundleSeed is a small valid bundle: the first n rules of a real one, and
@@ -52,7 +53,7 @@ func bundleSeed(f *testing.F, path string, n int) []byte {
 	if err := os.WriteFile(seed, b.Bytes(), 0o644); err != nil {
 		f.Fatal(err)
 	}
-	if rs, err := LoadBundle(seed); err != nil || len(rs.Rules) != len(keep) {
+	if rs, err := version.LoadBundle(seed); err != nil || len(rs.Rules) != len(keep) {
 		f.Fatalf("the seed cut from %s does not load whole: %v", path, err)
 	}
 	return b.Bytes()
@@ -70,7 +71,7 @@ func FuzzLoadBundle(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		rs, err := LoadBundle(path)
+		rs, err := version.LoadBundle(path)
 		if err != nil {
 			return
 		}
@@ -79,7 +80,7 @@ func FuzzLoadBundle(f *testing.F) {
 		if err := os.WriteFile(again, exportBundle(t, rs), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		back, err := LoadBundle(again)
+		back, err := version.LoadBundle(again)
 		if err != nil {
 			t.Fatalf("the loaded bundle, exported again, does not load: %v", err)
 		}
@@ -90,7 +91,7 @@ func FuzzLoadBundle(f *testing.F) {
 }
 
 // checkRuleSet holds what a loaded rule set promises.
-func checkRuleSet(t *testing.T, rs *RuleSet) {
+func checkRuleSet(t *testing.T, rs *version.Set) {
 	if len(rs.Rules) != len(rs.Texts) || len(rs.Texts) != len(rs.RuleHashes) {
 		t.Fatalf("%d rules, %d texts, %d hashes", len(rs.Rules), len(rs.Texts), len(rs.RuleHashes))
 	}
@@ -110,14 +111,14 @@ func checkRuleSet(t *testing.T, rs *RuleSet) {
 }
 
 // exportBundle writes a rule set as 'rulebook export --format json' does.
-func exportBundle(t *testing.T, rs *RuleSet) []byte {
+func exportBundle(t *testing.T, rs *version.Set) []byte {
 	var texts []rules.Text
 	for _, r := range rs.Rules {
 		_, text := r.Oriented()
 		texts = append(texts, text)
 	}
 	var b bytes.Buffer
-	if err := exchange.WriteJSON(&b, exchange.Header{Version: rs.Version, Hash: rs.Hash}, texts); err != nil {
+	if err := exchange.WriteJSON(&b, exchange.Header{Version: rs.Tag, Hash: rs.Hash}, texts); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()

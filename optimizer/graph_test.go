@@ -16,6 +16,7 @@ import (
 	"rulebook/onnx"
 	"rulebook/rules"
 	"rulebook/runtime"
+	"rulebook/version"
 )
 
 // sharedModels are the shared models the tests map and search.
@@ -36,11 +37,11 @@ func loadGraph(t testing.TB, name string) *Graph {
 // ≤3 rulebook (bundle3Ops).
 func releasedVariants(t testing.TB) ([]variant, []rewrite.Rewrite) {
 	t.Helper()
-	rs, err := LoadBundle(bundle3Ops)
+	rs, err := version.LoadBundle(bundle3Ops)
 	if err != nil {
 		t.Fatal(err)
 	}
-	vs, rws, _ := rs.variants()
+	vs, rws, _ := variants(rs)
 	return vs, rws
 }
 
@@ -204,7 +205,7 @@ func assertSameOutputs(t *testing.T, a, b *runtime.Model) {
 // TestOpaqueNodesIntact checks that every node the registry cannot express
 // is written back as it was, attributes and all, also after a search.
 func TestOpaqueNodesIntact(t *testing.T) {
-	rs, err := LoadBundle(bundle3Ops)
+	rs, err := version.LoadBundle(bundle3Ops)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"rulebook/onnx"
 	"rulebook/rules"
 	"rulebook/runtime"
+	"rulebook/version"
 )
 
 // A compared rewrite whose outputs differ beyond the tolerance is not
@@ -39,7 +40,7 @@ func TestCompareRefusesDifferingOutputs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rs := &RuleSet{Version: "test", Rules: []*rules.Rule{text.Rule()}, Texts: []string{text.String()}, RuleHashes: []string{"h"}}
+			rs := &version.Set{Tag: "test", Rules: []*rules.Rule{text.Rule()}, Texts: []string{text.String()}, RuleHashes: []string{"h"}}
 			opt := DefaultOptions()
 			opt.Budget = 10
 			job := Job{Path: model, Runtime: rt, Graph: g, Rules: rs, Options: opt, CostModel: "analytic", Compare: 2, Threads: 1, Seed: 1,

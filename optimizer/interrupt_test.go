@@ -13,6 +13,7 @@ import (
 	"rulebook/onnx"
 	"rulebook/rules"
 	"rulebook/runtime"
+	"rulebook/version"
 )
 
 // twoProductsModel writes x·w1 + x·w2 with 128×128 weights inline, which
@@ -36,7 +37,7 @@ func twoProductsModel(t *testing.T, dir string) string {
 // unwraps to the cancellation. A measured gain interrupted before it was
 // timed again is not kept.
 func TestInterruptEveryPhase(t *testing.T) {
-	bundle, err := LoadBundle(bundle3Ops)
+	bundle, err := version.LoadBundle(bundle3Ops)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,12 +45,12 @@ func TestInterruptEveryPhase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	distributivity := &RuleSet{Version: "test", Rules: []*rules.Rule{text.Rule()}, Texts: []string{text.String()}, RuleHashes: []string{"h"}}
+	distributivity := &version.Set{Tag: "test", Rules: []*rules.Rule{text.Rule()}, Texts: []string{text.String()}, RuleHashes: []string{"h"}}
 	squeezenet := testfiles.Shared(t, "models", "squeezenet1_1.onnx")
 	cases := []struct {
 		phase    string
 		model    string
-		rules    *RuleSet
+		rules    *version.Set
 		measured bool
 		compare  int
 	}{

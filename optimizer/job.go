@@ -14,6 +14,7 @@ import (
 	"rulebook/internal/outfile"
 	"rulebook/onnx"
 	"rulebook/runtime"
+	"rulebook/version"
 )
 
 // Job is one optimization of a model file, as 'rulebook optimize' runs
@@ -23,7 +24,7 @@ type Job struct {
 	Path    string         // the model file, as the report names it
 	Runtime *runtime.Model // the model as the runtime loaded it (LoadModel)
 	Graph   *Graph         // the model mapped onto the registry (LoadModel)
-	Rules   *RuleSet
+	Rules   *version.Set
 	Options Options
 	// CostModel and Device are how the report names Options.Cost
 	// ("analytic" or "measured") and what it and the side-by-side runs

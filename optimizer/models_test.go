@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"rulebook/version"
 )
 
 // The released ≤3-operator rulebook, exported as a bundle: 'rulebook build
@@ -18,7 +20,7 @@ const bundle3Ops = "testdata/rules-3ops.json"
 // rulebook under a small budget: the rewritten model must compute the same
 // outputs as the original within 1e-4, and cost no more.
 func TestOptimizeModels(t *testing.T) {
-	rs, err := LoadBundle(bundle3Ops)
+	rs, err := version.LoadBundle(bundle3Ops)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +70,7 @@ func BenchmarkSearch(b *testing.B) {
 	if path := os.Getenv("RULEBOOK_SEARCH_RULES"); path != "" {
 		bundle = path
 	}
-	rs, err := LoadBundle(bundle)
+	rs, err := version.LoadBundle(bundle)
 	if err != nil {
 		b.Fatal(err)
 	}

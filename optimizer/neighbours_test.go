@@ -296,7 +296,7 @@ func TestNeighboursRepriceChannelBias(t *testing.T) {
 	if pooled == nil {
 		t.Fatal("no graph pools the bias")
 	}
-	vs, unpool, _ := shapedRuleSet(t, "(pool_max 1 1 same ?a)", "?a", "?a:1x4x8x8").variants()
+	vs, unpool, _ := variants(shapedRuleSet(t, "(pool_max 1 1 same ?a)", "?a", "?a:1x4x8x8"))
 	checkNeighbours(t, pooled, vs, unpool, 0, nil)
 }
 

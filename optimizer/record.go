@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"rulebook/runtime"
@@ -37,6 +38,32 @@ func BeginRecording(ctx context.Context, db *store.Store, device string, setting
 		return nil, fmt.Errorf("record the run: %w", err)
 	}
 	return &Recording{db: db, RunID: runID, Device: device, Costs: NewCostCache(db, device, runID)}, nil
+}
+
+// OpenRecording opens the store at path and begins the run there. When
+// optional, a store that does not exist is not created and nothing is
+// recorded. The caller calls Close.
+func OpenRecording(ctx context.Context, path string, optional bool, device string, settings map[string]any, seed uint64, toolVersion string) (*Recording, error) {
+	if _, err := os.Stat(path); optional && err != nil {
+		return BeginRecording(ctx, nil, device, nil, 0, toolVersion)
+	}
+	db, err := store.Open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := BeginRecording(ctx, db, device, settings, seed, toolVersion)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return rec, nil
+}
+
+// Close closes the store the run is recorded in, if any.
+func (r *Recording) Close() {
+	if r.db != nil {
+		r.db.Close()
+	}
 }
 
 // Recorded says whether the run is kept in a store.

@@ -16,6 +16,7 @@ import (
 	"rulebook/internal/safetext"
 	"rulebook/runtime"
 	"rulebook/store"
+	"rulebook/version"
 )
 
 // Report is the JSON report of one optimization, as 'rulebook optimize'
@@ -153,14 +154,14 @@ type ConfirmedGain struct {
 // NewReport describes the search that turned start into res.Graph with
 // the rules of rs, priced by costModel ("analytic" or "measured");
 // measured is the side-by-side run of both models, if there was one.
-func NewReport(model, costModel string, rs *RuleSet, start *Graph, res *Result, measured []*SideBySide) *Report {
+func NewReport(model, costModel string, rs *version.Set, start *Graph, res *Result, measured []*SideBySide) *Report {
 	r := &Report{Model: model, CostModel: costModel, CostUnit: CostUnit(costModel), Before: res.Before, After: res.After, Speedup: ratio(res.Before, res.After),
 		Applied: appliedRules(rs, res), Opaque: start.Opaque(), OpaqueReasons: start.OpaqueReasons(), OpaqueShare: start.OpaqueShare(),
 		MemoryBefore: start.Memory(), MemoryAfter: res.Graph.Memory(), MeasuredOn: measured, ExternalData: []ExternalData{}}
 	if len(measured) > 0 {
 		r.Measured = measured[0]
 	}
-	r.Rules = ReportRules{Version: rs.Version, Hash: rs.Hash, Count: len(rs.Rules)}
+	r.Rules = ReportRules{Version: rs.Tag, Hash: rs.Hash, Count: len(rs.Rules)}
 	r.Search = SearchStats{Explored: res.Explored, Seen: res.Seen, Seconds: res.Elapsed.Seconds(), Stopped: res.Stopped, OverMemory: res.OverMemory}
 	r.Unshaped = res.Unshaped
 	r.ByOperator = costByOperator(res.BeforeByOperator, res.AfterByOperator)
@@ -194,7 +195,7 @@ func ratio(before, after float64) float64 {
 }
 
 // appliedRules lists the rules a search used, the most used first.
-func appliedRules(rs *RuleSet, res *Result) []AppliedRule {
+func appliedRules(rs *version.Set, res *Result) []AppliedRule {
 	out := []AppliedRule{}
 	for i, n := range res.Applied {
 		a := AppliedRule{Index: i, Hash: rs.RuleHashes[i], Rule: rs.Texts[i], Count: n, LeftToRight: n - res.Reversed[i], RightToLeft: res.Reversed[i]}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"rulebook/internal/testfiles"
+	"rulebook/version"
 )
 
 // The report's layout is what scripts read: the field names, their order
@@ -153,7 +154,7 @@ const reportGolden = "testdata/optimize-report.golden.json"
 // purpose (say so in docs/optimize-report.md too).
 func TestReportGolden(t *testing.T) {
 	path := testfiles.Shared(t, "models", "squeezenet1_1.onnx")
-	rs, err := LoadBundle(bundle3Ops)
+	rs, err := version.LoadBundle(bundle3Ops)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"rulebook/rewrite"
 	"rulebook/rules"
+	"rulebook/version"
 )
 
 // Options bound TASO's cost-based backtracking search (Algorithm 2).
@@ -156,7 +157,7 @@ type Result struct {
 	// OverMemory counts the graphs dropped for the memory limit.
 	OverMemory int
 	// Unshaped counts the rules left out because they record no shapes
-	// to tell at which ranks they hold (see RuleSet.variants).
+	// to tell at which ranks they hold (see variants).
 	Unshaped int
 	// BeforeByOperator and AfterByOperator split Before and After by
 	// operator (see ByOperator).
@@ -227,7 +228,7 @@ func (c *candidate) applied() map[directedUse]int {
 // The search stops within moments of its Timeout or of ctx's
 // cancellation, also in the middle of expanding a large graph, and
 // returns the best graph found so far (Stopped says why it stopped).
-func Optimize(ctx context.Context, g *Graph, rs *RuleSet, opt Options) (*Result, error) {
+func Optimize(ctx context.Context, g *Graph, rs *version.Set, opt Options) (*Result, error) {
 	if opt.MemoryLimit > 0 && g.Memory() > opt.MemoryLimit {
 		return nil, fmt.Errorf("optimizer: the model needs %d MiB, above the memory limit of %d MiB", g.Memory()>>20, opt.MemoryLimit>>20)
 	}
@@ -235,7 +236,7 @@ func Optimize(ctx context.Context, g *Graph, rs *RuleSet, opt Options) (*Result,
 	s := &search{ctx: ctx, opt: opt, start: time.Now(), expanded: map[string]bool{}, done: map[rewrite.Hash]bool{}}
 	s.deadline, s.reported = s.start.Add(opt.Timeout), s.start
 	var unshaped int
-	s.vs, s.rws, unshaped = rs.variants()
+	s.vs, s.rws, unshaped = variants(rs)
 	s.matcher = rewrite.NewMatcher(s.rws)
 	s.best = &candidate{g: g, cost: opt.Cost.Cost(g)}
 	s.queue = candidates{s.best}

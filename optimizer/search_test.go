@@ -11,17 +11,18 @@ import (
 	"rulebook/rewrite"
 	"rulebook/rules"
 	"rulebook/runtime"
+	"rulebook/version"
 )
 
 // bundleRules are the released ≤3-operator rules of these texts, with the
 // shapes they were proved at.
-func bundleRules(t *testing.T, texts ...string) *RuleSet {
+func bundleRules(t *testing.T, texts ...string) *version.Set {
 	t.Helper()
-	all, err := LoadBundle(bundle3Ops)
+	all, err := version.LoadBundle(bundle3Ops)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs := &RuleSet{Version: "test"}
+	rs := &version.Set{Tag: "test"}
 	for i, text := range all.Texts {
 		if slices.Contains(texts, text) {
 			rs.Rules, rs.Texts = append(rs.Rules, all.Rules[i]), append(rs.Texts, text)
@@ -34,9 +35,9 @@ func bundleRules(t *testing.T, texts ...string) *RuleSet {
 }
 
 // ruleSet parses proved rules of the ≤3-operator rulebook.
-func ruleSet(t *testing.T, texts ...string) *RuleSet {
+func ruleSet(t *testing.T, texts ...string) *version.Set {
 	t.Helper()
-	rs := &RuleSet{Version: "test"}
+	rs := &version.Set{Tag: "test"}
 	for _, text := range texts {
 		r, err := rules.ParseRule(rules.Default(), text)
 		if err != nil {
@@ -180,12 +181,12 @@ func TestProgressEndsFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bundle, err := LoadBundle(bundle3Ops)
+	bundle, err := version.LoadBundle(bundle3Ops)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
-		rules   *RuleSet
+		rules   *version.Set
 		budget  int
 		timeout time.Duration
 		stopped StopReason
@@ -213,7 +214,7 @@ func TestProgressEndsFull(t *testing.T) {
 // own neighbour, is expanded once: step keys each graph it takes from the
 // queue and drops the repeats.
 func TestQueuedRepeatsExpandOnce(t *testing.T) {
-	rs, err := LoadBundle(bundle3Ops)
+	rs, err := version.LoadBundle(bundle3Ops)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"rulebook/internal/testfiles"
 	"rulebook/onnx"
 	"rulebook/runtime"
+	"rulebook/version"
 )
 
 // TestOptimizeTorchvision optimizes PyTorch's exports of torchvision
@@ -20,7 +21,7 @@ func TestOptimizeTorchvision(t *testing.T) {
 		t.Skip("exports seven models with PyTorch")
 	}
 	dir := testfiles.ExportTorchvision(t, testfiles.SmallTorchvision...)
-	rs, err := LoadBundle(bundle3Ops)
+	rs, err := version.LoadBundle(bundle3Ops)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"rulebook/rewrite"
 	"rulebook/rules"
+	"rulebook/version"
 )
 
 // variant is one form of a rule the search applies: the rule at the ranks
@@ -50,7 +51,7 @@ func batchwise(op *rules.Op) bool {
 // keys graphs up to that order. Rules that record no shapes (some imported
 // ones) cannot say at which ranks they hold: unless flat, they are left
 // out and counted in unshaped.
-func (rs *RuleSet) variants() (vs []variant, rws []rewrite.Rewrite, unshaped int) {
+func variants(rs *version.Set) (vs []variant, rws []rewrite.Rewrite, unshaped int) {
 	add := func(v variant, r *rules.Rule) {
 		for _, rw := range rewrite.Both(r, len(vs)) {
 			rw.Commutative = true

@@ -9,6 +9,7 @@ import (
 	"rulebook/cluster"
 	"rulebook/internal/safetext"
 	"rulebook/training"
+	"rulebook/version"
 )
 
 // Simulated is the warning every printed or written plan carries.
@@ -26,6 +27,8 @@ type Comparison struct {
 	// Fits is false when no strategy fits in memory; Chosen then needs the
 	// least.
 	Fits bool
+	// Rules is the pinned rule version the header names, or nil.
+	Rules *version.Set
 }
 
 // Compare prices each family of kinds on the machine (for the grid and
@@ -79,6 +82,9 @@ func Compare(ctx context.Context, g *training.Graph, kinds []Kind, o Options) (*
 // was chosen and that the times are simulated.
 func (c *Comparison) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "%s on %s (%d devices), batch %d: %s\ncost model: %s\n", safetext.Name(c.Model), safetext.Name(c.Machine.Name), c.Machine.NumDevices(), c.Batch, Simulated, CostModel)
+	if c.Rules != nil {
+		fmt.Fprintf(w, "rules: %s, pinned; the strategies do not use them yet\n", safetext.Name(c.Rules.Describe()))
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "strategy\tlayout\tstep (simulated)\tcompute\texposed comm\tidle\tmemory/device\tfits\t")
 	var notes []string

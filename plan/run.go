@@ -13,6 +13,7 @@ import (
 	"rulebook/onnx"
 	"rulebook/simulate"
 	"rulebook/training"
+	"rulebook/version"
 )
 
 // Request is one 'rulebook plan' invocation.
@@ -35,6 +36,9 @@ type Request struct {
 	Out string
 	// EmitTorch also writes NAME.torch.json, a DTensor plan.
 	EmitTorch bool
+	// Rules is a pinned, hash-checked rule version, or nil. The header
+	// names it; the hand-coded strategies do not use its rules yet.
+	Rules *version.Set
 }
 
 // Outcome is what Run priced and wrote.
@@ -91,6 +95,7 @@ func Run(ctx context.Context, req Request) (*Outcome, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	c.Rules = req.Rules
 	out := &Outcome{Comparison: c, Graph: g}
 	if req.Out == "" {
 		return out, nil

@@ -238,7 +238,7 @@ func (b *builder) addInputs(g *onnx.Graph, dims map[string]int) ([]int, error) {
 		ids = append(ids, id)
 	}
 	if len(unknown) > 0 {
-		return nil, fmt.Errorf("input dimensions without a value (give them in LoadOptions.Dims): %s", strings.Join(unknown, ", "))
+		return nil, &MissingDimsError{Dims: unknown}
 	}
 	// The caller allocates each input for every run.
 	for _, id := range ids {
@@ -616,4 +616,14 @@ func liveNodes(nodes []*node, outputs []int) []*node {
 		}
 	}
 	return out
+}
+
+// MissingDimsError reports symbolic input dimensions that LoadOptions.Dims
+// gives no value. Callers find it with errors.As and say how to give them.
+type MissingDimsError struct {
+	Dims []string // each as `"N" (input "x" dimension 0)`
+}
+
+func (e *MissingDimsError) Error() string {
+	return "input dimensions without a value (give them in LoadOptions.Dims): " + strings.Join(e.Dims, ", ")
 }

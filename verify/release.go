@@ -3,7 +3,9 @@ package verify
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
+	"strings"
 
 	"rulebook/store"
 )
@@ -121,4 +123,32 @@ func reestablish(ctx context.Context, db *store.Store, cfg Config, cands []store
 		done += len(group)
 	}
 	return re, nil
+}
+
+// WriteRefused lists the rules a release would not publish.
+func (r *Released) WriteRefused(w io.Writer) {
+	if len(r.LeftOut) > 0 {
+		fmt.Fprintf(w, "left out, marked proved but with no proof of their current text (changed outside rulebook? 'rulebook verify' checks them again): rules %s\n",
+			abbreviateIDs(r.LeftOut, 10))
+	}
+	const shown = 10
+	for i, u := range r.Refused {
+		if i == shown {
+			fmt.Fprintf(w, "… and %d more refused ('rulebook why ID' says more)\n", len(r.Refused)-shown)
+			break
+		}
+		fmt.Fprintf(w, "refused, its proof does not hold when made again: rule %d (%s, %s): %s\n", u.ID, u.Status, u.Reason, u.Rule)
+	}
+}
+
+// abbreviateIDs joins the first n ids.
+func abbreviateIDs(ids []int64, n int) string {
+	out := make([]string, min(n, len(ids)))
+	for i := range out {
+		out[i] = fmt.Sprint(ids[i])
+	}
+	if len(ids) > n {
+		return strings.Join(out, ", ") + fmt.Sprintf(", … (%d more)", len(ids)-n)
+	}
+	return strings.Join(out, ", ")
 }

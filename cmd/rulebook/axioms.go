@@ -9,10 +9,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rulebook/axioms"
 	"rulebook/internal/budget"
 	"rulebook/internal/progress"
-	"rulebook/rules"
 	"rulebook/verify"
+	"rulebook/version"
 )
 
 func newAxiomsCmd() *cobra.Command {
@@ -78,8 +79,8 @@ The command fails if the set is inconsistent or any axiom is false.`,
 }
 
 func runAxiomsCheck(ctx context.Context, out io.Writer, dir string, c verify.AxiomCheck) error {
-	reg := rules.All()
-	set, err := loadAxioms(dir, reg)
+	reg := version.Registry()
+	set, err := axioms.Find(dir, reg)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"path/filepath"
 	"runtime"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"rulebook/build"
 	"rulebook/enumerate"
 	"rulebook/internal/progress"
-	"rulebook/rules"
 	"rulebook/store"
 	"rulebook/verify"
 )
@@ -92,7 +90,7 @@ func runBuild(cmd *cobra.Command, o buildOptions) error {
 		return err
 	}
 	reg := build.VerifyRegistry(ops)
-	set, err := loadAxioms(o.axiomsDir, reg) // before the database: a bad file changes nothing
+	set, err := axioms.Find(o.axiomsDir, reg) // before the database: a bad file changes nothing
 	if err != nil {
 		return err
 	}
@@ -103,7 +101,7 @@ func runBuild(cmd *cobra.Command, o buildOptions) error {
 	defer db.Close()
 	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
 	sum, err := build.Run(ctx, db, build.Config{Registry: reg, Ops: ops, Degrees: degrees, Axioms: set, MaxOps: o.maxOps, Tag: o.tag, Seed: o.seed,
-		Workers: o.workers, Budget: o.limits.budget(), Memory: mem, ToolVersion: version,
+		Workers: o.workers, Budget: o.limits.budget(), Memory: mem, ToolVersion: toolVersion,
 		Progress: build.Progress{
 			Generate: func(p enumerate.Progress) { bar.Update(p.Stage, p.Level, p.Done, p.Total) },
 			Verify:   bar.Stage("verify"),
@@ -116,19 +114,6 @@ func runBuild(cmd *cobra.Command, o buildOptions) error {
 	}
 	sum.WriteText(cmd.OutOrStdout(), db.Path())
 	return nil
-}
-
-// loadAxioms reads the axiom folder dir. Without one it reads ./axioms if
-// that folder has axiom files, as in the repository, else the set compiled
-// into rulebook, so that the default works anywhere.
-func loadAxioms(dir string, reg *rules.Registry) (*axioms.Set, error) {
-	if dir != "" {
-		return axioms.Load(dir, reg)
-	}
-	if local, _ := filepath.Glob(filepath.Join("axioms", "*.smt2")); len(local) > 0 {
-		return axioms.Load("axioms", reg)
-	}
-	return axioms.Builtin(reg)
 }
 
 // proofLimits are the verifier's limits per rule, as flags: the budget of

@@ -5,12 +5,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rulebook/axioms"
 	"rulebook/compare"
 	"rulebook/internal/budget"
 	"rulebook/internal/progress"
-	"rulebook/rules"
 	"rulebook/store"
 	"rulebook/verify"
+	"rulebook/version"
 )
 
 // maxSteps bounds --steps: every step multiplies the rewrites a search
@@ -85,8 +86,8 @@ the dimension they name, and both readings are counted side by side
 }
 
 func runCompare(cmd *cobra.Command, db *store.Store, path string, o compareOptions) error {
-	reg := rules.All()
-	set, err := loadAxioms(o.axiomDir, reg)
+	reg := version.Registry()
+	set, err := axioms.Find(o.axiomDir, reg)
 	if err != nil {
 		return err
 	}

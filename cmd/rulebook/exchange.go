@@ -13,6 +13,7 @@ import (
 	"rulebook/rules"
 	"rulebook/store"
 	"rulebook/verify"
+	"rulebook/version"
 )
 
 func newExportCmd() *cobra.Command {
@@ -53,7 +54,7 @@ rule at a concrete degree is left out unless that is N (it holds there only).`,
 			if tag == "" {
 				return fmt.Errorf("--version is required (see 'rulebook versions')")
 			}
-			if err := sel.Check(rules.All()); err != nil {
+			if err := sel.Check(version.Registry()); err != nil {
 				return err
 			}
 			if err := sel.CheckDegree(format, cmd.Flags().Changed("degree")); err != nil {
@@ -75,7 +76,7 @@ rule at a concrete degree is left out unless that is N (it holds there only).`,
 			}
 			var skipped []exchange.Skip
 			err = writeOutput(cmd, output, func(w io.Writer) (err error) {
-				skipped, err = exchange.Export(w, rules.All(), format, v, rs, sel)
+				skipped, err = exchange.Export(w, version.Registry(), format, v, rs, sel)
 				return err
 			})
 			if err != nil || len(skipped) == 0 {
@@ -149,7 +150,7 @@ byte offset of a protobuf) and nothing is written.`,
 }
 
 func runImport(ctx context.Context, cmd *cobra.Command, format, path string) error {
-	foreign, format, err := exchange.ReadFileContext(ctx, path, format, rules.All())
+	foreign, format, err := exchange.ReadFileContext(ctx, path, format, version.Registry())
 	if err != nil {
 		return err
 	}
@@ -158,7 +159,7 @@ func runImport(ctx context.Context, cmd *cobra.Command, format, path string) err
 		return err
 	}
 	defer db.Close()
-	runID, n, err := exchange.Import(ctx, db, foreign, path, format, version)
+	runID, n, err := exchange.Import(ctx, db, foreign, path, format, toolVersion)
 	if err != nil {
 		return err
 	}

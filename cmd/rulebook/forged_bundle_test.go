@@ -11,10 +11,10 @@ import (
 
 	"rulebook/exchange"
 	"rulebook/internal/testfiles"
-	"rulebook/optimizer"
 	"rulebook/rules"
 	"rulebook/store"
 	"rulebook/verify"
+	"rulebook/version"
 )
 
 // TestForgedBundleRefused: a bundle with one rule changed into a false one
@@ -51,7 +51,7 @@ func TestForgedBundleRefused(t *testing.T) {
 	if err := os.WriteFile(forged, b.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := optimizer.LoadBundle(forged)
+	rs, err := version.LoadBundle(forged)
 	if err != nil {
 		t.Fatalf("the forged bundle's hash does not match, so this test forges nothing: %v", err)
 	}
@@ -68,7 +68,7 @@ func TestForgedBundleRefused(t *testing.T) {
 	}
 	// The released bundles pass the same check.
 	for _, name := range []string{"rules-3ops.json", "rules-3ops-1x1.json"} {
-		rs, err = optimizer.LoadBundle(filepath.Join("../../optimizer/testdata", name))
+		rs, err = version.LoadBundle(filepath.Join("../../optimizer/testdata", name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +81,7 @@ func TestForgedBundleRefused(t *testing.T) {
 // BenchmarkRecheck is what optimize pays to evaluate every rule of a
 // released ≤3-operator version again when it loads it.
 func BenchmarkRecheck(b *testing.B) {
-	rs, err := optimizer.LoadBundle("../../optimizer/testdata/rules-3ops.json")
+	rs, err := version.LoadBundle("../../optimizer/testdata/rules-3ops.json")
 	if err != nil {
 		b.Fatal(err)
 	}

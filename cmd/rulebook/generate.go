@@ -105,7 +105,7 @@ func runGenerate(ctx context.Context, cmd *cobra.Command, o generateOptions) err
 	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
 	cfg := enumerate.Config{Registry: reg, Pool: rules.DefaultPool(), Degrees: degrees, MaxOps: o.maxOps, Seed: o.seed, Workers: o.workers,
 		Exhaustive: o.exhaustive, ConditionKernels: kernelConditions(o.kernel1x1), Memory: mem, Progress: func(p enumerate.Progress) { bar.Update(p.Stage, p.Level, p.Done, p.Total) }}
-	res, err := enumerate.GenerateInto(ctx, db, cfg, version)
+	res, err := enumerate.GenerateInto(ctx, db, cfg, toolVersion)
 	bar.Finish()
 	if err != nil {
 		return err
@@ -119,16 +119,10 @@ func runGenerate(ctx context.Context, cmd *cobra.Command, o generateOptions) err
 // --degrees that do not fit in it, before the database is opened.
 func generationBudget(cmd *cobra.Command, reg *rules.Registry, degrees []int, workers int) (budget.Budget, error) {
 	mem, err := memoryBudget(cmd)
-	if err != nil {
-		return mem, err
+	if err == nil {
+		err = enumerate.CheckBudget(reg, degrees, workers, mem)
 	}
-	if err := enumerate.CheckWorkers(workers, mem); err != nil {
-		return mem, fmt.Errorf("--workers: %w", err)
-	}
-	if err := enumerate.CheckDegrees(reg, degrees, mem); err != nil {
-		return mem, fmt.Errorf("--degrees: %w", err)
-	}
-	return mem, nil
+	return mem, err
 }
 
 // kernelConditions are the kernel extents --kernel-1x1 asks for.

@@ -18,8 +18,8 @@ import (
 	"rulebook/store"
 )
 
-// version is the tool version recorded with every run.
-const version = "0.1.0-dev"
+// toolVersion is the tool version recorded with every run.
+const toolVersion = "0.1.0-dev"
 
 const defaultDB = "rulebook.db"
 
@@ -69,7 +69,7 @@ The database is rulebook.db in the current directory unless --db or the
 RULEBOOK_DB environment variable names another.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version,
+		Version:       toolVersion,
 	}
 	root.PersistentFlags().String("db", "", "SQLite database file (default $RULEBOOK_DB or rulebook.db)")
 	root.PersistentFlags().String("memory-budget", "", "most memory that sizes from inputs may ask for (tensor shapes, degrees, workers), e.g. 8GiB (default half of the machine's memory)")

@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -15,14 +14,15 @@ import (
 	"rulebook/optimizer"
 	"rulebook/runtime"
 	"rulebook/runtime/backend"
-	"rulebook/store"
 	"rulebook/verify"
+	"rulebook/version"
 )
 
 type optimizeOptions struct {
 	rules, output, report string
 	opt                   optimizer.Options
 	weights               string
+	weightsMode           runtime.WeightsMode // weights parsed
 	seed                  uint64
 	cost                  string
 	memoryMiB             int64
@@ -33,6 +33,7 @@ type optimizeOptions struct {
 	dimValues             map[string]int // dims parsed
 	compareOn             string
 	backends              backend.Options // --compare-on's, checked
+	compareNames          []string        // --compare-on parsed
 }
 
 func newOptimizeCmd() *cobra.Command {
@@ -126,10 +127,11 @@ func (o *optimizeOptions) check() error {
 		return fmt.Errorf("--memory-limit (at most %d MiB), --compare, --confirm and --threads must not be negative", int64(math.MaxInt64>>20))
 	case !(o.tolerance > 0 && o.tolerance <= 1):
 		return fmt.Errorf("--tolerance must be a fraction in (0, 1], got %g", o.tolerance)
-	case o.weights != "auto" && o.weights != "file" && o.weights != "random":
-		return fmt.Errorf("--weights must be auto, file or random, got %q", o.weights)
 	}
 	var err error
+	if o.weightsMode, err = backend.ParseWeights(o.weights); err != nil {
+		return err
+	}
 	o.dimValues, err = backend.ParseDims(o.dims)
 	return err
 }
@@ -146,7 +148,7 @@ func runOptimize(cmd *cobra.Command, path string, o optimizeOptions) error {
 		return err
 	}
 	o.backends.Threads = o.threads
-	if _, err := o.backends.Check(cmd.Context(), o.compareOn); err != nil {
+	if o.compareNames, err = o.backends.Check(cmd.Context(), o.compareOn); err != nil {
 		return fmt.Errorf("--compare-on: %w", err)
 	}
 	rs, err := loadRuleSet(cmd, o.rules)
@@ -157,8 +159,8 @@ func runOptimize(cmd *cobra.Command, path string, o optimizeOptions) error {
 	if err != nil {
 		return err
 	}
-	rt, g, loaded, err := optimizer.LoadModel(path, runtime.LoadOptions{Weights: runtime.WeightsMode(o.weights), Seed: o.seed, Dims: o.dimValues, Memory: mem})
-	if err != nil && strings.Contains(err.Error(), "dimensions without a value") {
+	rt, g, loaded, err := optimizer.LoadModel(path, runtime.LoadOptions{Weights: o.weightsMode, Seed: o.seed, Dims: o.dimValues, Memory: mem})
+	if missing := (*runtime.MissingDimsError)(nil); errors.As(err, &missing) {
 		err = fmt.Errorf("%w; give each with --dim NAME=N", err)
 	}
 	if err != nil {
@@ -170,11 +172,11 @@ func runOptimize(cmd *cobra.Command, path string, o optimizeOptions) error {
 	if n := len(loaded.RandomWeights); n > 0 {
 		fmt.Fprintf(cmd.ErrOrStderr(), "note: %d initializers have no data here (weights file absent); using random weights, seed %d\n", n, o.seed)
 	}
-	rec, closeDB, err := openRecording(cmd, path, o)
+	rec, err := openRecording(cmd, path, o)
 	if err != nil {
 		return err
 	}
-	defer closeDB()
+	defer rec.Close()
 	rep, warnings, err := optimizeAndWrite(cmd, path, o, rs, rt, g, rec)
 	// An interrupted optimization wrote the best graph so far: it is
 	// recorded and summed up, and the error says so.
@@ -196,7 +198,7 @@ func runOptimize(cmd *cobra.Command, path string, o optimizeOptions) error {
 // database it records in.
 func optimizeInputs(cmd *cobra.Command, model, rules string) []outfile.Named {
 	in := append([]outfile.Named{{Path: model, Role: "the model"}}, outfile.Database(dbPath(cmd))...)
-	if optimizer.IsBundle(rules) {
+	if version.IsBundle(rules) {
 		in = append(in, outfile.Named{Path: rules, Role: "the rule bundle"})
 	}
 	return in
@@ -205,32 +207,18 @@ func optimizeInputs(cmd *cobra.Command, model, rules string) []outfile.Named {
 // openRecording opens the database when the rules come from it, --db
 // names one, or the default one exists; without one nothing is recorded
 // and measured costs last for this run only.
-func openRecording(cmd *cobra.Command, model string, o optimizeOptions) (*optimizer.Recording, func(), error) {
-	ctx, device, path := cmd.Context(), runtime.CPUDevice(o.threads), dbPath(cmd)
-	if optimizer.IsBundle(o.rules) && !cmd.Flag("db").Changed && os.Getenv("RULEBOOK_DB") == "" {
-		if _, err := os.Stat(path); err != nil {
-			rec, err := optimizer.BeginRecording(ctx, nil, device, nil, 0, version)
-			return rec, func() {}, err
-		}
-	}
-	db, err := store.Open(ctx, path)
-	if err != nil {
-		return nil, nil, err
-	}
+func openRecording(cmd *cobra.Command, model string, o optimizeOptions) (*optimizer.Recording, error) {
+	device := runtime.CPUDevice(o.threads)
+	optional := version.IsBundle(o.rules) && !cmd.Flag("db").Changed && os.Getenv("RULEBOOK_DB") == ""
 	settings := map[string]any{"model": model, "rules": o.rules, "cost": o.cost, "alpha": o.opt.Alpha,
 		"budget": o.opt.Budget, "timeout": o.opt.Timeout.String(), "memory_limit_mib": o.memoryMiB, "device": device}
-	rec, err := optimizer.BeginRecording(ctx, db, device, settings, o.seed, version)
-	if err != nil {
-		db.Close()
-		return nil, nil, err
-	}
-	return rec, func() { db.Close() }, nil
+	return optimizer.OpenRecording(cmd.Context(), dbPath(cmd), optional, device, settings, o.seed, toolVersion)
 }
 
 // optimizeAndWrite searches with the chosen cost model, drawing the best
 // cost as it improves, writes the rewritten model and the report, and
 // returns the report with what the user should be warned of.
-func optimizeAndWrite(cmd *cobra.Command, path string, o optimizeOptions, rs *optimizer.RuleSet, rt *runtime.Model, g *optimizer.Graph, rec *optimizer.Recording) (*optimizer.Report, []string, error) {
+func optimizeAndWrite(cmd *cobra.Command, path string, o optimizeOptions, rs *version.Set, rt *runtime.Model, g *optimizer.Graph, rec *optimizer.Recording) (*optimizer.Report, []string, error) {
 	opt := o.opt
 	opt.MemoryLimit = o.memoryMiB << 20
 	var measured *optimizer.Measured
@@ -253,7 +241,7 @@ func optimizeAndWrite(cmd *cobra.Command, path string, o optimizeOptions, rs *op
 		bar.Phase(phase + "…")
 	}
 	job := optimizer.Job{Path: path, Runtime: rt, Graph: g, Rules: rs, Options: opt, CostModel: o.cost, Device: rec.Device,
-		Output: o.output, Report: o.report, Compare: o.compare, Threads: o.threads, Seed: o.seed, Tolerance: o.tolerance, Backends: strings.Split(o.compareOn, ","),
+		Output: o.output, Report: o.report, Compare: o.compare, Threads: o.threads, Seed: o.seed, Tolerance: o.tolerance, Backends: o.compareNames,
 		Open: func(m *runtime.Model, name string) (runtime.Executor, error) {
 			return backend.Open(cmd.ErrOrStderr(), m, name, o.backends)
 		}}
@@ -269,10 +257,10 @@ func optimizeAndWrite(cmd *cobra.Command, path string, o optimizeOptions, rs *op
 	return rep, warnings, err
 }
 
-// loadRuleSet takes a bundle file when the reference names one, else a
-// version in the database.
-func loadRuleSet(cmd *cobra.Command, ref string) (*optimizer.RuleSet, error) {
-	rs, err := loadPinned(cmd, ref)
+// loadRuleSet loads the version ref names (version.Open) and evaluates its
+// rules again.
+func loadRuleSet(cmd *cobra.Command, ref string) (*version.Set, error) {
+	rs, err := version.Open(cmd.Context(), dbPath(cmd), ref)
 	if err != nil {
 		return nil, err
 	}
@@ -282,23 +270,6 @@ func loadRuleSet(cmd *cobra.Command, ref string) (*optimizer.RuleSet, error) {
 		return nil, fmt.Errorf("--rules %s: %w; refusing the whole version", ref, err)
 	}
 	return rs, nil
-}
-
-// loadPinned loads the version ref names: a bundle file, or a tag or hash
-// prefix in the database.
-func loadPinned(cmd *cobra.Command, ref string) (*optimizer.RuleSet, error) {
-	if optimizer.IsBundle(ref) {
-		return optimizer.LoadBundle(ref)
-	}
-	if strings.HasSuffix(ref, ".json") {
-		return nil, fmt.Errorf("--rules %s: no such bundle file (a version tag or hash names no file)", ref)
-	}
-	db, err := store.OpenExisting(cmd.Context(), dbPath(cmd))
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
-	return optimizer.LoadVersion(cmd.Context(), db, ref)
 }
 
 func printOptimization(w io.Writer, r *optimizer.Report, output string, rec *optimizer.Recording) {

@@ -7,12 +7,13 @@ import (
 
 	"rulebook/internal/checked"
 	"rulebook/plan"
+	"rulebook/version"
 )
 
 func newPlanCmd() *cobra.Command {
 	var req plan.Request
 	var memGiB float64
-	var emit string
+	var emit, ref string
 	cmd := &cobra.Command{
 		Use:   "plan MODEL.onnx|mlp|bert-large|dlrm",
 		Short: "Price data, tensor, grid and pipeline parallel training plans in a simulator",
@@ -33,7 +34,11 @@ sequence 512) or dlrm.
 simulated time), plan.trace.json (a Chrome trace of the simulated step, for
 Perfetto) and plan.sharded.onnx (the model with ONNX IR 11 sharding
 annotations); --emit torch adds plan.torch.json, a PyTorch DTensor plan
-(docs/torch-plan.md).`,
+(docs/torch-plan.md).
+
+--rules TAG|HASH|BUNDLE.json loads a released rule version as optimize
+does, refuses it if its rules do not match its hash, and names it in the
+header. The strategies are hand-coded and do not use its rules yet.`,
 		Example: `  rulebook plan bert-large --machine summit:1 --batch 48
   rulebook plan mlp --machine summit:4 --batch 1024 --strategy grid -o mlp-plan.json
   rulebook plan ../shared/models/resnet50.onnx --machine dgx-a100:2 --batch 8 --per-device
@@ -50,6 +55,12 @@ annotations); --emit torch adds plan.torch.json, a PyTorch DTensor plan
 				return fmt.Errorf("--emit: unknown engine %q (known: torch)", emit)
 			}
 			req.Model, req.MemoryLimit, req.EmitTorch = args[0], memGiB*(1<<30), emit == "torch"
+			if ref != "" {
+				var err error
+				if req.Rules, err = version.Open(cmd.Context(), dbPath(cmd), ref); err != nil {
+					return fmt.Errorf("--rules: %w", err)
+				}
+			}
 			out, err := plan.Run(cmd.Context(), req)
 			if out != nil {
 				// the comparison is printed even when its files could
@@ -75,6 +86,7 @@ annotations); --emit torch adds plan.torch.json, a PyTorch DTensor plan
 	f.Float64Var(&memGiB, "memory-limit", 0, "usable memory per device in GiB (default: the device's capacity)")
 	f.IntVar(&req.Microbatches, "microbatches", 0, "micro-batches per pipeline step (default: twice the stages)")
 	f.StringVarP(&req.Out, "output", "o", "", "write the chosen plan here (with .trace.json and .sharded.onnx beside it)")
+	f.StringVar(&ref, "rules", "", "a rule version to name in the plan (tag, hash prefix or bundle); not used by the strategies yet")
 	f.StringVar(&emit, "emit", "", "also write the plan for an engine: torch (a DTensor plan)")
 	return cmd
 }

@@ -12,6 +12,7 @@ import (
 	"rulebook/internal/outfile"
 	"rulebook/rules"
 	"rulebook/store"
+	"rulebook/version"
 )
 
 func newListCmd() *cobra.Command {
@@ -28,8 +29,8 @@ side) and the canonical text. A rule pruned in favour of another (see
 		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			if f.Operator != "" {
-				if _, ok := rules.All().Lookup(f.Operator); !ok {
-					return fmt.Errorf("--op: unknown operator %q (known: %s)", f.Operator, strings.Join(rules.All().Names(), ","))
+				if _, ok := version.Registry().Lookup(f.Operator); !ok {
+					return fmt.Errorf("--op: unknown operator %q (known: %s)", f.Operator, strings.Join(version.Registry().Names(), ","))
 				}
 			}
 			if size < 0 {
@@ -89,7 +90,7 @@ tensor's shape; the file's extension picks the format: .svg, .png or .pdf
 		},
 		RunE: withRule(func(cmd *cobra.Command, _ *store.Store, r store.Rule) error {
 			if picture != "" {
-				if err := exchange.WritePicture(cmd.Context(), picture, rules.All(), exchange.RulePicture(r)); err != nil {
+				if err := exchange.WritePicture(cmd.Context(), picture, version.Registry(), exchange.RulePicture(r)); err != nil {
 					return fmt.Errorf("--svg %w", err)
 				}
 				return nil
@@ -154,7 +155,7 @@ func newOpsCmd() *cobra.Command {
 		Use:   "ops",
 		Short: "List the operators of the default and parallel sets with their parameters",
 		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return rules.All().WriteTable(cmd.OutOrStdout()) },
+		RunE:  func(cmd *cobra.Command, _ []string) error { return version.Registry().WriteTable(cmd.OutOrStdout()) },
 	}
 }
 

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"rulebook/optimizer"
 	"rulebook/store"
+	"rulebook/version"
 )
 
 // TestPinnedRuleSets loads a released version from the store and from its
@@ -31,12 +31,12 @@ func TestPinnedRuleSets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fromStore, err := optimizer.LoadVersion(ctx, s, "v1")
+	fromStore, err := version.Load(ctx, s, "v1")
 	s.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	fromBundle, err := optimizer.LoadBundle(bundle)
+	fromBundle, err := version.LoadBundle(bundle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestPinnedRuleSets(t *testing.T) {
 	}
 	edited := filepath.Join(dir, "edited.json")
 	os.WriteFile(edited, []byte(strings.Replace(string(data), "ewmul", "ewadd", 1)), 0o644)
-	if _, err := optimizer.LoadBundle(edited); !errors.Is(err, optimizer.ErrTampered) {
+	if _, err := version.LoadBundle(edited); !errors.Is(err, version.ErrTampered) {
 		t.Errorf("an edited bundle: %v", err)
 	}
 
@@ -60,7 +60,7 @@ func TestPinnedRuleSets(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := optimizer.LoadVersion(ctx, s, "v1"); !errors.Is(err, optimizer.ErrTampered) {
+	if _, err := version.Load(ctx, s, "v1"); !errors.Is(err, version.ErrTampered) {
 		t.Errorf("a version changed in the database: %v", err)
 	}
 }

@@ -145,7 +145,7 @@ Operators: ` + strings.Join(runtime.Ops(), ", ") + `.`,
 			} else {
 				printOutputs(cmd.OutOrStdout(), m, results[0].Outputs)
 				fmt.Fprintf(cmd.OutOrStdout(), "median latency %s over %d runs (%s backend, %s)\n",
-					results[0].Median.Round(time.Microsecond), repeat, o.backend, safetext.Name(filepath.Base(args[0])))
+					results[0].Median.Round(time.Microsecond), repeat, names[0], safetext.Name(filepath.Base(args[0])))
 			}
 			for i := 0; err == nil && len(expect) > 0 && i < len(results); i++ {
 				if err = m.CheckOutputs(results[i].Outputs, refs, tol); err != nil {
@@ -228,7 +228,7 @@ the table back by (device, operator, shapes, parameters).`,
 
 func benchOps(cmd *cobra.Command, db *store.Store, m *runtime.Model, s runtime.Executor, path string, o modelOptions, repeat int) error {
 	bar := progress.New(cmd.ErrOrStderr(), false)
-	runID, costs, err := optimizer.BenchOps(cmd.Context(), db, m, s, path, repeat, o.seed, version, bar.Stage("bench-ops"))
+	runID, costs, err := optimizer.BenchOps(cmd.Context(), db, m, s, path, repeat, o.seed, toolVersion, bar.Stage("bench-ops"))
 	bar.Finish()
 	if err != nil {
 		return err

@@ -2,11 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/csv"
-	"encoding/json"
 	"fmt"
-	"io"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -66,9 +62,9 @@ func runUsage(cmd *cobra.Command, db *store.Store, ref, format string) error {
 	out := cmd.OutOrStdout()
 	switch format {
 	case "csv":
-		return writeUsageCSV(out, uses)
+		return store.WriteUsageCSV(out, uses)
 	case "json":
-		return writeUsageJSON(out, uses)
+		return store.WriteUsageJSON(out, uses)
 	}
 	if len(uses) == 0 {
 		_, err := fmt.Fprintln(out, noUsageMessage(db.Path(), ref))
@@ -95,26 +91,4 @@ func noUsageMessage(path, ref string) string {
 		return fmt.Sprintf("no optimizations with version %s recorded in %s; run 'rulebook optimize ... --rules %s --db %s' first", ref, path, ref, path)
 	}
 	return fmt.Sprintf("no optimizations recorded in %s; run 'rulebook optimize ... --db %s' first", path, path)
-}
-
-// writeUsageCSV leaves write errors to cw.Error: csv.Writer buffers, and
-// keeps the first error for Flush to report.
-func writeUsageCSV(w io.Writer, uses []store.Usage) error {
-	cw := csv.NewWriter(w)
-	cw.Write([]string{"rule", "model", "count"})
-	for _, u := range uses {
-		cw.Write([]string{u.Rule, u.Model, strconv.Itoa(u.Count)})
-	}
-	cw.Flush()
-	return cw.Error()
-}
-
-func writeUsageJSON(w io.Writer, uses []store.Usage) error {
-	if uses == nil {
-		uses = []store.Usage{} // [] rather than null
-	}
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false) // rules read "=>", not "=\u003e"
-	enc.SetIndent("", "  ")
-	return enc.Encode(uses)
 }

@@ -91,7 +91,7 @@ func recordOptimization(ctx context.Context, path, command, config string, o sto
 		return err
 	}
 	defer db.Close()
-	if o.RunID, err = db.BeginRun(ctx, command, config, 0, version); err != nil {
+	if o.RunID, err = db.BeginRun(ctx, command, config, 0, toolVersion); err != nil {
 		return err
 	}
 	_, err = db.RecordOptimization(ctx, o)

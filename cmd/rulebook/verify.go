@@ -8,11 +8,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rulebook/axioms"
 	"rulebook/internal/budget"
 	"rulebook/internal/progress"
-	"rulebook/rules"
 	"rulebook/store"
 	"rulebook/verify"
+	"rulebook/version"
 )
 
 type verifyOptions struct {
@@ -87,8 +88,8 @@ func runVerify(ctx context.Context, cmd *cobra.Command, dir string, o verifyOpti
 	if err := budget.CheckWorkers(o.workers); err != nil {
 		return fmt.Errorf("--workers: %w", err)
 	}
-	reg := rules.All()
-	set, err := loadAxioms(dir, reg) // before the database: a bad file changes nothing
+	reg := version.Registry()
+	set, err := axioms.Find(dir, reg) // before the database: a bad file changes nothing
 	if err != nil {
 		return err
 	}
@@ -101,7 +102,7 @@ func runVerify(ctx context.Context, cmd *cobra.Command, dir string, o verifyOpti
 	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
 	start := time.Now()
 	sum, err := verify.Stored(ctx, db, verify.Config{Registry: reg, Axioms: set, Budget: o.limits.budget(), Workers: o.workers, Seed: o.seed,
-		Progress: bar.Stage("verify")}, verify.Request{Selection: o.sel, Settings: settings, ToolVersion: version, Waiting: waitingNote(cmd)})
+		Progress: bar.Stage("verify")}, verify.Request{Selection: o.sel, Settings: settings, ToolVersion: toolVersion, Waiting: waitingNote(cmd)})
 	bar.Finish()
 	if err != nil {
 		return err

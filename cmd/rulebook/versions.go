@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"runtime"
 	"strings"
 	"text/tabwriter"
@@ -10,12 +9,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rulebook/axioms"
 	"rulebook/compare"
 	"rulebook/internal/budget"
 	"rulebook/internal/progress"
-	"rulebook/rules"
 	"rulebook/store"
 	"rulebook/verify"
+	"rulebook/version"
 )
 
 type releaseOptions struct {
@@ -69,8 +69,8 @@ func runRelease(cmd *cobra.Command, tag string, o releaseOptions) error {
 	if o.wall <= 0 {
 		return fmt.Errorf("--timeout must be positive, got %s", o.wall)
 	}
-	reg := rules.All()
-	set, err := loadAxioms(o.axiomsDir, reg)
+	reg := version.Registry()
+	set, err := axioms.Find(o.axiomsDir, reg)
 	if err != nil {
 		return err
 	}
@@ -81,10 +81,10 @@ func runRelease(cmd *cobra.Command, tag string, o releaseOptions) error {
 	defer db.Close()
 	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
 	r, err := verify.Release(cmd.Context(), db, verify.Config{Registry: reg, Axioms: set, Budget: verify.Budget{WallClock: o.wall},
-		Workers: o.workers, Seed: o.seed, Progress: bar.Stage("prove again")}, tag, version)
+		Workers: o.workers, Seed: o.seed, Progress: bar.Stage("prove again")}, tag, toolVersion)
 	bar.Finish()
 	if r != nil {
-		printRefused(cmd.ErrOrStderr(), r)
+		r.WriteRefused(cmd.ErrOrStderr())
 	}
 	if err != nil {
 		return err
@@ -98,30 +98,6 @@ func runRelease(cmd *cobra.Command, tag string, o releaseOptions) error {
 		fmt.Fprintf(cmd.OutOrStdout(), "%s holds the same rules as %s: %s is an alias, and the hash keeps naming %s\n", r.Version.Tag, r.Version.SameAs, r.Version.Tag, r.Version.SameAs)
 	}
 	return nil
-}
-
-// printRefused lists the rules a release would not publish.
-func printRefused(w io.Writer, r *verify.Released) {
-	if len(r.LeftOut) > 0 {
-		fmt.Fprintf(w, "left out, marked proved but with no proof of their current text (changed outside rulebook? 'rulebook verify' checks them again): rules %s\n",
-			abbreviate(idStrings(r.LeftOut), 10))
-	}
-	const shown = 10
-	for i, u := range r.Refused {
-		if i == shown {
-			fmt.Fprintf(w, "… and %d more refused ('rulebook why ID' says more)\n", len(r.Refused)-shown)
-			break
-		}
-		fmt.Fprintf(w, "refused, its proof does not hold when made again: rule %d (%s, %s): %s\n", u.ID, u.Status, u.Reason, u.Rule)
-	}
-}
-
-func idStrings(ids []int64) []string {
-	out := make([]string, len(ids))
-	for i, id := range ids {
-		out[i] = fmt.Sprint(id)
-	}
-	return out
 }
 
 func newVersionsCmd() *cobra.Command {
@@ -159,11 +135,11 @@ re-hashed on load, and one whose rules no longer match its hash is refused.`,
   rulebook diff small.db:v1 v1`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := compare.LoadVersion(cmd.Context(), dbPath(cmd), args[0])
+			a, err := version.Open(cmd.Context(), dbPath(cmd), args[0])
 			if err != nil {
 				return err
 			}
-			b, err := compare.LoadVersion(cmd.Context(), dbPath(cmd), args[1])
+			b, err := version.Open(cmd.Context(), dbPath(cmd), args[1])
 			if err != nil {
 				return err
 			}
