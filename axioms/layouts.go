@@ -187,10 +187,11 @@ func addTerm(g *rules.Graph, t *Term, reg *rules.Registry, env map[string]int, i
 	if !ok || op.IsConstant() {
 		return rules.Value{}, fmt.Errorf("%s: no operator of the parallel set", t.Sym)
 	}
-	n := rules.Node{Op: op, Params: make([]int, len(op.Params))}
-	for i := range n.Params {
-		n.Params[i] = t.Args[i].IntValue(env)
+	params := make([]int, len(op.Params))
+	for i := range params {
+		params[i] = t.Args[i].IntValue(env)
 	}
+	n := rules.Node{Op: op, Params: params}
 	for _, arg := range t.Args[len(op.Params):] {
 		v, err := addTerm(g, arg, reg, env, index)
 		if err != nil {

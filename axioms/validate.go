@@ -264,11 +264,12 @@ func (c *checker) intDomains() (map[string][]int, error) {
 			if !ok || t.IsVar {
 				return
 			}
-			for i, arg := range t.Args {
-				if i >= len(op.Params) || !arg.IsVar {
+			for i, spec := range op.Params {
+				if i >= len(t.Args) || !t.Args[i].IsVar {
 					continue
 				}
-				vals := op.Params[i].CheckValues()
+				arg := t.Args[i]
+				vals := spec.CheckValues()
 				if prev, ok := dom[arg.Sym]; ok {
 					vals = slices.DeleteFunc(slices.Clone(prev), func(v int) bool { return !slices.Contains(vals, v) })
 				}

@@ -166,17 +166,24 @@ func structuralCause(r *rules.Rule, largest int) Shortfall {
 // groups from the shapes its generator used, where they always do.
 func groupedConcatKernels(g *rules.Graph) string {
 	for _, n := range g.Nodes {
-		if n.Op.Name != "conv2d" || n.Params[3] == 1 {
+		if n.Op.Name != rules.NameConv2D {
+			continue
+		}
+		groups := rules.ConvOf(n.Params).Groups
+		if groups == 1 {
 			continue
 		}
 		k := n.Args[1]
-		if k.IsInput() || g.Nodes[k.Node].Op.Name != "concat" || g.Nodes[k.Node].Params[0] != 0 {
+		if k.IsInput() {
 			continue
 		}
-		if n.Params[3] == rules.GroupsDepthwise {
+		if kn := g.Nodes[k.Node]; kn.Op.Name != rules.NameConcat || rules.AxisOf(kn.Params).Axis != 0 {
+			continue
+		}
+		if groups == rules.GroupsDepthwise {
 			return "both kernels need the same number of output channels per input channel (depth-wise conv2d over their concat on axis 0)"
 		}
-		return fmt.Sprintf("both kernels need the same number of output channels (conv2d of %d groups over their concat on axis 0; TASO infers groups from its pool's shapes, where they do)", n.Params[3])
+		return fmt.Sprintf("both kernels need the same number of output channels (conv2d of %d groups over their concat on axis 0; TASO infers groups from its pool's shapes, where they do)", groups)
 	}
 	return ""
 }
@@ -216,9 +223,9 @@ func constantElsewhere(g *rules.Graph) string {
 // paramNotGenerated finds a parameter value outside the generator's.
 func paramNotGenerated(g *rules.Graph) string {
 	for _, n := range g.Nodes {
-		for p, spec := range n.Op.Params {
-			if !slices.Contains(spec.Generate, n.Params[p]) {
-				return fmt.Sprintf("%s %s %s", n.Op.Name, spec.Name, spec.Format(n.Params[p]))
+		for spec, v := range n.Op.ParamValues(n.Params) {
+			if !slices.Contains(spec.Generate, v) {
+				return fmt.Sprintf("%s %s %s", n.Op.Name, spec.Name, spec.Format(v))
 			}
 		}
 	}

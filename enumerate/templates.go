@@ -20,8 +20,8 @@ type template struct {
 
 func (t template) String() string {
 	s := t.op.Name
-	for i, p := range t.params {
-		s += " " + t.op.Params[i].Format(p)
+	for spec, p := range t.op.ParamValues(t.params) {
+		s += " " + spec.Format(p)
 	}
 	if t.op.IsConstant() {
 		s += " :" + t.constShape.String()
@@ -56,10 +56,7 @@ func templates(reg *rules.Registry, pool rules.Pool, degree int) []template {
 func paramProduct(op *rules.Op, pool rules.Pool, degree int) [][]int {
 	combos := [][]int{{}}
 	for _, s := range op.Params {
-		values := s.Generate
-		if v, ok := pool.Params[op.Name+"."+s.Name]; ok {
-			values = v
-		}
+		values := pool.Generated(op, s)
 		if s.Degree {
 			values = []int{degree}
 		}

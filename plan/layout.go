@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"rulebook/rules"
 	"rulebook/training"
 )
 
@@ -22,7 +23,9 @@ const (
 	Sharded
 )
 
-var styleNames = [...]string{"replicate", "colwise", "rowwise", "sharded"}
+// styleNames are the names plan files and torch plans use. A replicated
+// operator's style is named as the registry's operator that makes copies.
+var styleNames = [...]string{rules.NameReplicate, "colwise", "rowwise", "sharded"}
 
 func (s Style) String() string { return styleNames[s] }
 

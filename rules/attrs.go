@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"iter"
 	"reflect"
 	"strings"
 )
@@ -122,4 +123,21 @@ func checkAttrs(op *Op) error {
 		}
 	}
 	return nil
+}
+
+// ParamValues yields each of a node's parameter values with its spec, in
+// order, for code that handles every parameter alike (formatting, degree
+// variables). A value without a spec gets the zero ParamSpec.
+func (op *Op) ParamValues(p []int) iter.Seq2[ParamSpec, int] {
+	return func(yield func(ParamSpec, int) bool) {
+		for i, v := range p {
+			var spec ParamSpec
+			if i < len(op.Params) {
+				spec = op.Params[i]
+			}
+			if !yield(spec, v) {
+				return
+			}
+		}
+	}
 }

@@ -35,19 +35,19 @@ func flexFlowOps() []*Op {
 		Generate: []int{2}, Check: []int{1, 2, 3, 4}, Degree: true}
 	ff := []string{"PM_PARALLEL_DIM", "PM_PARALLEL_DEGREE"}
 	return []*Op{
-		{Name: "ff_replicate", Attrs: CutAttrs{}, Doc: "FlexFlow's replicate, read as its values: degree copies concatenated along dim, each on its own devices", Arity: 1, Outputs: 1, Z3: []string{"ff_replicate"},
+		{Name: "ff_replicate", Attrs: CutAttrs{}, Doc: "FlexFlow's replicate, read as its values: degree copies concatenated along dim, each on its own devices", Arity: 1, Outputs: 1, Z3: []string{"ff_replicate"}, Pointwise: PointwiseOpaque,
 			Set: SetFlexFlow, Params: []ParamSpec{dim, degree}, Layout: layoutCutsOnly,
 			Shape: ffReplicateShape, IntKernel: tileKernel[uint32], FloatKernel: tileKernel[float64],
 			ONNX: ONNXForm{None: true}, TASO: TASOForm{None: true},
 			FlexFlow: FlexFlowForm{Type: "OP_REPLICATE", Params: ff, Required: ff, Operands: []int{1}},
 			Keys:     cutKeys()},
-		{Name: "ff_reduce", Attrs: CutAttrs{}, Doc: "FlexFlow's reduce, read as its values: the degree equal slices of dim added", Arity: 1, Outputs: 1, Z3: []string{"ff_reduce"},
+		{Name: "ff_reduce", Attrs: CutAttrs{}, Doc: "FlexFlow's reduce, read as its values: the degree equal slices of dim added", Arity: 1, Outputs: 1, Z3: []string{"ff_reduce"}, Pointwise: PointwiseOpaque,
 			Set: SetFlexFlow, Params: []ParamSpec{dim, degree}, Layout: layoutCutsOnly,
 			Shape: ffReduceShape, IntKernel: sliceSumKernel[uint32, Mod], FloatKernel: sliceSumKernel[float64, Real],
 			ONNX: ONNXForm{None: true}, TASO: TASOForm{None: true},
 			FlexFlow: FlexFlowForm{Type: "OP_REDUCE", Params: ff, Required: ff, Operands: []int{1}},
 			Keys:     cutKeys()},
-		{Name: "ff_linear", Attrs: ActivationAttrs{}, Doc: "FlexFlow's linear, read as its values: the whole product, cut as its operands' rows and columns", Arity: 2, Outputs: 1, Z3: []string{"ff_linear"},
+		{Name: "ff_linear", Attrs: ActivationAttrs{}, Doc: "FlexFlow's linear, read as its values: the whole product, cut as its operands' rows and columns", Arity: 2, Outputs: 1, Z3: []string{"ff_linear"}, Pointwise: PointwiseOpaque,
 			Set:       SetFlexFlow,
 			Operands:  []Operand{{Name: "input", Data: true}, {Name: "weight", Weight: true}},
 			Params:    []ParamSpec{{Name: "activation", Symbols: activationSymbols, Generate: []int{ActNone, ActRelu}}},

@@ -48,6 +48,15 @@ type Pool struct {
 	Params map[string][]int
 }
 
+// Generated lists the values the generator enumerates for parameter spec
+// of op: the pool's where it names some, else spec.Generate.
+func (p Pool) Generated(op *Op, spec ParamSpec) []int {
+	if v, ok := p.Params[op.Name+"."+spec.Name]; ok {
+		return v
+	}
+	return spec.Generate
+}
+
 // DefaultPool is TASO's input pool (2-D activations and weights, 4-D
 // activations and conv kernels, a scalar), grown where TASO's operator
 // properties need more copies of one shape than it has:

@@ -130,6 +130,14 @@ type Op struct {
 	Shape       func(p []int, in []Shape) ([]Shape, error)
 	IntKernel   func(p []int, in []*IntTensor, out []*IntTensor)
 	FloatKernel func(p []int, in []*FloatTensor, out []*FloatTensor)
+	// Pointwise is what the verifier's pointwise reasoning knows of the
+	// operator's elements (pointwise.go); every row names it.
+	Pointwise Pointwise
+	// FanIn lists the factors of how many operand elements one output
+	// element reads (a product's contraction, a pooling window), which
+	// bounds the work of a float test. Nil, or a nil result, means one
+	// element of each operand.
+	FanIn func(p []int, in []Shape) []int
 	// Layout says which parallel layouts the operator takes (layout.go);
 	// nil means tensors on one device only.
 	Layout LayoutRule

@@ -106,9 +106,9 @@ func (n *concatNormalizer) norm(t *pwTerm, readBySplit bool) *pwTerm {
 		return u
 	}
 	var u *pwTerm
-	if t.op.Name == "concat" && !readBySplit {
+	if t.op.Name == rules.NameConcat && !readBySplit {
 		var leaves []*pwTerm
-		for _, l := range chainLeaves(t, t.params[0], nil) {
+		for _, l := range chainLeaves(t, rules.AxisOf(t.params).Axis, nil) {
 			leaves = append(leaves, n.norm(l, false))
 		}
 		if n.chains != nil {
@@ -121,7 +121,7 @@ func (n *concatNormalizer) norm(t *pwTerm, readBySplit bool) *pwTerm {
 	} else {
 		args := make([]*pwTerm, len(t.args))
 		for i, a := range t.args {
-			args[i] = n.norm(a, t.op.Name == "split")
+			args[i] = n.norm(a, t.op.Name == rules.NameSplit)
 		}
 		u = rebuilt(t, args)
 	}
@@ -132,7 +132,7 @@ func (n *concatNormalizer) norm(t *pwTerm, readBySplit bool) *pwTerm {
 // chainLeaves lists the operands of the concat chain on axis rooted at t,
 // left to right.
 func chainLeaves(t *pwTerm, axis int, out []*pwTerm) []*pwTerm {
-	if t.input >= 0 || t.op.Name != "concat" || t.params[0] != axis {
+	if t.input >= 0 || t.op.Name != rules.NameConcat || rules.AxisOf(t.params).Axis != axis {
 		return append(out, t)
 	}
 	for _, a := range t.args {

@@ -72,11 +72,10 @@ func pointwiseTerms(r *rules.Rule) pwTerms {
 func pushedRelus(ts []*pwTerm) []*pwTerm {
 	var out []*pwTerm
 	for _, t := range ts {
-		if t.input >= 0 || t.op.Name != "relu" || t.args[0].input >= 0 {
+		if t.input >= 0 || t.op.Pointwise != rules.PointwiseRelu || t.args[0].input >= 0 {
 			continue
 		}
-		switch in := t.args[0]; in.op.Name {
-		case "concat", "transpose":
+		if in := t.args[0]; in.op.Pointwise.ReluInside() {
 			for _, part := range in.args {
 				out = append(out, applied(t.op, nil, part))
 			}
@@ -160,8 +159,8 @@ func termKey(op *rules.Op, out int, params []int, args []*pwTerm) string {
 		return sym
 	}
 	parts := []string{sym}
-	for i, p := range params {
-		parts = append(parts, smtParam(op, i, p))
+	for spec, p := range op.ParamValues(params) {
+		parts = append(parts, smtParam(spec, p))
 	}
 	for _, a := range args {
 		parts = append(parts, a.key)
@@ -169,10 +168,10 @@ func termKey(op *rules.Op, out int, params []int, args []*pwTerm) string {
 	return "(" + strings.Join(parts, " ") + ")"
 }
 
-// smtParam writes parameter i of op: the degree variable as the Int
-// constant d (DegreeVarName), else the integer.
-func smtParam(op *rules.Op, i, v int) string {
-	if v == rules.DegreeVar && i < len(op.Params) && op.Params[i].Degree {
+// smtParam writes a parameter: the degree variable as the Int constant d
+// (DegreeVarName), else the integer.
+func smtParam(spec rules.ParamSpec, v int) string {
+	if v == rules.DegreeVar && spec.Degree {
 		return DegreeVarName
 	}
 	return smtInt(v)
@@ -214,25 +213,25 @@ func (e *elements) value(t *pwTerm) string {
 		return e.variable(t.key)
 	}
 	arg := func(i int) string { return e.value(t.args[i]) }
-	switch t.op.Name {
-	case "ewadd":
+	switch t.op.Pointwise {
+	case rules.PointwiseSum:
 		return "(+ " + arg(0) + " " + arg(1) + ")"
-	case "ewmul":
+	case rules.PointwiseProduct:
 		return "(* " + arg(0) + " " + arg(1) + ")"
-	case "smul": // the scalar broadcasts: every element meets the same real
+	case rules.PointwiseScale: // the scalar broadcasts: every element meets the same real
 		return "(* " + arg(0) + " " + arg(1) + ")"
-	case "relu":
+	case rules.PointwiseRelu:
 		return relu(arg(0))
-	case "I_ewmul":
+	case rules.PointwiseOnes:
 		return "1.0"
-	case "conv2d":
-		if t.params[2] == rules.ActRelu { // axiom conv-relu
-			return relu(e.linear(withParam(t, 2, rules.ActNone)))
+	case rules.PointwiseLinearActivated:
+		if t.op.ReluActivated(t.params) { // axiom conv-relu
+			return relu(e.linear(withoutActivation(t)))
 		}
 		return e.linear(t)
-	case "matmul", "pool_avg":
+	case rules.PointwiseLinear:
 		return e.linear(t)
-	case "pool_max":
+	case rules.PointwiseMax:
 		return e.poolMax(t)
 	}
 	return e.variable(t.key)
@@ -247,7 +246,7 @@ func (e *elements) linear(t *pwTerm) string {
 	args := slices.Clone(t.args)
 	var factors []string
 	for i, a := range args {
-		for a.input < 0 && a.op.Name == "smul" {
+		for a.input < 0 && a.op.Pointwise == rules.PointwiseScale {
 			factors = append(factors, e.value(a.args[1]))
 			a = a.args[0]
 		}
@@ -274,12 +273,10 @@ func (e *elements) nonNegative(t *pwTerm) bool {
 	if t.input >= 0 {
 		return false
 	}
-	switch t.op.Name {
-	case "relu", "I_ewmul", "C_pool":
+	switch c := t.op.Pointwise; {
+	case c.NonNegative() || t.op.ReluActivated(t.params):
 		return true
-	case "conv2d":
-		return t.params[2] == rules.ActRelu || all(t.args, e.nonNegative)
-	case "ewadd", "ewmul", "matmul", "pool_avg", "pool_max", "concat", "transpose", "enlarge":
+	case c.KeepsSign():
 		return all(t.args, e.nonNegative)
 	}
 	return false
@@ -294,11 +291,11 @@ func all(ts []*pwTerm, f func(*pwTerm) bool) bool {
 	return true
 }
 
-// withParam returns t with parameter i set to v.
-func withParam(t *pwTerm, i, v int) *pwTerm {
+// withoutActivation returns t, an application of a
+// PointwiseLinearActivated operator, without its activation.
+func withoutActivation(t *pwTerm) *pwTerm {
 	c := *t
-	c.params = slices.Clone(t.params)
-	c.params[i] = v
+	c.params = t.op.WithoutActivation(t.params)
 	c.key = termKey(t.op, t.out, c.params, c.args)
 	return &c
 }
@@ -313,7 +310,7 @@ func (e *elements) poolMax(t *pwTerm) string {
 	v := e.variable(termKey(t.op, 0, t.params, []*pwTerm{inner}))
 	if !e.seen[v] {
 		e.seen[v] = true
-		if t.params[1] == 1 && t.params[2] == rules.PadSame {
+		if w := rules.WindowOf(t.params); w.Stride == 1 && w.Padding == rules.PadSame {
 			e.facts = append(e.facts, "(>= "+v+" "+e.value(inner)+")")
 		}
 		if e.nonNegative(inner) {
@@ -333,11 +330,11 @@ func peelRelu(x *pwTerm) (*pwTerm, bool) {
 	switch {
 	case x.input >= 0:
 		return x, false
-	case x.op.Name == "relu":
+	case x.op.Pointwise == rules.PointwiseRelu:
 		return x.args[0], true
-	case x.op.Name == "conv2d" && x.params[2] == rules.ActRelu:
-		return withParam(x, 2, rules.ActNone), true
-	case x.op.Name == "pool_max":
+	case x.op.ReluActivated(x.params):
+		return withoutActivation(x), true
+	case x.op.Pointwise == rules.PointwiseMax:
 		if inner, ok := peelRelu(x.args[0]); ok {
 			c := *x
 			c.args = []*pwTerm{inner}
@@ -356,16 +353,14 @@ func pointwiseRooted(t *pwTerm) bool {
 	if t.input >= 0 {
 		return false
 	}
-	switch t.op.Name {
-	case "ewadd", "ewmul", "smul", "relu":
+	switch {
+	case t.op.Pointwise.ElementWise():
 		return true
-	case "conv2d":
-		return t.params[2] == rules.ActRelu
-	case "pool_max":
+	case t.op.Pointwise == rules.PointwiseMax:
 		_, wrapped := peelRelu(t.args[0])
 		return wrapped
 	}
-	return false
+	return t.op.ReluActivated(t.params)
 }
 
 // lemmaCandidates pairs each source term with each target term of the same

@@ -266,8 +266,8 @@ func (p *prover) terms(g *rules.Graph, inputs []z3.AST) ([]z3.AST, error) {
 	}
 	for j, n := range g.Nodes {
 		var args []z3.AST
-		for i, v := range n.Params {
-			if v == rules.DegreeVar && n.Op.Params[i].Degree {
+		for spec, v := range n.Op.ParamValues(n.Params) {
+			if v == rules.DegreeVar && spec.Degree {
 				args = append(args, p.degreeVar())
 			} else {
 				args = append(args, p.ctx.Int(v))

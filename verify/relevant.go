@@ -253,10 +253,19 @@ func (k *dimensionKeys) can(key string) bool {
 func ruleDimensionKeys(r *rules.Rule, out map[string]bool) map[string]bool {
 	for _, g := range []*rules.Graph{&r.Src, &r.Dst} {
 		for _, n := range g.Nodes {
-			if n.Op.Set != rules.SetParallel && len(n.Params) > 0 && len(n.Op.Z3) > 0 {
-				out[dimensionKey(n.Op.Z3[0], n.Params[0])] = true
+			if first, ok := firstParam(n.Params); ok && n.Op.Set != rules.SetParallel && len(n.Op.Z3) > 0 {
+				out[dimensionKey(n.Op.Z3[0], first)] = true
 			}
 		}
 	}
 	return out
+}
+
+// firstParam is a node's first parameter, the first argument of its Z3
+// term, which literalDimensions reads in axioms.
+func firstParam(p []int) (int, bool) {
+	if len(p) == 0 {
+		return 0, false
+	}
+	return p[0], true
 }

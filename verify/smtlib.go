@@ -49,8 +49,8 @@ func smtTerms(g *rules.Graph) []string {
 	}
 	for j, n := range g.Nodes {
 		var args []string
-		for i, p := range n.Params {
-			args = append(args, smtParam(n.Op, i, p))
+		for spec, p := range n.Op.ParamValues(n.Params) {
+			args = append(args, smtParam(spec, p))
 		}
 		for _, a := range n.Args {
 			args = append(args, get(a))

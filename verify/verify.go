@@ -278,9 +278,11 @@ func (s axiomNames) has(name string) bool { return s[name] }
 // as matmul(concat(x, z), concat(y, w)) = matmul(x, y) + matmul(z, w): they
 // hold only where the concats' parts line up, which the axioms cannot say.
 func BlockAxioms(set *axioms.Set) map[string]bool {
+	concat, _ := rules.Default().Lookup(rules.NameConcat)
+	sym := concat.Z3[0]
 	out := map[string]bool{}
 	for _, a := range set.Axioms {
-		if countSym(a.LHS, "concat") >= 2 || countSym(a.RHS, "concat") >= 2 {
+		if countSym(a.LHS, sym) >= 2 || countSym(a.RHS, sym) >= 2 {
 			out[a.Name] = true
 		}
 	}
@@ -407,23 +409,17 @@ func size(s rules.Shape) saturating {
 }
 
 // reads is how many operand elements one output element of a node reads:
-// a matrix product's contraction, a convolution's kernel window over its
-// input channels, a pooling window, else one of each operand.
+// its row's fan-in (a matrix product's contraction, a convolution's kernel
+// window over its input channels, a pooling window), else one of each
+// operand.
 func reads(n rules.Node, args []rules.Shape) saturating {
-	switch n.Op.Name {
-	case "matmul":
-		if a := args[0]; a.Rank > 0 {
-			return saturating(max(a.Dims[a.Rank-1], 1))
-		}
-	case "conv2d":
-		k := args[1]
-		k.Dims[0] = 1
-		return size(k)
-	case "pool_avg", "pool_max":
-		for i, p := range n.Op.Params {
-			if p.Name == "kernel" {
-				return saturating(n.Params[i]).times(saturating(n.Params[i]))
+	if n.Op.FanIn != nil {
+		if factors := n.Op.FanIn(n.Params, args); factors != nil {
+			r := saturating(1)
+			for _, f := range factors {
+				r = r.times(saturating(f))
 			}
+			return r
 		}
 	}
 	return saturating(max(len(args), 1))
