@@ -139,15 +139,7 @@ func checkValue(spec ParamSpec, v int) string {
 }
 
 // ParamValues yields each parameter of the node with its spec, in order.
-func (n Node) ParamValues() iter.Seq2[ParamSpec, int] {
-	return func(yield func(ParamSpec, int) bool) {
-		for i, v := range n.Params {
-			if !yield(n.Op.Params[i], v) {
-				return
-			}
-		}
-	}
-}
+func (n Node) ParamValues() iter.Seq2[ParamSpec, int] { return n.Op.ParamValues(n.Params) }
 
 // ---- the encodings, by the rows that use them ----
 
