@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"rulebook/exchange"
+	"rulebook/internal/progress"
 	"rulebook/internal/safetext"
 	"rulebook/rules"
 	"rulebook/store"
@@ -33,9 +34,9 @@ type Report struct {
 
 // File reads a rule file in format ("" guesses it, see exchange.ReadFile),
 // relates each of its rules to version ref of db (see Compare), and runs
-// the verifier that cfg configures on each. progress hears both stages,
+// the verifier that cfg configures on each. report hears both stages,
 // "compare" and "verify".
-func File(ctx context.Context, db *store.Store, path, format, ref string, lim Limits, cfg verify.Config, progress func(stage string, done, total int)) (*Report, error) {
+func File(ctx context.Context, db *store.Store, path, format, ref string, lim Limits, cfg verify.Config, report progress.Func) (*Report, error) {
 	f, format, err := exchange.ReadFileContext(ctx, path, format, cfg.Registry)
 	if err != nil {
 		return nil, err
@@ -57,7 +58,7 @@ func File(ctx context.Context, db *store.Store, path, format, ref string, lim Li
 		ours[i] = t.Rule()
 	}
 	start := time.Now()
-	if r.Verdicts, err = Compare(ctx, ours, theirs, lim, stage(progress, "compare")); err != nil {
+	if r.Verdicts, err = Compare(ctx, ours, theirs, lim, report); err != nil {
 		return nil, err
 	}
 	r.Searched = time.Since(start)
@@ -65,7 +66,7 @@ func File(ctx context.Context, db *store.Store, path, format, ref string, lim Li
 	for i, f := range theirs {
 		jobs[i] = verify.Job{ID: int64(i), Rule: f.Rule}
 	}
-	cfg.Progress = stage(progress, "verify")
+	cfg.Progress = report
 	err = verify.Run(ctx, cfg, jobs, func(j verify.Job, res verify.Result) error { r.Proofs[j.ID] = res; return nil })
 	r.Verified = time.Since(start) - r.Searched
 	if err != nil {
@@ -97,14 +98,6 @@ func overrule(vs []Verdict, proofs []verify.Result) {
 		}
 		vs[i].Relation, vs[i].Steps, vs[i].Counterexample = Falsified, nil, "our verifier: "+p.Reason
 	}
-}
-
-// stage reports one stage's progress, if anyone listens.
-func stage(progress func(stage string, done, total int), name string) func(done, total int) {
-	if progress == nil {
-		return nil
-	}
-	return func(done, total int) { progress(name, done, total) }
 }
 
 // WriteText prints the rules of the file that fall short (missed, or not

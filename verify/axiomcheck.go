@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"rulebook/axioms"
+	"rulebook/internal/pool"
+	"rulebook/internal/progress"
 	"rulebook/rules"
 	"rulebook/verify/z3"
 )
@@ -64,44 +64,37 @@ type Redundancy struct {
 	Elapsed time.Duration
 }
 
-// Redundancies checks every axiom against the others, each within timeout.
-func Redundancies(ctx context.Context, reg *rules.Registry, set *axioms.Set, timeout time.Duration, workers int, progress func(done, total int)) ([]Redundancy, error) {
+// Redundancies checks every axiom against the others, each within
+// timeout. report hears of each axiom done, as stage "redundancy".
+func Redundancies(ctx context.Context, reg *rules.Registry, set *axioms.Set, timeout time.Duration, workers int, report progress.Func) ([]Redundancy, error) {
 	out := make([]Redundancy, len(set.Axioms))
-	var next, finished atomic.Int64
-	var wg sync.WaitGroup
-	errs := make([]error, max(workers, 1))
-	for w := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	provers := make([]*prover, max(workers, 1)) // one per worker, made on its first axiom
+	defer func() {
+		for _, p := range provers {
+			if p != nil {
+				p.close()
+			}
+		}
+	}()
+	tick := report.Counter("redundancy", len(set.Axioms))
+	err := pool.Each(ctx, len(provers), len(set.Axioms), func(w, i int) error {
+		if provers[w] == nil {
 			p, err := newSetProver(set)
 			if err != nil {
-				errs[w] = err
-				return
+				return err
 			}
-			defer p.close()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(set.Axioms) {
-					return
-				}
-				r, err := p.redundancy(ctx, set.Axioms[i], i, timeout)
-				if err != nil {
-					errs[w] = fmt.Errorf("axiom %s: %w", set.Axioms[i].Name, err)
-					return
-				}
-				out[i] = r
-				if progress != nil {
-					progress(int(finished.Add(1)), len(set.Axioms))
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
+			provers[w] = p
 		}
+		r, err := provers[w].redundancy(ctx, set.Axioms[i], i, timeout)
+		if err != nil {
+			return fmt.Errorf("axiom %s: %w", set.Axioms[i].Name, err)
+		}
+		out[i] = r
+		tick()
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -151,17 +144,9 @@ type AxiomCheck struct {
 	Timeout time.Duration // per Z3 query; ten times that for consistency
 	Workers int
 	MaxDim  int // largest extent of the concrete check
-	// Progress, if set, hears each step's axioms checked so far, by
-	// step: "redundancy" and "concrete" (minutes on two cores).
-	Progress func(step string, done, total int)
-}
-
-// step is c.Progress for one step, or nil.
-func (c AxiomCheck) step(name string) func(done, total int) {
-	if c.Progress == nil {
-		return nil
-	}
-	return func(done, total int) { c.Progress(name, done, total) }
+	// Progress hears each step's axioms checked so far, by step:
+	// "redundancy" and "concrete" (minutes on two cores).
+	Progress progress.Func
 }
 
 // CheckAxioms validates an axiom set in three steps and reports each on out
@@ -198,7 +183,7 @@ func CheckAxioms(ctx context.Context, out io.Writer, reg *rules.Registry, set *a
 }
 
 func reportRedundancy(ctx context.Context, out io.Writer, reg *rules.Registry, set *axioms.Set, c AxiomCheck) error {
-	reds, err := Redundancies(ctx, reg, set, c.Timeout, c.Workers, c.step("redundancy"))
+	reds, err := Redundancies(ctx, reg, set, c.Timeout, c.Workers, c.Progress)
 	if err != nil {
 		return err
 	}
@@ -218,7 +203,7 @@ func reportRedundancy(ctx context.Context, out io.Writer, reg *rules.Registry, s
 // failures.
 func reportConcrete(ctx context.Context, out io.Writer, reg *rules.Registry, set *axioms.Set, c AxiomCheck) ([]string, error) {
 	bound := ConcreteBound(c.MaxDim)
-	bound.Progress = c.step("concrete")
+	bound.Progress = c.Progress
 	reports, err := axioms.Validate(ctx, set, rules.All(), bound, c.Workers)
 	if err != nil {
 		return nil, err
