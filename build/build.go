@@ -56,7 +56,7 @@ type Stage struct {
 
 // Summary is what a build did, stage by stage.
 type Summary struct {
-	Generated *enumerate.Stored
+	Generated *enumerate.Generation
 	Verified  *verify.Summary
 	Pruned    *prune.Result
 	Version   store.Version
@@ -127,9 +127,9 @@ func chooseTag(ctx context.Context, db *store.Store, tag string) (string, error)
 // (the built-in set included) state properties of both sets. A default
 // build's proofs, and so its release, stay what they were: Z3 gets only the
 // axioms whose operators can meet a rule's (verify.RelevantAxioms).
-func VerifyRegistry(*rules.Registry) *rules.Registry { return rules.All() }
+func VerifyRegistry() *rules.Registry { return rules.All() }
 
-func generate(ctx context.Context, db *store.Store, cfg Config) (*enumerate.Stored, error) {
+func generate(ctx context.Context, db *store.Store, cfg Config) (*enumerate.Generation, error) {
 	ops := cfg.Ops
 	if ops == nil {
 		ops = cfg.Registry

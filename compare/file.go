@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"rulebook/exchange"
+	"rulebook/internal/english"
 	"rulebook/internal/progress"
 	"rulebook/internal/safetext"
 	"rulebook/rules"
@@ -135,7 +136,7 @@ func (r *Report) WriteText(w io.Writer, path string, all bool) {
 	writeFreeInputs(w, vs)
 	n := len(vs)
 	pct := func(k int) string { return fmt.Sprintf("%d (%.1f%%)", k, 100*float64(k)/float64(max(n, 1))) }
-	fmt.Fprintf(w, "%s: %s against %s (%s, %.12s)\n", path, verify.Nouns(n, "rule"), v.Tag, verify.Nouns(v.Rules, "rule"), v.Hash)
+	fmt.Fprintf(w, "%s: %s against %s (%s, %.12s)\n", path, english.Nouns(n, "rule"), v.Tag, english.Nouns(v.Rules, "rule"), v.Hash)
 	for _, s := range r.Skipped {
 		fmt.Fprintf(w, "  not imported: %s\n", s)
 	}
@@ -264,7 +265,7 @@ func writeFreeInputs(w io.Writer, vs []Verdict) {
 	if len(free) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "%s whose target reads inputs the source never binds (%d sound):\n", verify.Nouns(len(free), "rule"), sound)
+	fmt.Fprintf(w, "%s whose target reads inputs the source never binds (%d sound):\n", english.Nouns(len(free), "rule"), sound)
 	for _, v := range free {
 		fmt.Fprintf(w, "  %s: %s\n", safetext.Name(v.Name), v.FreeWhy)
 	}

@@ -39,9 +39,9 @@ type Request struct {
 
 // Outcome is what Run priced and wrote.
 type Outcome struct {
-	Comparison *Comparison
-	Graph      *training.Graph
-	Written    []string
+	Choice  *Choice
+	Graph   *training.Graph
+	Written []string
 }
 
 // Run loads the model and machine, prices the strategies and writes the
@@ -87,11 +87,11 @@ func Run(ctx context.Context, req Request) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := Compare(ctx, g, kinds, opts)
+	c, err := Choose(ctx, g, kinds, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	out := &Outcome{Comparison: c, Graph: g}
+	out := &Outcome{Choice: c, Graph: g}
 	if req.Out == "" {
 		return out, nil
 	}
@@ -145,7 +145,7 @@ func named(paths []string) []outfile.Named {
 	return out
 }
 
-func (c *Comparison) write(model *onnx.Model, g *training.Graph, req Request, paths []string, out *Outcome) error {
+func (c *Choice) write(model *onnx.Model, g *training.Graph, req Request, paths []string, out *Outcome) error {
 	sharded, err := c.Sharded(model, g)
 	if err != nil {
 		return err

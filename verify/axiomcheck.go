@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"rulebook/axioms"
+	"rulebook/internal/english"
 	"rulebook/internal/pool"
 	"rulebook/internal/progress"
 	"rulebook/rules"
@@ -154,7 +155,7 @@ type AxiomCheck struct {
 // check of every axiom on small tensors. It fails if the set is
 // inconsistent or an axiom is false.
 func CheckAxioms(ctx context.Context, out io.Writer, reg *rules.Registry, set *axioms.Set, c AxiomCheck) error {
-	fmt.Fprintf(out, "%s in %s (set %s)\n", Nouns(len(set.Axioms), "axiom"), set.Dir, set.Hash)
+	fmt.Fprintf(out, "%s in %s (set %s)\n", english.Nouns(len(set.Axioms), "axiom"), set.Dir, set.Hash)
 	var failures []string
 	status, core, err := Consistency(ctx, reg, set, 10*c.Timeout)
 	if err != nil {
@@ -218,6 +219,6 @@ func reportConcrete(ctx context.Context, out io.Writer, reg *rules.Registry, set
 		}
 	}
 	fmt.Fprintf(out, "concrete: %d of %s hold at all %s (shapes up to rank 4, extents 1..%d; parallel axioms also at every combined layout of ranks 2 and 3 at degrees 2 and 3)\n",
-		len(reports)-len(failures), Nouns(len(reports), "axiom"), Nouns(total, "instance"), c.MaxDim)
+		len(reports)-len(failures), english.Nouns(len(reports), "axiom"), english.Nouns(total, "instance"), c.MaxDim)
 	return failures, nil
 }

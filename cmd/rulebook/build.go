@@ -91,7 +91,7 @@ func runBuild(cmd *cobra.Command, o buildOptions) error {
 	if err != nil {
 		return err
 	}
-	reg := build.VerifyRegistry(ops)
+	reg := build.VerifyRegistry()
 	set, err := loadAxioms(o.axiomsDir, reg) // before the database: a bad file changes nothing
 	if err != nil {
 		return err

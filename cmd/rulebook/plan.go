@@ -54,7 +54,7 @@ annotations); --emit torch adds plan.torch.json, a PyTorch DTensor plan
 			if out != nil {
 				// the comparison is printed even when its files could
 				// not be written (a pipeline plan has no DTensor form)
-				if werr := out.Comparison.WriteTable(cmd.OutOrStdout()); werr != nil && err == nil {
+				if werr := out.Choice.WriteTable(cmd.OutOrStdout()); werr != nil && err == nil {
 					err = werr
 				}
 			}
