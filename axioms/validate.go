@@ -8,10 +8,10 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"rulebook/fingerprint"
+	"rulebook/internal/pool"
+	"rulebook/internal/progress"
 	"rulebook/rules"
 )
 
@@ -25,9 +25,9 @@ type Bound struct {
 	// Combined also sweeps each parallel axiom at combined layouts
 	// (layouts.go): every per-dimension, sum and copy degree together.
 	Combined bool
-	// Progress, if set, hears how many axioms are checked of how many,
-	// from the workers, as each one finishes.
-	Progress func(done, total int)
+	// Progress hears how many axioms are checked of how many, as stage
+	// "concrete", from the workers as each one finishes.
+	Progress progress.Func
 }
 
 // DefaultBound checks every shape up to rank 4 with extents 1 to 3, and
@@ -73,38 +73,22 @@ func (r Report) OK() bool { return r.Counterexample == "" && r.Instances > 0 }
 // workers goroutines.
 func Validate(ctx context.Context, set *Set, reg *rules.Registry, b Bound, workers int) ([]Report, error) {
 	out := make([]Report, len(set.Axioms))
-	errs := make([]error, len(set.Axioms))
-	var next, finished atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < max(workers, 1); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(set.Axioms) || ctx.Err() != nil {
-					return
-				}
-				a := set.Axioms[i]
-				r, err := validateAxiom(ctx, a, reg, b)
-				if err != nil {
-					err = fmt.Errorf("axiom %s: %w", a.Name, err)
-				}
-				out[i], errs[i] = r, err
-				if b.Progress != nil {
-					b.Progress(int(finished.Add(1)), len(set.Axioms))
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	for _, err := range errs {
+	tick := b.Progress.Counter("concrete", len(set.Axioms))
+	err := pool.Each(ctx, workers, len(set.Axioms), func(_, i int) error {
+		a := set.Axioms[i]
+		r, err := validateAxiom(ctx, a, reg, b)
 		if err != nil {
-			return nil, err
+			return fmt.Errorf("axiom %s: %w", a.Name, err)
 		}
+		out[i] = r
+		tick()
+		return nil
+	})
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return nil, ctxErr
+	}
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

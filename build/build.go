@@ -12,6 +12,7 @@ import (
 	"rulebook/axioms"
 	"rulebook/enumerate"
 	"rulebook/internal/budget"
+	"rulebook/internal/progress"
 	"rulebook/prune"
 	"rulebook/rules"
 	"rulebook/store"
@@ -38,19 +39,13 @@ type Config struct {
 	Memory budget.Budget
 	// ToolVersion is recorded with the runs.
 	ToolVersion string
-	Progress    Progress
+	// Progress hears every stage: generate's by graph size, then "verify",
+	// prune's stages, and "prove again" for the rules proved again before
+	// they are released.
+	Progress progress.Func
 	// Waiting, if not nil, hears of an earlier verify run of the same
 	// database that the verify stage waits for (see verify.Stored).
 	Waiting func(store.Run)
-}
-
-// Progress receives each stage's progress; any field may be nil.
-type Progress struct {
-	Generate func(enumerate.Progress)
-	Verify   func(done, total int)
-	Prune    func(stage string, done, total int)
-	// Release hears of the rules proved again before they are released.
-	Release func(done, total int)
 }
 
 // Stage is one step of a build and how long it took.
@@ -61,7 +56,7 @@ type Stage struct {
 
 // Summary is what a build did, stage by stage.
 type Summary struct {
-	Generated *enumerate.Stored
+	Generated *enumerate.Generation
 	Verified  *verify.Summary
 	Pruned    *prune.Result
 	Version   store.Version
@@ -93,7 +88,7 @@ func Run(ctx context.Context, db *store.Store, cfg Config) (*Summary, error) {
 		{"generate", func() (err error) { sum.Generated, err = generate(ctx, db, cfg); return err }},
 		{"verify", func() (err error) { sum.Verified, err = verifyNew(ctx, db, cfg); return err }},
 		{"prune", func() (err error) {
-			sum.Pruned, err = prune.Stored(ctx, db, cfg.Registry, cfg.ToolVersion, cfg.Progress.Prune)
+			sum.Pruned, err = prune.Stored(ctx, db, cfg.Registry, cfg.ToolVersion, cfg.Progress)
 			return err
 		}},
 		{"release", func() error { return release(ctx, db, cfg, tag, sum) }},
@@ -111,7 +106,7 @@ func Run(ctx context.Context, db *store.Store, cfg Config) (*Summary, error) {
 // release proves the rules again and releases them (verify.Release).
 func release(ctx context.Context, db *store.Store, cfg Config, tag string, sum *Summary) error {
 	r, err := verify.Release(ctx, db, verify.Config{Registry: cfg.Registry, Axioms: cfg.Axioms, Budget: cfg.Budget, Workers: cfg.Workers,
-		Seed: cfg.Seed, Progress: cfg.Progress.Release}, tag, cfg.ToolVersion)
+		Seed: cfg.Seed, Progress: cfg.Progress.Stage("prove again")}, tag, cfg.ToolVersion)
 	if err != nil {
 		return err
 	}
@@ -132,15 +127,15 @@ func chooseTag(ctx context.Context, db *store.Store, tag string) (string, error)
 // (the built-in set included) state properties of both sets. A default
 // build's proofs, and so its release, stay what they were: Z3 gets only the
 // axioms whose operators can meet a rule's (verify.RelevantAxioms).
-func VerifyRegistry(*rules.Registry) *rules.Registry { return rules.All() }
+func VerifyRegistry() *rules.Registry { return rules.All() }
 
-func generate(ctx context.Context, db *store.Store, cfg Config) (*enumerate.Stored, error) {
+func generate(ctx context.Context, db *store.Store, cfg Config) (*enumerate.Generation, error) {
 	ops := cfg.Ops
 	if ops == nil {
 		ops = cfg.Registry
 	}
 	return enumerate.GenerateInto(ctx, db, enumerate.Config{Registry: ops, Pool: rules.DefaultPool(), Degrees: cfg.Degrees, MaxOps: cfg.MaxOps,
-		Seed: cfg.Seed, Workers: cfg.Workers, Progress: cfg.Progress.Generate, Memory: cfg.Memory}, cfg.ToolVersion)
+		Seed: cfg.Seed, Workers: cfg.Workers, Progress: cfg.Progress, Memory: cfg.Memory}, cfg.ToolVersion)
 }
 
 // verifyNew verifies the rules without a result under this build's axioms,
@@ -150,5 +145,5 @@ func verifyNew(ctx context.Context, db *store.Store, cfg Config) (*verify.Summar
 	budget := cfg.Budget
 	settings := map[string]any{"axioms": cfg.Axioms.Dir, "axiom_set": cfg.Axioms.Hash, "budget": budget.Units, "timeout": budget.WallClock.String(), "build": true}
 	return verify.Stored(ctx, db, verify.Config{Registry: cfg.Registry, Axioms: cfg.Axioms, Budget: budget, Workers: cfg.Workers,
-		Seed: cfg.Seed, Progress: cfg.Progress.Verify}, verify.Request{Settings: settings, ToolVersion: cfg.ToolVersion, Waiting: cfg.Waiting})
+		Seed: cfg.Seed, Progress: cfg.Progress}, verify.Request{Settings: settings, ToolVersion: cfg.ToolVersion, Waiting: cfg.Waiting})
 }

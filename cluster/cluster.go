@@ -14,6 +14,8 @@
 // Validate states the ranges every field must lie in.
 // inter_node is one node's network interfaces together, shared by that
 // node's devices.
+//
+// docs/planner.md ("Machine model") tells the long story.
 package cluster
 
 import (

@@ -7,9 +7,9 @@ package compare
 import (
 	"context"
 	"runtime"
-	"sync"
-	"sync/atomic"
 
+	"rulebook/internal/pool"
+	"rulebook/internal/progress"
 	"rulebook/rewrite"
 	"rulebook/rules"
 )
@@ -77,8 +77,8 @@ type Limits struct {
 var DefaultLimits = Limits{Steps: 8, ExtraNodes: 3, Explored: 20000}
 
 // Compare relates every foreign rule to ours, on several goroutines.
-// progress, if not nil, is called after each rule from any goroutine.
-func Compare(ctx context.Context, ours []*rules.Rule, theirs []Foreign, lim Limits, progress func(done, total int)) ([]Verdict, error) {
+// report hears of each rule done, as stage "compare", from any goroutine.
+func Compare(ctx context.Context, ours []*rules.Rule, theirs []Foreign, lim Limits, report progress.Func) ([]Verdict, error) {
 	contained := map[string]bool{}
 	var rws []rewrite.Rewrite
 	for i, r := range ours {
@@ -94,35 +94,18 @@ func Compare(ctx context.Context, ours []*rules.Rule, theirs []Foreign, lim Limi
 		workers = runtime.GOMAXPROCS(0)
 	}
 	out := make([]Verdict, len(theirs))
-	var next, done atomic.Int64
-	var wg sync.WaitGroup
-	var firstErr error
-	var once sync.Once
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(theirs) {
-					return
-				}
-				v, err := relate(ctx, theirs[i], contained, rws, lim)
-				if err != nil {
-					once.Do(func() { firstErr = err })
-					next.Store(int64(len(theirs)))
-					return
-				}
-				out[i] = v
-				if progress != nil {
-					progress(int(done.Add(1)), len(theirs))
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
+	tick := report.Counter("compare", len(theirs))
+	err := pool.Each(ctx, workers, len(theirs), func(_, i int) error {
+		v, err := relate(ctx, theirs[i], contained, rws, lim)
+		if err != nil {
+			return err
+		}
+		out[i] = v
+		tick()
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"rulebook/exchange"
+	"rulebook/internal/english"
+	"rulebook/internal/progress"
 	"rulebook/internal/safetext"
 	"rulebook/rules"
 	"rulebook/store"
@@ -33,9 +35,9 @@ type Report struct {
 
 // File reads a rule file in format ("" guesses it, see exchange.ReadFile),
 // relates each of its rules to version ref of db (see Compare), and runs
-// the verifier that cfg configures on each. progress hears both stages,
+// the verifier that cfg configures on each. report hears both stages,
 // "compare" and "verify".
-func File(ctx context.Context, db *store.Store, path, format, ref string, lim Limits, cfg verify.Config, progress func(stage string, done, total int)) (*Report, error) {
+func File(ctx context.Context, db *store.Store, path, format, ref string, lim Limits, cfg verify.Config, report progress.Func) (*Report, error) {
 	f, format, err := exchange.ReadFileContext(ctx, path, format, cfg.Registry)
 	if err != nil {
 		return nil, err
@@ -57,7 +59,7 @@ func File(ctx context.Context, db *store.Store, path, format, ref string, lim Li
 		ours[i] = t.Rule()
 	}
 	start := time.Now()
-	if r.Verdicts, err = Compare(ctx, ours, theirs, lim, stage(progress, "compare")); err != nil {
+	if r.Verdicts, err = Compare(ctx, ours, theirs, lim, report); err != nil {
 		return nil, err
 	}
 	r.Searched = time.Since(start)
@@ -65,7 +67,7 @@ func File(ctx context.Context, db *store.Store, path, format, ref string, lim Li
 	for i, f := range theirs {
 		jobs[i] = verify.Job{ID: int64(i), Rule: f.Rule}
 	}
-	cfg.Progress = stage(progress, "verify")
+	cfg.Progress = report
 	err = verify.Run(ctx, cfg, jobs, func(j verify.Job, res verify.Result) error { r.Proofs[j.ID] = res; return nil })
 	r.Verified = time.Since(start) - r.Searched
 	if err != nil {
@@ -97,14 +99,6 @@ func overrule(vs []Verdict, proofs []verify.Result) {
 		}
 		vs[i].Relation, vs[i].Steps, vs[i].Counterexample = Falsified, nil, "our verifier: "+p.Reason
 	}
-}
-
-// stage reports one stage's progress, if anyone listens.
-func stage(progress func(stage string, done, total int), name string) func(done, total int) {
-	if progress == nil {
-		return nil
-	}
-	return func(done, total int) { progress(name, done, total) }
 }
 
 // WriteText prints the rules of the file that fall short (missed, or not
@@ -142,7 +136,7 @@ func (r *Report) WriteText(w io.Writer, path string, all bool) {
 	writeFreeInputs(w, vs)
 	n := len(vs)
 	pct := func(k int) string { return fmt.Sprintf("%d (%.1f%%)", k, 100*float64(k)/float64(max(n, 1))) }
-	fmt.Fprintf(w, "%s: %s against %s (%s, %.12s)\n", path, verify.Nouns(n, "rule"), v.Tag, verify.Nouns(v.Rules, "rule"), v.Hash)
+	fmt.Fprintf(w, "%s: %s against %s (%s, %.12s)\n", path, english.Nouns(n, "rule"), v.Tag, english.Nouns(v.Rules, "rule"), v.Hash)
 	for _, s := range r.Skipped {
 		fmt.Fprintf(w, "  not imported: %s\n", s)
 	}
@@ -271,7 +265,7 @@ func writeFreeInputs(w io.Writer, vs []Verdict) {
 	if len(free) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "%s whose target reads inputs the source never binds (%d sound):\n", verify.Nouns(len(free), "rule"), sound)
+	fmt.Fprintf(w, "%s whose target reads inputs the source never binds (%d sound):\n", english.Nouns(len(free), "rule"), sound)
 	for _, v := range free {
 		fmt.Fprintf(w, "  %s: %s\n", safetext.Name(v.Name), v.FreeWhy)
 	}

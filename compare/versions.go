@@ -9,8 +9,8 @@ import (
 	"io"
 	"slices"
 
+	"rulebook/internal/english"
 	"rulebook/store"
-	"rulebook/verify"
 	"rulebook/version"
 )
 
@@ -31,7 +31,7 @@ func DiffVersions(a, b *version.Set) VersionDiff {
 // then each added rule after "+ " and each removed one after "- ".
 func (d VersionDiff) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "%s (%.12s, %s) -> %s (%.12s, %s): %d added, %d removed\n",
-		d.A.Name, d.A.Hash, verify.Nouns(len(d.A.Texts), "rule"), d.B.Name, d.B.Hash, verify.Nouns(len(d.B.Texts), "rule"), len(d.Added), len(d.Removed))
+		d.A.Name, d.A.Hash, english.Nouns(len(d.A.Texts), "rule"), d.B.Name, d.B.Hash, english.Nouns(len(d.B.Texts), "rule"), len(d.Added), len(d.Removed))
 	for _, r := range d.Added {
 		fmt.Fprintln(w, "+ "+r)
 	}

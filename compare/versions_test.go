@@ -12,6 +12,7 @@ import (
 	"rulebook/build"
 	"rulebook/compare"
 	"rulebook/exchange"
+	"rulebook/internal/english"
 	"rulebook/rules"
 	"rulebook/store"
 	"rulebook/verify"
@@ -44,7 +45,7 @@ func TestVersionParallel(t *testing.T) {
 	}
 	var diff bytes.Buffer
 	compare.DiffVersions(a, a).WriteText(&diff)
-	if want := "v1 (" + a.Hash[:12] + ", " + verify.Nouns(len(a.Texts), "rule") + ") -> v1 ("; !strings.HasPrefix(diff.String(), want) || !strings.HasSuffix(diff.String(), ": 0 added, 0 removed\n") {
+	if want := "v1 (" + a.Hash[:12] + ", " + english.Nouns(len(a.Texts), "rule") + ") -> v1 ("; !strings.HasPrefix(diff.String(), want) || !strings.HasSuffix(diff.String(), ": 0 added, 0 removed\n") {
 		t.Errorf("diff v1 v1:\n%s", diff.String())
 	}
 	v, stored, err := db.VersionRules(ctx, "v1")

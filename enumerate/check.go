@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 
 	"rulebook/fingerprint"
+	"rulebook/internal/pool"
+	"rulebook/internal/progress"
 	"rulebook/rules"
 )
 
@@ -96,16 +98,15 @@ func (g *generator) check(ctx context.Context, level int, members []member) ([]C
 	results := make([][]Candidate, len(groups))
 	newReps := make([][]rep, len(groups))
 	var done, collisions atomic.Int64
-	err := parallel(ctx, g.cfg.Workers, len(groups), func(_, i int) error {
+	err := pool.Each(ctx, g.cfg.Workers, len(groups), func(_, i int) error {
 		cands, extra, coll, err := g.checkClass(groups[i])
 		if err != nil {
 			return err
 		}
 		results[i], newReps[i] = cands, extra
 		collisions.Add(coll)
-		if d := done.Add(int64(len(groups[i]))); g.cfg.Progress != nil {
-			g.cfg.Progress(Progress{Stage: "check", Level: level, Done: d, Total: int64(len(members))})
-		}
+		d := done.Add(int64(len(groups[i])))
+		g.cfg.Progress.Report(progress.Step{Stage: "check", Level: level, Done: d, Total: int64(len(members))})
 		return nil
 	})
 	if err != nil {

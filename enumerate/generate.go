@@ -11,6 +11,8 @@ import (
 
 	"rulebook/fingerprint"
 	"rulebook/internal/budget"
+	"rulebook/internal/pool"
+	"rulebook/internal/progress"
 	"rulebook/rules"
 )
 
@@ -31,7 +33,7 @@ type Config struct {
 	Exhaustive bool
 	// Tolerance of the float64 check, relative to max(1, |a|, |b|).
 	Tolerance float64
-	Progress  func(Progress)
+	Progress  progress.Func
 	// ConditionKernels, if set, are kernel extents ({1, 1}) at which to
 	// look for conditioned rules too (GenerateConditioned): opt-in, since
 	// it enumerates again.
@@ -39,13 +41,6 @@ type Config struct {
 	// Memory bounds the input pools and the workers' caches (CheckMemory);
 	// the zero value is the machine's default.
 	Memory budget.Budget
-}
-
-// Progress reports work done within a stage.
-type Progress struct {
-	Stage       string
-	Level       int
-	Done, Total int64
 }
 
 // LevelStats counts one graph size.
@@ -211,10 +206,10 @@ func Generate(ctx context.Context, cfg Config) (*Result, error) {
 func generateAt(ctx context.Context, cfg Config, degree int) (*Result, error) {
 	if degree > 0 {
 		cfg.Pool = rules.ParallelPool(degree)
-		if progress := cfg.Progress; progress != nil {
-			cfg.Progress = func(p Progress) {
-				p.Stage = fmt.Sprintf("%s d=%d", p.Stage, degree)
-				progress(p)
+		if report := cfg.Progress; report != nil {
+			cfg.Progress = func(s progress.Step) {
+				s.Stage = fmt.Sprintf("%s d=%d", s.Stage, degree)
+				report(s)
 			}
 		}
 	}
@@ -337,12 +332,12 @@ func (g *generator) expand(ctx context.Context, level int, items []graph) ([]rec
 		workers[w] = newWorker(ctx, g)
 	}
 	var done atomic.Int64
-	err := parallel(ctx, g.cfg.Workers, len(items), func(w, i int) error {
+	err := pool.Each(ctx, g.cfg.Workers, len(items), func(w, i int) error {
 		if err := workers[w].processItem(uint32(i), items[i]); err != nil {
 			return err
 		}
-		if d := done.Add(1); g.cfg.Progress != nil && (d%64 == 0 || d == int64(len(items))) {
-			g.cfg.Progress(Progress{Stage: "enumerate", Level: level, Done: d, Total: int64(len(items))})
+		if d := done.Add(1); d%64 == 0 || d == int64(len(items)) {
+			g.cfg.Progress.Report(progress.Step{Stage: "enumerate", Level: level, Done: d, Total: int64(len(items))})
 		}
 		return nil
 	})
@@ -481,41 +476,4 @@ func (g *generator) floatInputs(d int) []*rules.FloatTensor {
 		}
 	}
 	return g.floatIn[d]
-}
-
-// parallel calls fn(w, i) for every i in [0, n) on the given number of
-// goroutines, w being the goroutine's index, and stops at the first error
-// or when ctx is cancelled.
-func parallel(ctx context.Context, workers, n int, fn func(w, i int) error) error {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make([]error, workers)
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				if err := ctx.Err(); err != nil {
-					errs[w] = err
-					return
-				}
-				if err := fn(w, i); err != nil {
-					errs[w] = err
-					next.Store(int64(n)) // stop the others early
-					return
-				}
-			}
-		}(w)
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }

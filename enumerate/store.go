@@ -11,8 +11,8 @@ import (
 	"rulebook/store"
 )
 
-// Stored is a generation written to the store.
-type Stored struct {
+// Generation is a generation written to the store.
+type Generation struct {
 	*Result
 	RunID int64
 	// New counts the candidates the store did not hold yet.
@@ -23,7 +23,7 @@ type Stored struct {
 // with its settings and toolVersion, and stores the candidate rules in one
 // transaction: a generation that fails or is interrupted writes none, and
 // its run says how it ended.
-func GenerateInto(ctx context.Context, db *store.Store, cfg Config, toolVersion string) (*Stored, error) {
+func GenerateInto(ctx context.Context, db *store.Store, cfg Config, toolVersion string) (*Generation, error) {
 	settings := map[string]any{"max_ops": cfg.MaxOps, "ops": cfg.Registry.Names(), "pool": cfg.Pool.String(),
 		"exhaustive": cfg.Exhaustive, "workers": cfg.Workers}
 	if cfg.Degrees != nil {
@@ -38,7 +38,7 @@ func GenerateInto(ctx context.Context, db *store.Store, cfg Config, toolVersion 
 	if err != nil {
 		return nil, fmt.Errorf("generate: %w", err)
 	}
-	out := &Stored{}
+	out := &Generation{}
 	if out.RunID, err = db.BeginRun(ctx, "generate", string(config), cfg.Seed, toolVersion); err != nil {
 		return nil, err
 	}
@@ -71,7 +71,7 @@ func RuleRecords(cands []Candidate, runID int64) []store.Rule {
 }
 
 // WriteText prints the generation's stages as 'rulebook generate' does.
-func (s *Stored) WriteText(w io.Writer, elapsed time.Duration) {
+func (s *Generation) WriteText(w io.Writer, elapsed time.Duration) {
 	st := s.Stats
 	fmt.Fprintf(w, "%-28s %12s\n", "stage", "count")
 	fmt.Fprintf(w, "%-28s %12d\n", "graphs enumerated", st.Graphs)

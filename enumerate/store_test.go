@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"rulebook/enumerate"
+	"rulebook/internal/progress"
 	"rulebook/rules"
 	"rulebook/store"
 )
@@ -59,7 +60,7 @@ func TestGenerateIntoInterrupted(t *testing.T) {
 	defer db.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := enumerate.Config{Registry: rules.Default(), Pool: rules.DefaultPool(), MaxOps: 3, Seed: 1, Workers: 1,
-		Progress: func(enumerate.Progress) { cancel() }}
+		Progress: func(progress.Step) { cancel() }}
 	if _, err := enumerate.GenerateInto(ctx, db, cfg, "test"); err == nil {
 		t.Fatal("an interrupted generation succeeded")
 	}

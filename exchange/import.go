@@ -303,24 +303,21 @@ func (im importer) side(ops []xOp, out []xMap, side int, in inputNumbering) (*ru
 // operator maps one known operator: our operator, its parameters and the
 // operands it keeps, or the reason it cannot be imported.
 //
-// Operand counts are TASO's (as its generator writes them: pooling and
-// enlarge take one operand). A second operand of pooling or enlarge, which
-// older TASO code passed only to provide a shape (a weight for pooling, the
-// kernel to match for enlarge), is accepted and dropped. Parameters that
+// Operand counts are TASO's. An extra operand of pooling or enlarge, which
+// older TASO code passed only for its shape, is dropped. Parameters that
 // describe shapes rather than values are ignored: conv2d's kernel height
-// and width (PM_KERNEL_H/W: the weight's size), concat's PM_NUMDIM, and
-// transpose's PM_OUTSHUFFLE (a layout flag: TASO's rules that only change
-// it import as identities, X => X). Groups are not written by TASO
-// (it infers them from shapes): they are read off the first shapes from
-// TASO's input pool under which both sides type-check (rules.FindShapes),
-// which also become the rule's input shapes; where none fit, conv2d has
-// groups 1, or "dw" over a C_pool kernel. FlexFlow's PM_GROUP is used when
-// given.
-// Anything our operators cannot express makes the rule unimportable:
-// different heights and widths of strides and kernels, activations the
-// operator lacks (pooling or matmul with relu, any sigmoid or tanh), a
-// transpose that is not the swap of two axes, concat or split with other
-// than two parts, and unexpected or missing parameters.
+// and width, concat's PM_NUMDIM, and transpose's PM_OUTSHUFFLE (a layout
+// flag, so rules that only change it import as X => X).
+//
+// TASO does not write conv2d's groups. They are read off the first shapes
+// of TASO's pool under which both sides type-check (rules.FindShapes);
+// where none fit, groups are 1, or "dw" over a C_pool kernel. FlexFlow's
+// PM_GROUP is used when given.
+//
+// A rule our operators cannot express is unimportable. Examples: unequal
+// strides or kernel sides, activations the operator lacks, a transpose
+// that is not a swap of two axes, a concat or split in other than two
+// parts, and unexpected or missing parameters.
 func (im importer) operator(x *xOp) (*rules.Op, []int, []xTensor, string) {
 	op, _ := im.lookup(x)
 	keys, reason := im.readParams(op, x)

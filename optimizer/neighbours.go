@@ -11,34 +11,14 @@ import (
 	"rulebook/rules"
 )
 
-// neighbours type-checks and prices the graphs one rewrite away
-// from an expanded graph without building them. Building a neighbour
-// copied every node, inferred every shape and priced every node again,
-// for thousands of neighbours an expansion of which most are dropped;
-// here a rewrite is applied in place to a view of the graph, and only
-// what it changed is checked, inferred and priced again:
-//
-//   - apply patches the nodes that read a redirected value, and rules
-//     out the cycles Apply refuses by walking up from them (liveCycle),
-//     where a cycle is possible at all;
-//   - price moves the reads the rewrite changed from g's use counts,
-//     which finds the neighbour's live nodes (count); where the
-//     redirected values keep their shapes and weight-ness, as equivalent
-//     sides' do, only the replacement's nodes are inferred (keepsShapes),
-//     else every live node that reads a redirected value, directly or
-//     not. A node's price depends on itself, its operands and the conv
-//     and ewadd it may fuse with, so only the replacement's and the
-//     patched nodes, those whose use count or liveness changed, and
-//     their fusion partners are priced again. Costs are exact sums of
-//     prices rounded once (see sumPrices), so g's sum with those prices
-//     replaced is the cost of the built neighbour, bit for bit, and
-//     pricing a neighbour takes time for what changed only;
-//
-// Neighbours are not keyed here: a node's key is computed from its
-// operands', so a rewrite changes the keys of every node below it, and
-// the search keys the few graphs it expands instead (see search.step).
-//
-// After apply and price, undo restores the view to the expanded graph.
+// neighbours type-checks and prices the graphs one rewrite away from an
+// expanded graph without building them. Most neighbours are dropped, so
+// building each one was waste. A rewrite is applied in place to a view of
+// the graph (apply), only what it changed is inferred and priced again
+// (price), and undo restores the view. The neighbour gets the cost the
+// built graph would, bit for bit. Neighbours are not keyed here: the
+// search keys the few graphs it expands (search.step). docs/optimizer.md
+// ("Neighbours without building them") tells how.
 type neighbours struct {
 	g      *Graph
 	pricer pricer // nil when the cost model prices whole graphs only

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"rulebook/internal/progress"
 	"rulebook/runtime"
 	"rulebook/store"
 )
@@ -93,9 +94,9 @@ func (r *Recording) Finish(ctx context.Context, rep *Report, err error) error {
 // BenchOps times each distinct operator configuration of m alone on e,
 // the median of repeat runs, as a "bench-ops" run of db, and stores the
 // costs for e's device, replacing those measured before. model names the
-// model in the run's settings; progress hears of each configuration.
+// model in the run's settings; report hears of each configuration.
 func BenchOps(ctx context.Context, db *store.Store, m *runtime.Model, e runtime.Executor, model string, repeat int, seed uint64,
-	toolVersion string, progress func(done, total int)) (runID int64, costs []store.OpCost, err error) {
+	toolVersion string, report progress.Func) (runID int64, costs []store.OpCost, err error) {
 	configs := runtime.DistinctConfigs(m.Nodes())
 	config, err := json.Marshal(map[string]any{"model": model, "device": e.DeviceKey(), "repeat": repeat, "configurations": len(configs)})
 	if err == nil {
@@ -104,7 +105,7 @@ func BenchOps(ctx context.Context, db *store.Store, m *runtime.Model, e runtime.
 	if err != nil {
 		return 0, nil, err
 	}
-	times, err := runtime.TimeConfigs(ctx, e, configs, repeat, progress)
+	times, err := runtime.TimeConfigs(ctx, e, configs, repeat, report)
 	if err != nil {
 		return 0, nil, db.EndRun(ctx, store.Run{ID: runID}, fmt.Errorf("bench-ops: %w", err))
 	}

@@ -57,7 +57,7 @@ func TestTorchPlansRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tp, err := (&Comparison{Model: c.model, Chosen: r}).Torch(g)
+		tp, err := (&Choice{Model: c.model, Chosen: r}).Torch(g)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,4 +14,7 @@
 // strategies are SPMD within a pipeline stage), so the simulation runs one
 // representative device per stage, with its own links; collectives are
 // priced for the whole group.
+//
+// docs/planner.md tells the long story: machine, cost model, strategies
+// and outputs.
 package plan

@@ -56,8 +56,8 @@ type Compared struct {
 // FileFormat names plan.json's schema.
 const FileFormat = "rulebook.plan/1"
 
-// NewFile is the chosen plan of a comparison, ready to write.
-func (c *Comparison) NewFile(g *training.Graph) *File {
+// NewFile is the chosen plan, ready to write.
+func (c *Choice) NewFile(g *training.Graph) *File {
 	r := c.Chosen
 	f := &File{Format: FileFormat, Simulated: Simulated, CostModel: CostModel, Model: c.Model, Machine: c.Machine,
 		Batch: c.Batch, Strategy: r.Strategy, Time: r.Time, Memory: r.Memory, MemoryLimit: c.Options.memoryLimit(), Fits: r.Fits}

@@ -72,7 +72,7 @@ func TestTooManyTasks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := Compare(context.Background(), g, []Kind{DataParallel, Pipeline}, Options{Machine: machine(2), Microbatches: 1 << 20})
+	c, err := Choose(context.Background(), g, []Kind{DataParallel, Pipeline}, Options{Machine: machine(2), Microbatches: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestTooManyTasks(t *testing.T) {
 func TestCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := Compare(ctx, smallEncoder(t), Kinds, Options{Machine: machine(4)})
+	_, err := Choose(ctx, smallEncoder(t), Kinds, Options{Machine: machine(4)})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: %v", err)
 	}
@@ -162,7 +162,7 @@ func TestPipelineWithoutWork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := Compare(context.Background(), g, []Kind{Pipeline}, Options{Machine: machine(2), Microbatches: 2})
+	c, err := Choose(context.Background(), g, []Kind{Pipeline}, Options{Machine: machine(2), Microbatches: 2})
 	if err != nil || c.Chosen == nil || c.Chosen.Strategy.PP != 2 {
 		t.Errorf("views only: %+v, %v", c, err)
 	}

@@ -15,9 +15,9 @@ import (
 // Simulated is the warning every printed or written plan carries.
 const Simulated = "simulated: no step was run; times come from rulebook's task-graph simulator"
 
-// Comparison is every strategy priced for one model on one machine, and
+// Choice is every strategy priced for one model on one machine, and
 // the one chosen: the fastest that fits in memory.
-type Comparison struct {
+type Choice struct {
 	Model   string
 	Machine cluster.Machine
 	Batch   int64
@@ -31,14 +31,14 @@ type Comparison struct {
 	Rules *version.Set
 }
 
-// Compare prices each family of kinds on the machine (for the grid and
+// Choose prices each family of kinds on the machine (for the grid and
 // pipeline families every candidate, keeping the fastest that fits) and
 // chooses among them.
-func Compare(ctx context.Context, g *training.Graph, kinds []Kind, o Options) (*Comparison, error) {
+func Choose(ctx context.Context, g *training.Graph, kinds []Kind, o Options) (*Choice, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	c := &Comparison{Model: g.Model, Machine: o.Machine, Batch: g.Batch, Options: o}
+	c := &Choice{Model: g.Model, Machine: o.Machine, Batch: g.Batch, Options: o}
 	for _, k := range kinds {
 		var rs []*Result
 		var skipped *Result
@@ -78,9 +78,9 @@ func Compare(ctx context.Context, g *training.Graph, kinds []Kind, o Options) (*
 	return c, nil
 }
 
-// WriteTable prints the comparison, one strategy per line, and says which
+// WriteTable prints every strategy priced, one per line, and says which
 // was chosen and that the times are simulated.
-func (c *Comparison) WriteTable(w io.Writer) error {
+func (c *Choice) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "%s on %s (%d devices), batch %d: %s\ncost model: %s\n", safetext.Name(c.Model), safetext.Name(c.Machine.Name), c.Machine.NumDevices(), c.Batch, Simulated, CostModel)
 	if c.Rules != nil {
 		fmt.Fprintf(w, "rules: %s, pinned; the strategies do not use them yet\n", safetext.Name(c.Rules.Describe()))

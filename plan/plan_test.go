@@ -59,7 +59,7 @@ func TestStrategies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := Compare(context.Background(), g, Kinds, Options{Machine: machine(6)})
+	c, err := Choose(context.Background(), g, Kinds, Options{Machine: machine(6)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestMemoryLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := Compare(context.Background(), g, []Kind{DataParallel, Grid}, Options{Machine: machine(6), MemoryLimit: 6 << 30})
+	c, err := Choose(context.Background(), g, []Kind{DataParallel, Grid}, Options{Machine: machine(6), MemoryLimit: 6 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestMemoryLimit(t *testing.T) {
 	if !strings.Contains(table.String(), "chosen: grid dp3×tp2") {
 		t.Errorf("table:\n%s", table.String())
 	}
-	c, _ = Compare(context.Background(), g, []Kind{DataParallel, Grid}, Options{Machine: machine(6), MemoryLimit: 1 << 30})
+	c, _ = Choose(context.Background(), g, []Kind{DataParallel, Grid}, Options{Machine: machine(6), MemoryLimit: 1 << 30})
 	table.Reset()
 	c.WriteTable(&table)
 	if c.Fits || !strings.Contains(table.String(), "no strategy fits in 1.00 GiB per device") {
@@ -163,7 +163,7 @@ func TestShardedAnnotations(t *testing.T) {
 		t.Fatal(err)
 	}
 	model := training.Transformer(training.TransformerConfig{Layers: 2, Hidden: 64, Heads: 4, FFN: 256, Seq: 8})
-	sharded, err := (&Comparison{Chosen: r}).Sharded(model, g)
+	sharded, err := (&Choice{Chosen: r}).Sharded(model, g)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestTorchPlanLayers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp, err := (&Comparison{Model: "mlp", Chosen: r}).Torch(g)
+	tp, err := (&Choice{Model: "mlp", Chosen: r}).Torch(g)
 	if err != nil || tp.Layers != 16 || tp.Modules["layers.15"] == "" {
 		t.Errorf("layers %d, modules %v, %v; want 16 layers", tp.Layers, tp.Modules, err)
 	}

@@ -43,9 +43,9 @@ type Request struct {
 
 // Outcome is what Run priced and wrote.
 type Outcome struct {
-	Comparison *Comparison
-	Graph      *training.Graph
-	Written    []string
+	Choice  *Choice
+	Graph   *training.Graph
+	Written []string
 }
 
 // Run loads the model and machine, prices the strategies and writes the
@@ -91,12 +91,12 @@ func Run(ctx context.Context, req Request) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := Compare(ctx, g, kinds, opts)
+	c, err := Choose(ctx, g, kinds, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	c.Rules = req.Rules
-	out := &Outcome{Comparison: c, Graph: g}
+	out := &Outcome{Choice: c, Graph: g}
 	if req.Out == "" {
 		return out, nil
 	}
@@ -150,7 +150,7 @@ func named(paths []string) []outfile.Named {
 	return out
 }
 
-func (c *Comparison) write(model *onnx.Model, g *training.Graph, req Request, paths []string, out *Outcome) error {
+func (c *Choice) write(model *onnx.Model, g *training.Graph, req Request, paths []string, out *Outcome) error {
 	sharded, err := c.Sharded(model, g)
 	if err != nil {
 		return err

@@ -19,7 +19,7 @@ const ShardingIRVersion = 11
 // A shard held by one device names it; a shard replicated on several
 // names a group key (numbered from the device count up) that
 // index_to_device_group_map expands.
-func (c *Comparison) Sharded(model *onnx.Model, g *training.Graph) (*onnx.Model, error) {
+func (c *Choice) Sharded(model *onnx.Model, g *training.Graph) (*onnx.Model, error) {
 	s := c.Chosen.Strategy
 	out := *model
 	out.IRVersion = max(model.IRVersion, ShardingIRVersion)

@@ -94,7 +94,7 @@ func candidates(k Kind, n, perNode, microbatches int) []Strategy {
 	case DataParallel:
 		return []Strategy{one(n, 1, 1)}
 	case TensorParallel:
-		// every tensor-parallel degree within a node; Compare keeps
+		// every tensor-parallel degree within a node; Choose keeps
 		// the fastest (degrees that cut no product replicate instead)
 		var out []Strategy
 		for tp := 2; tp <= gcd(n, perNode); tp++ {

@@ -47,7 +47,7 @@ var ErrNotTorch = errors.New("not expressible as a DTensor plan")
 // the ONNX node names PyTorch's exporter writes ("/layers.0/q/MatMul" is
 // module layers.0.q). Pipeline plans are refused: DTensor's
 // parallelize_module has no stages.
-func (c *Comparison) Torch(g *training.Graph) (*TorchPlan, error) {
+func (c *Choice) Torch(g *training.Graph) (*TorchPlan, error) {
 	s := c.Chosen.Strategy
 	if s.PP > 1 {
 		return nil, fmt.Errorf("--emit torch: the chosen plan (%s) has pipeline stages, which parallelize_module cannot express; choose --strategy dp, tp or grid: %w", s, ErrNotTorch)

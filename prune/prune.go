@@ -11,6 +11,7 @@ import (
 	"context"
 	"slices"
 
+	"rulebook/internal/progress"
 	"rulebook/rewrite"
 	"rulebook/rules"
 )
@@ -59,9 +60,9 @@ type Result struct {
 // works in two stages, as TASO's Table 2.3 reports them: renaming first,
 // then common subgraphs among the rules renaming kept. Rules are visited
 // from the most general (fewest operators, then most inputs), so a rule is
-// only ever pruned in favour of one that is kept. progress, if not nil, is
-// called after each rule of each stage.
-func Prune(ctx context.Context, rs []Rule, progress func(stage string, done, total int)) (*Result, error) {
+// only ever pruned in favour of one that is kept. report hears of each
+// rule of each stage.
+func Prune(ctx context.Context, rs []Rule, report progress.Func) (*Result, error) {
 	order := slices.Clone(rs)
 	slices.SortStableFunc(order, moreGeneralFirst)
 	res := &Result{Stages: []Stage{count("initial", order)}}
@@ -76,9 +77,7 @@ func Prune(ctx context.Context, rs []Rule, progress func(stage string, done, tot
 		var err error
 		var pruned []Decision
 		order, pruned, err = stage(ctx, order, st.accept, func(done int) {
-			if progress != nil {
-				progress(st.name, done, len(order))
-			}
+			report.Report(progress.Step{Stage: st.name, Done: int64(done), Total: int64(len(order))})
 		})
 		if err != nil {
 			return nil, err

@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"rulebook/internal/progress"
 	"rulebook/rules"
 	"rulebook/store"
 )
@@ -15,12 +16,12 @@ import (
 // decision (pruned_by and the reason), as a "prune" run of toolVersion.
 // Pruning is recomputed whole each time, since it depends on what is
 // proved by then.
-func Stored(ctx context.Context, db *store.Store, reg *rules.Registry, toolVersion string, progress func(stage string, done, total int)) (*Result, error) {
+func Stored(ctx context.Context, db *store.Store, reg *rules.Registry, toolVersion string, report progress.Func) (*Result, error) {
 	runID, err := db.BeginRun(ctx, "prune", "{}", 0, toolVersion)
 	if err != nil {
 		return nil, err
 	}
-	res, err := pruneStored(ctx, db, reg, progress)
+	res, err := pruneStored(ctx, db, reg, report)
 	run := store.Run{ID: runID, Status: store.RunDone}
 	if res != nil {
 		run.Candidates, run.Stored = int64(res.Stages[0].Rules), int64(len(res.Decisions))
@@ -31,7 +32,7 @@ func Stored(ctx context.Context, db *store.Store, reg *rules.Registry, toolVersi
 	return res, nil
 }
 
-func pruneStored(ctx context.Context, db *store.Store, reg *rules.Registry, progress func(stage string, done, total int)) (*Result, error) {
+func pruneStored(ctx context.Context, db *store.Store, reg *rules.Registry, report progress.Func) (*Result, error) {
 	all, err := db.ListRules(ctx, store.Filter{})
 	if err != nil {
 		return nil, err
@@ -47,7 +48,7 @@ func pruneStored(ctx context.Context, db *store.Store, reg *rules.Registry, prog
 		}
 		in = append(in, Rule{ID: r.ID, Rule: t.Rule(), Proved: r.Status == rules.StatusProved})
 	}
-	res, err := Prune(ctx, in, progress)
+	res, err := Prune(ctx, in, report)
 	if err != nil {
 		return nil, err
 	}

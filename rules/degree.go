@@ -213,25 +213,19 @@ func (g *Graph) WithDegreeVar(d int) *Graph { return g.replaceDegree(d, DegreeVa
 
 // ParallelPool is the parallel set's input pool at degree d, every layout
 // factor d. FlexFlow's parallel rules are about rank-3 activations and
-// linear weights (in, out), so the pool has:
-//   - four activations x (u, u, u): concat and ewadd commute over four
-//     (as in DefaultPool), and FlexFlow's concats take up to four;
+// linear weights (in, out). So the pool has:
+//   - four activations x (u, u, u), as concat and ewadd commute over four;
 //   - two weights w (u, u), so a linear distributes over a pair;
-//   - activations already laid out: two holding partial sums (xs, +sum d),
-//     one holding copies (xc, +copy d), and two cut in d along each
-//     dimension (x0, x1, x2), so that rules about what a parallel operator
-//     left behind (reduce(x) + reduce(y) = reduce(x + y), relu of a cut
-//     tensor) are found with their inputs in any layout, not only as
-//     partition or replicate of a whole one;
-//   - weights cut along each dimension (w0, w1) and copied (wc), for the
-//     same reason on a linear's weight.
+//   - activations already laid out: partial sums (xs), copies (xc), and cut
+//     along each dimension (x0, x1, x2);
+//   - weights cut along each dimension (w0, w1) and copied (wc).
 //
-// Every size is u, the least common multiple of d and 2 (BaseDegree),
-// doubled until it is at least 4: d divides it, a d-rule's shapes written
-// at degree 2 stay valid (ShapeAtDegree), and tensors stay small (4 at
-// degrees 2, 4; 6 at 3; 8 at 8). Each degree has its own sizes, so a
-// generation at degrees 2 and 8 costs what each costs alone. Concat and
-// split take axes 0 to 2.
+// The laid-out inputs find rules about what a parallel operator left
+// behind, such as reduce(x) + reduce(y) = reduce(x + y), with inputs in
+// any layout. Every size is u: the least common multiple of d and 2
+// (BaseDegree), doubled until it is at least 4. So d divides it, shapes
+// written at degree 2 stay valid (ShapeAtDegree), and tensors stay small.
+// Concat and split take axes 0 to 2. docs/parallel.md tells the story.
 func ParallelPool(d int) Pool {
 	u := lcm(BaseDegree, d)
 	for u < 4 {

@@ -1,79 +1,12 @@
 package rules
 
-// Rule text is how rules are written: by hand, and, in canonical form
-// (Rule.Canonical), in the store, in exchange files and under every hash
-// and version. ParseRule reads it, Rule.Format writes it, and what Format
-// writes parses back to the same rule. This is the grammar ParseRule
-// accepts, in EBNF (Go's spec notation: | alternation, {} repetition,
-// "…" a token spelled so):
-//
-//	rule      = side "=>" side [ "if" condition { condition } ] .
-//	side      = "(" "let" "(" { binding } ")" body ")" | body .
-//	binding   = "(" binder term ")" .
-//	body      = "(" "outputs" term term { term } ")" | term .
-//	term      = input | binder | "(" symbol { param } { term } ")" .
-//	input     = "?" atomchar { atomchar } .
-//	binder    = "%" atomchar { atomchar } .
-//	symbol    = an operator's Z3 symbol in the registry (Op.Z3) .
-//	param     = a parameter value as ParamSpec.Format writes it .
-//	condition = "(" "kernel" input extent extent ")" .
-//	extent    = a positive integer .
-//	atomchar  = any character but space, tab, CR, LF, "(", ")" and ";" .
-//
-// Lexically the text is a sequence of "(", ")" and atoms, an atom being a
-// run of atomchars, so atoms are separated by white space or parentheses
-// ("=>" too: "=>?a" is one atom). A ";" starts a comment that runs to the
-// end of the line. SyntaxError gives the line and column of what went
-// wrong.
-//
-// What the grammar does not say:
-//
-//   - A symbol names one output of an operator: "split0" and "split1" are
-//     the two outputs of split, every other operator has one symbol, its
-//     name. An application takes exactly as many params as the operator
-//     has parameters, in the order of Op.Params, then exactly Op.Arity
-//     terms; a constant is written with its parentheses, "(I_matmul)",
-//     "(C_pool 3)".
-//   - A param is an integer within the parameter's bounds, one of its
-//     symbols ("same" or "valid" for padding, "none" or "relu" for
-//     activation), or one of its named values: conv2d's groups are "dw"
-//     (depth-wise) by name, never by the number that stands for it.
-//     'rulebook ops' lists every operator's parameters.
-//   - Inputs are numbered in order of first appearance over the whole
-//     rule, source then target: an input's name means the same tensor on
-//     both sides. Canonical text names them ?a, ?b, …, ?z, ?a1, ….
-//   - A binder is bound once per side, before use; its scope is the rest of
-//     its side (later bindings and the body). Canonical text names them %0,
-//     %1, … in order.
-//   - "let" and "outputs" are keywords only where the grammar puts them,
-//     at the head of a side and of a body; they cannot be nested.
-//   - One side's applications of the same symbol, parameters and operands
-//     are one node, however often written; so "(split0 0 %0)" and
-//     "(split1 0 %0)" are the two outputs of one split, and a value written
-//     twice is computed once. Canonical text let-binds every value used
-//     more than once.
-//   - Both sides have the same number of outputs; outputs correspond by
-//     position.
-//   - A condition names an input of the rule: "(kernel ?b 1 1)" says the
-//     rule holds where ?b is a rank-4 kernel of height 1 and width 1
-//     (Condition). A rule with conditions holds only where all of them do;
-//     canonical text lists them sorted by input, without repeats.
-//   - A side holds at most MaxNodes operators and MaxOutputs outputs, and
-//     no chain of operators from an input to an output, let bindings
-//     included, is longer than MaxDepth: every later stage walks rules
-//     recursively (Z3 among them, on its own stack), and no rule worth
-//     having comes near these sizes.
-//
-// Canonical text writes single spaces between atoms and " => " between the
-// sides; ParseText splits a rule at its top-level "=>" and "if" atoms,
-// however they are delimited. Three examples:
-// matrix products are associative; average pooling is a depth-wise
-// convolution by a constant kernel; and two products of one operand are
-// one product by the concatenated operands, split:
+// Rule text is how rules are written, by hand and in canonical form.
+// ParseRule reads it and Rule.Format writes it; what Format writes parses
+// back to the same rule. The grammar, and what it does not say, is in
+// docs/rules.md ("Rule text"). For example:
 //
 //	(matmul (matmul ?a ?b) ?c) => (matmul ?a (matmul ?b ?c))
 //	(pool_avg 3 1 same ?a) => (conv2d 1 same none dw ?a (C_pool 3))
-//	(let ((%0 (matmul ?a (concat 1 ?b ?c)))) (outputs (split0 1 %0) (split1 1 %0))) => (outputs (matmul ?a ?b) (matmul ?a ?c))
 
 import (
 	"fmt"

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"rulebook/internal/progress"
 	"rulebook/runtime/cuda"
 )
 
@@ -96,8 +97,8 @@ func DistinctConfigs(nodes []NodeInfo) []NodeInfo {
 }
 
 // TimeConfigs times each of nodes alone on e, the median of repeat runs,
-// and tells progress after each.
-func TimeConfigs(ctx context.Context, e Executor, nodes []NodeInfo, repeat int, progress func(done, total int)) ([]time.Duration, error) {
+// and tells report after each, as stage "bench-ops".
+func TimeConfigs(ctx context.Context, e Executor, nodes []NodeInfo, repeat int, report progress.Func) ([]time.Duration, error) {
 	times := make([]time.Duration, len(nodes))
 	for i, n := range nodes {
 		d, err := e.TimeNode(ctx, n.Index, repeat)
@@ -105,9 +106,7 @@ func TimeConfigs(ctx context.Context, e Executor, nodes []NodeInfo, repeat int, 
 			return nil, fmt.Errorf("node %d (%s %s): %w", n.Index, n.Op, n.Name, err)
 		}
 		times[i] = d
-		if progress != nil {
-			progress(i+1, len(nodes))
-		}
+		report.Report(progress.Step{Stage: "bench-ops", Done: int64(i + 1), Total: int64(len(nodes))})
 	}
 	return times, nil
 }

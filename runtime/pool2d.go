@@ -7,24 +7,20 @@ import (
 )
 
 // planePool is the fast path of 1-D and 2-D pools with dilation 1 and a
-// row stride of 1 or 2, which covers every pool of the torchvision
-// classifiers. The general path (poolKernel.plane) makes several calls
-// per output row and pools strided rows one element at a time, which on
-// inception_v3's 35×35 and 17×17 planes ran 6–14× slower than ONNX
-// Runtime. Here each plane is pooled in blocks of output rows:
+// row stride of 1 or 2. It covers every pool of the torchvision
+// classifiers. The general path (poolKernel.plane) ran 6–14× slower than
+// ONNX Runtime on inception_v3's planes, because it makes several calls per
+// output row and pools strided rows one element at a time.
 //
-//   - the input rows a block's windows cover are copied into a buffer
-//     bordered with the pool's identity (−Inf or 0) when a window reaches
-//     past the input (padding, ceil_mode); otherwise they are read in
-//     place;
-//   - the column pass reduces the block's kh input rows per output row;
-//     with stride 1 the block's rows are consecutive, so it is kh vector
-//     calls over the whole block;
-//   - the row pass reduces kw shifted copies of the whole block
-//     (stride 1; rowsStride1) or the even lanes of kw offsets a row
-//     (gemm.PoolStride2) straight into the output;
-//   - an average is scaled by per-position reciprocal counts, as rows
-//     are copied out (stride 1) or one vector call per block.
+// Here each plane is pooled in blocks of output rows:
+//   - A block's input rows are read in place, or copied into a buffer
+//     bordered with the pool's identity (−Inf or 0) where a window reaches
+//     past the input.
+//   - The column pass reduces kh input rows per output row. With stride 1
+//     that is kh vector calls over the whole block.
+//   - The row pass reduces kw shifted copies of the block (rowsStride1), or
+//     the even lanes of kw offsets a row (gemm.PoolStride2).
+//   - An average is scaled by per-position reciprocal counts.
 //
 // Planes are split among a fixed number of slots, each with its own
 // scratch, so scratch does not grow with the channel count.

@@ -10,6 +10,8 @@
 // computed (a cost model). A collective spanning several devices is one
 // task on the link resource of the device it is simulated for, depending
 // on the tasks that produce its input.
+//
+// docs/planner.md ("Cost model") tells how the planner uses it.
 package simulate
 
 import (

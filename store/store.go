@@ -8,6 +8,8 @@
 // another application, a file written by a newer schema, or a damaged file
 // (PRAGMA quick_check); OpenExisting also refuses a path where no database
 // exists yet.
+//
+// docs/schema.md describes every table and view.
 package store
 
 import (

@@ -1,23 +1,14 @@
 // Package training derives the work of one training step from an ONNX
-// inference graph: per operator its forward and backward FLOPs and memory
-// traffic, the weights it owns, what it saves for the backward pass, and
-// for weight products the matrix sizes a planner cuts.
+// inference graph. Per operator it gives the forward and backward FLOPs
+// and memory traffic, the weights owned, what is saved for the backward
+// pass, and for weight products the matrix sizes a planner cuts.
 //
-// Shapes are inferred here, without weights or kernels, for the operators
-// of the shared models and the built-in workloads, with the batch (the
-// first input's dimension 0) set by the caller.
-//
-// Work per operator family, with 4-byte floats and 1 multiply-add = 2 FLOPs:
-//
-//	family                       forward FLOPs        backward FLOPs   saved for backward
-//	MatMul, Gemm, Conv           2·outputs·K          2 × forward      activation inputs
-//	element-wise, pools, norms   outputs (× window)   1 × forward      activation inputs¹
-//	Reshape, Identity, Constant  0                    0                nothing
-//
-// ¹ Add, Sub, Concat, Transpose, Flatten and Pad save nothing: their
-// gradients do not read their inputs. Bytes are each operator's inputs and
-// outputs read or written once (a roofline's memory side); backward moves
-// twice the forward bytes.
+// Shapes are inferred without weights or kernels, with the batch (the
+// first input's dimension 0) set by the caller. Products cost 2·outputs·K
+// FLOPs forward and twice that backward; other operators cost about their
+// outputs, and moving ones (Reshape, Identity, Constant) nothing. Bytes
+// are each operator's inputs and outputs, once; backward moves twice the
+// forward bytes. docs/planner.md ("Work per operator") has the table.
 package training
 
 import (

@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"rulebook/axioms"
+	"rulebook/internal/english"
+	"rulebook/internal/pool"
+	"rulebook/internal/progress"
 	"rulebook/rules"
 	"rulebook/verify/z3"
 )
@@ -64,44 +65,37 @@ type Redundancy struct {
 	Elapsed time.Duration
 }
 
-// Redundancies checks every axiom against the others, each within timeout.
-func Redundancies(ctx context.Context, reg *rules.Registry, set *axioms.Set, timeout time.Duration, workers int, progress func(done, total int)) ([]Redundancy, error) {
+// Redundancies checks every axiom against the others, each within
+// timeout. report hears of each axiom done, as stage "redundancy".
+func Redundancies(ctx context.Context, reg *rules.Registry, set *axioms.Set, timeout time.Duration, workers int, report progress.Func) ([]Redundancy, error) {
 	out := make([]Redundancy, len(set.Axioms))
-	var next, finished atomic.Int64
-	var wg sync.WaitGroup
-	errs := make([]error, max(workers, 1))
-	for w := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	provers := make([]*prover, max(workers, 1)) // one per worker, made on its first axiom
+	defer func() {
+		for _, p := range provers {
+			if p != nil {
+				p.close()
+			}
+		}
+	}()
+	tick := report.Counter("redundancy", len(set.Axioms))
+	err := pool.Each(ctx, len(provers), len(set.Axioms), func(w, i int) error {
+		if provers[w] == nil {
 			p, err := newSetProver(set)
 			if err != nil {
-				errs[w] = err
-				return
+				return err
 			}
-			defer p.close()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(set.Axioms) {
-					return
-				}
-				r, err := p.redundancy(ctx, set.Axioms[i], i, timeout)
-				if err != nil {
-					errs[w] = fmt.Errorf("axiom %s: %w", set.Axioms[i].Name, err)
-					return
-				}
-				out[i] = r
-				if progress != nil {
-					progress(int(finished.Add(1)), len(set.Axioms))
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
+			provers[w] = p
 		}
+		r, err := provers[w].redundancy(ctx, set.Axioms[i], i, timeout)
+		if err != nil {
+			return fmt.Errorf("axiom %s: %w", set.Axioms[i].Name, err)
+		}
+		out[i] = r
+		tick()
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -151,17 +145,9 @@ type AxiomCheck struct {
 	Timeout time.Duration // per Z3 query; ten times that for consistency
 	Workers int
 	MaxDim  int // largest extent of the concrete check
-	// Progress, if set, hears each step's axioms checked so far, by
-	// step: "redundancy" and "concrete" (minutes on two cores).
-	Progress func(step string, done, total int)
-}
-
-// step is c.Progress for one step, or nil.
-func (c AxiomCheck) step(name string) func(done, total int) {
-	if c.Progress == nil {
-		return nil
-	}
-	return func(done, total int) { c.Progress(name, done, total) }
+	// Progress hears each step's axioms checked so far, by step:
+	// "redundancy" and "concrete" (minutes on two cores).
+	Progress progress.Func
 }
 
 // CheckAxioms validates an axiom set in three steps and reports each on out
@@ -169,7 +155,7 @@ func (c AxiomCheck) step(name string) func(done, total int) {
 // check of every axiom on small tensors. It fails if the set is
 // inconsistent or an axiom is false.
 func CheckAxioms(ctx context.Context, out io.Writer, reg *rules.Registry, set *axioms.Set, c AxiomCheck) error {
-	fmt.Fprintf(out, "%s in %s (set %s)\n", Nouns(len(set.Axioms), "axiom"), set.Dir, set.Hash)
+	fmt.Fprintf(out, "%s in %s (set %s)\n", english.Nouns(len(set.Axioms), "axiom"), set.Dir, set.Hash)
 	var failures []string
 	status, core, err := Consistency(ctx, reg, set, 10*c.Timeout)
 	if err != nil {
@@ -198,7 +184,7 @@ func CheckAxioms(ctx context.Context, out io.Writer, reg *rules.Registry, set *a
 }
 
 func reportRedundancy(ctx context.Context, out io.Writer, reg *rules.Registry, set *axioms.Set, c AxiomCheck) error {
-	reds, err := Redundancies(ctx, reg, set, c.Timeout, c.Workers, c.step("redundancy"))
+	reds, err := Redundancies(ctx, reg, set, c.Timeout, c.Workers, c.Progress)
 	if err != nil {
 		return err
 	}
@@ -218,7 +204,7 @@ func reportRedundancy(ctx context.Context, out io.Writer, reg *rules.Registry, s
 // failures.
 func reportConcrete(ctx context.Context, out io.Writer, reg *rules.Registry, set *axioms.Set, c AxiomCheck) ([]string, error) {
 	bound := ConcreteBound(c.MaxDim)
-	bound.Progress = c.step("concrete")
+	bound.Progress = c.Progress
 	reports, err := axioms.Validate(ctx, set, rules.All(), bound, c.Workers)
 	if err != nil {
 		return nil, err
@@ -233,6 +219,6 @@ func reportConcrete(ctx context.Context, out io.Writer, reg *rules.Registry, set
 		}
 	}
 	fmt.Fprintf(out, "concrete: %d of %s hold at all %s (shapes up to rank 4, extents 1..%d; parallel axioms also at every combined layout of ranks 2 and 3 at degrees 2 and 3)\n",
-		len(reports)-len(failures), Nouns(len(reports), "axiom"), Nouns(total, "instance"), c.MaxDim)
+		len(reports)-len(failures), english.Nouns(len(reports), "axiom"), english.Nouns(total, "instance"), c.MaxDim)
 	return failures, nil
 }

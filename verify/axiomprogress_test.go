@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"rulebook/axioms"
+	"rulebook/internal/progress"
 	"rulebook/rules"
 )
 
@@ -32,13 +33,13 @@ func TestAxiomCheckReportsProgress(t *testing.T) {
 	}
 	var mu sync.Mutex
 	seen := map[string][]int{}
-	c := AxiomCheck{Timeout: 200 * time.Millisecond, Workers: 2, MaxDim: 1, Progress: func(step string, done, total int) {
+	c := AxiomCheck{Timeout: 200 * time.Millisecond, Workers: 2, MaxDim: 1, Progress: func(s progress.Step) {
 		mu.Lock()
 		defer mu.Unlock()
-		if total != len(set.Axioms) {
-			t.Errorf("%s: %d of %d, want of %d", step, done, total, len(set.Axioms))
+		if s.Total != int64(len(set.Axioms)) {
+			t.Errorf("%s: %d of %d, want of %d", s.Stage, s.Done, s.Total, len(set.Axioms))
 		}
-		seen[step] = append(seen[step], done)
+		seen[s.Stage] = append(seen[s.Stage], int(s.Done))
 	}}
 	_ = CheckAxioms(context.Background(), io.Discard, rules.All(), set, c) // the axioms are wrong: the check fails
 	for _, step := range []string{"redundancy", "concrete"} {

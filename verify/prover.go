@@ -1,6 +1,7 @@
 // Package verify proves candidate rules from the axioms with Z3: a rule
 // holds when the axioms and "some output differs" are unsatisfiable over
-// fresh input constants (DESIGN.md, Verification).
+// fresh input constants. docs/design.md ("How verification decides a
+// rule") tells the long story.
 package verify
 
 import (

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"rulebook/internal/progress"
 	"rulebook/store"
 )
 
@@ -88,7 +89,7 @@ func reestablish(ctx context.Context, db *store.Store, cfg Config, cands []store
 		total++
 	}
 	slices.Sort(budgets)
-	done, progress := 0, cfg.Progress
+	done, report := 0, cfg.Progress
 	for _, b := range budgets {
 		group := byBudget[b]
 		rs := make([]store.Rule, len(group))
@@ -105,8 +106,8 @@ func reestablish(ctx context.Context, db *store.Store, cfg Config, cands []store
 		run := cfg
 		run.Budget.Units = b // 0, before budgets were recorded, takes the default
 		base := done
-		if progress != nil {
-			run.Progress = func(d, _ int) { progress(base+d, total) }
+		run.Progress = func(s progress.Step) {
+			report.Report(progress.Step{Stage: s.Stage, Done: int64(base) + s.Done, Total: int64(total)})
 		}
 		err = Run(ctx, run, jobs, func(j Job, r Result) error {
 			c := byID[j.ID]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"rulebook/internal/english"
 	"rulebook/rules"
 	"rulebook/store"
 )
@@ -78,21 +79,9 @@ func NothingSelected(ctx context.Context, db *store.Store, axiomSet string, unit
 	if err != nil {
 		return "", err
 	}
-	note := fmt.Sprintf("all %s have a result under axiom set %s, Z3 %s and rlimit %d", Nouns(int(stats.Rules), "rule"), axiomSet, SolverVersion(), units)
+	note := fmt.Sprintf("all %s have a result under axiom set %s, Z3 %s and rlimit %d", english.Nouns(int(stats.Rules), "rule"), axiomSet, SolverVersion(), units)
 	if len(unknown) > 0 {
-		note += fmt.Sprintf("; %s unknown: --retry-unknown with a larger --budget retries them", Nouns(len(unknown), "is", "are"))
+		note += fmt.Sprintf("; %s unknown: --retry-unknown with a larger --budget retries them", english.Nouns(len(unknown), "is", "are"))
 	}
 	return note + "; --recheck verifies every rule again", nil
-}
-
-// Nouns counts n of a noun, "1 rule", "2 rules"; with a plural form,
-// "1 is", "2 are".
-func Nouns(n int, noun string, plural ...string) string {
-	switch {
-	case n == 1:
-		return fmt.Sprintf("%d %s", n, noun)
-	case len(plural) > 0:
-		return fmt.Sprintf("%d %s", n, plural[0])
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"rulebook/enumerate"
+	"rulebook/internal/english"
 	"slices"
 	"sort"
 	"strings"
@@ -298,8 +299,8 @@ const ShownUnproved = 10
 // by status, the first ShownUnproved of each in id order and a count of
 // the rest: a run that leaves thousands unknown stays readable.
 func (s *Summary) WriteText(out io.Writer, set *axioms.Set, elapsed time.Duration) {
-	fmt.Fprintf(out, "axiom set %s: %s from %s; %s\n", set.Hash, Nouns(len(set.Axioms), "axiom"), set.Dir, s.Solver)
-	fmt.Fprintf(out, "%s verified in %s: %d proved, %d unknown, %d refuted\n", Nouns(s.Rules, "rule"), elapsed.Round(time.Millisecond),
+	fmt.Fprintf(out, "axiom set %s: %s from %s; %s\n", set.Hash, english.Nouns(len(set.Axioms), "axiom"), set.Dir, s.Solver)
+	fmt.Fprintf(out, "%s verified in %s: %d proved, %d unknown, %d refuted\n", english.Nouns(s.Rules, "rule"), elapsed.Round(time.Millisecond),
 		s.Counts[Proved], s.Counts[Unknown], s.Counts[Refuted])
 	if len(s.Unproved) == 0 {
 		return

@@ -9,11 +9,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"rulebook/axioms"
 	"rulebook/fingerprint"
+	"rulebook/internal/pool"
+	"rulebook/internal/progress"
 	"rulebook/rules"
 	"rulebook/verify/z3"
 )
@@ -26,8 +27,9 @@ type Config struct {
 	Workers  int
 	// Seed draws the inputs of the concrete test that looks for a
 	// counterexample when a rule is not proved.
-	Seed     uint64
-	Progress func(done, total int)
+	Seed uint64
+	// Progress hears of each rule decided, as stage "verify".
+	Progress progress.Func
 
 	blockAxioms axiomNames // BlockAxioms(Axioms), set by Run
 	// retested names the axioms whose proofs are tested at other shapes
@@ -108,56 +110,31 @@ func Run(ctx context.Context, cfg Config, jobs []Job, emit func(Job, Result) err
 	for name := range ConditionalAxioms(cfg.Axioms) {
 		cfg.retested[name] = true
 	}
-	var next, done atomic.Int64
 	var mu sync.Mutex
-	var firstErr error
-	fail := func(err error) {
-		mu.Lock()
-		if firstErr == nil {
-			firstErr = err
+	failed := false
+	tick := cfg.Progress.Counter("verify", len(jobs))
+	return pool.Each(ctx, cfg.Workers, len(jobs), func(_, i int) error {
+		res, err := decide(ctx, cfg, jobs[i])
+		if err != nil && ctx.Err() == nil {
+			// A Z3 failure on one rule makes it unknown, not the run failed.
+			res, err = Result{Status: Unknown, Reason: "z3 error: " + err.Error()}, nil
 		}
-		mu.Unlock()
-		next.Store(int64(len(jobs)))
-	}
-	var wg sync.WaitGroup
-	for w := 0; w < min(cfg.Workers, len(jobs)); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(jobs) {
-					return
-				}
-				res, err := decide(ctx, cfg, jobs[i])
-				if err != nil && ctx.Err() == nil {
-					// A Z3 failure on one rule makes it unknown, not the run failed.
-					res, err = Result{Status: Unknown, Reason: "z3 error: " + err.Error()}, nil
-				}
-				if err != nil {
-					fail(fmt.Errorf("verify rule %d: %w", jobs[i].ID, err))
-					return
-				}
-				mu.Lock()
-				if firstErr == nil {
-					err = emit(jobs[i], res)
-				}
-				mu.Unlock()
-				if err != nil {
-					fail(err)
-					return
-				}
-				if d := done.Add(1); cfg.Progress != nil {
-					cfg.Progress(int(d), len(jobs))
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
-	}
-	return ctx.Err()
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			failed = true
+			return fmt.Errorf("verify rule %d: %w", jobs[i].ID, err)
+		}
+		if failed {
+			return nil // no result is emitted after an error
+		}
+		if err := emit(jobs[i], res); err != nil {
+			failed = true
+			return err
+		}
+		tick()
+		return nil
+	})
 }
 
 // decide proves a rule or, failing that, looks for a concrete

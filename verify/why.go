@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"rulebook/internal/english"
 	"rulebook/store"
 )
 
@@ -41,7 +42,7 @@ func WriteWhy(ctx context.Context, w io.Writer, db *store.Store, r store.Rule) e
 	}
 	comments := set.Comments()
 	comments[PointwiseAxiom] = "lemmas about sub-terms, proved element by element in real arithmetic"
-	fmt.Fprintf(w, "the proof uses %s:\n", Nouns(len(p.Core), "axiom"))
+	fmt.Fprintf(w, "the proof uses %s:\n", english.Nouns(len(p.Core), "axiom"))
 	for _, name := range p.Core {
 		fmt.Fprintf(w, "  %-28s %s\n", name, comments[name])
 	}

@@ -63,9 +63,9 @@ The command fails if the set is inconsistent or any axiom is false.`,
 			}
 			bar := progress.New(cmd.ErrOrStderr(), noProgress)
 			defer bar.Finish()
-			return runAxiomsCheck(cmd.Context(), cmd.OutOrStdout(), dir, verify.AxiomCheck{Timeout: timeout, Workers: workers, MaxDim: maxDim, Progress: func(step string, done, total int) {
-				bar.Count(step, done, total)
-				if done == total {
+			return runAxiomsCheck(cmd.Context(), cmd.OutOrStdout(), dir, verify.AxiomCheck{Timeout: timeout, Workers: workers, MaxDim: maxDim, Progress: func(s progress.Step) {
+				bar.Report(s)
+				if s.Done == s.Total {
 					bar.Finish() // the step's report comes next, on a clean line
 				}
 			}})

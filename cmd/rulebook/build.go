@@ -89,7 +89,7 @@ func runBuild(cmd *cobra.Command, o buildOptions) error {
 	if err != nil {
 		return err
 	}
-	reg := build.VerifyRegistry(ops)
+	reg := build.VerifyRegistry()
 	set, err := axioms.Find(o.axiomsDir, reg) // before the database: a bad file changes nothing
 	if err != nil {
 		return err
@@ -102,12 +102,7 @@ func runBuild(cmd *cobra.Command, o buildOptions) error {
 	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
 	sum, err := build.Run(ctx, db, build.Config{Registry: reg, Ops: ops, Degrees: degrees, Axioms: set, MaxOps: o.maxOps, Tag: o.tag, Seed: o.seed,
 		Workers: o.workers, Budget: o.limits.budget(), Memory: mem, ToolVersion: toolVersion,
-		Progress: build.Progress{
-			Generate: func(p enumerate.Progress) { bar.Update(p.Stage, p.Level, p.Done, p.Total) },
-			Verify:   bar.Stage("verify"),
-			Prune:    bar.Count,
-			Release:  bar.Stage("prove again"),
-		}})
+		Progress: bar.Report})
 	bar.Finish()
 	if err != nil {
 		return err

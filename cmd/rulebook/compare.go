@@ -95,7 +95,7 @@ func runCompare(cmd *cobra.Command, db *store.Store, path string, o compareOptio
 	lim := compare.DefaultLimits
 	lim.Steps, lim.Workers = o.steps, o.workers
 	cfg := verify.Config{Registry: reg, Axioms: set, Budget: o.limits.budget(), Workers: o.workers}
-	r, err := compare.File(cmd.Context(), db, path, o.format, o.tag, lim, cfg, bar.Count)
+	r, err := compare.File(cmd.Context(), db, path, o.format, o.tag, lim, cfg, bar.Report)
 	bar.Finish()
 	if err != nil {
 		return err

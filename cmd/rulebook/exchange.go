@@ -9,10 +9,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"rulebook/exchange"
+	"rulebook/internal/english"
 	"rulebook/internal/outfile"
 	"rulebook/rules"
 	"rulebook/store"
-	"rulebook/verify"
 	"rulebook/version"
 )
 
@@ -163,7 +163,7 @@ func runImport(ctx context.Context, cmd *cobra.Command, format, path string) err
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "imported %s from %s: %d new (run %d)\n", verify.Nouns(len(foreign.Rules), "rule"), path, n, runID)
+	fmt.Fprintf(cmd.OutOrStdout(), "imported %s from %s: %d new (run %d)\n", english.Nouns(len(foreign.Rules), "rule"), path, n, runID)
 	for _, note := range foreign.Notes {
 		fmt.Fprintln(cmd.OutOrStdout(), "note: "+note)
 	}
@@ -176,7 +176,7 @@ func runImport(ctx context.Context, cmd *cobra.Command, format, path string) err
 			return fmt.Sprintf("%s (%s)", g.Reason, abbreviate(g.Names, 5))
 		}
 		if len(groups) == 1 {
-			fmt.Fprintf(cmd.OutOrStdout(), "skipped %s: %s\n", verify.Nouns(len(foreign.Skipped), "rule"), describe(groups[0]))
+			fmt.Fprintf(cmd.OutOrStdout(), "skipped %s: %s\n", english.Nouns(len(foreign.Skipped), "rule"), describe(groups[0]))
 		} else {
 			fmt.Fprintf(cmd.OutOrStdout(), "skipped %d rules:\n", len(foreign.Skipped))
 			for _, g := range groups {

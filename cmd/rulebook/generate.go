@@ -104,7 +104,7 @@ func runGenerate(ctx context.Context, cmd *cobra.Command, o generateOptions) err
 	start := time.Now()
 	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
 	cfg := enumerate.Config{Registry: reg, Pool: rules.DefaultPool(), Degrees: degrees, MaxOps: o.maxOps, Seed: o.seed, Workers: o.workers,
-		Exhaustive: o.exhaustive, ConditionKernels: kernelConditions(o.kernel1x1), Memory: mem, Progress: func(p enumerate.Progress) { bar.Update(p.Stage, p.Level, p.Done, p.Total) }}
+		Exhaustive: o.exhaustive, ConditionKernels: kernelConditions(o.kernel1x1), Memory: mem, Progress: bar.Report}
 	res, err := enumerate.GenerateInto(ctx, db, cfg, toolVersion)
 	bar.Finish()
 	if err != nil {

@@ -65,7 +65,7 @@ header. The strategies are hand-coded and do not use its rules yet.`,
 			if out != nil {
 				// the comparison is printed even when its files could
 				// not be written (a pipeline plan has no DTensor form)
-				if werr := out.Comparison.WriteTable(cmd.OutOrStdout()); werr != nil && err == nil {
+				if werr := out.Choice.WriteTable(cmd.OutOrStdout()); werr != nil && err == nil {
 					err = werr
 				}
 			}

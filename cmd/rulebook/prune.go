@@ -31,7 +31,7 @@ what is proved. 'rulebook release' leaves pruned rules out.`,
 		RunE: withStore(func(cmd *cobra.Command, _ []string, db *store.Store) error {
 			start := time.Now()
 			bar := progress.New(cmd.ErrOrStderr(), quiet)
-			res, err := prune.Stored(cmd.Context(), db, version.Registry(), toolVersion, bar.Count)
+			res, err := prune.Stored(cmd.Context(), db, version.Registry(), toolVersion, bar.Report)
 			bar.Finish()
 			if err != nil {
 				return err

@@ -12,6 +12,7 @@ import (
 	"rulebook/axioms"
 	"rulebook/compare"
 	"rulebook/internal/budget"
+	"rulebook/internal/english"
 	"rulebook/internal/progress"
 	"rulebook/store"
 	"rulebook/verify"
@@ -93,7 +94,7 @@ func runRelease(cmd *cobra.Command, tag string, o releaseOptions) error {
 	if r.Version.Parent != "" {
 		parent = r.Version.Parent
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "released %s: %s, hash %s, parent %s\n", r.Version.Tag, verify.Nouns(r.Version.Rules, "rule"), r.Version.Hash, parent)
+	fmt.Fprintf(cmd.OutOrStdout(), "released %s: %s, hash %s, parent %s\n", r.Version.Tag, english.Nouns(r.Version.Rules, "rule"), r.Version.Hash, parent)
 	if r.Version.SameAs != "" {
 		fmt.Fprintf(cmd.OutOrStdout(), "%s holds the same rules as %s: %s is an alias, and the hash keeps naming %s\n", r.Version.Tag, r.Version.SameAs, r.Version.Tag, r.Version.SameAs)
 	}

@@ -75,10 +75,11 @@ func (b *Bar) Count(stage string, done, total int) {
 	b.Update(stage, 0, int64(done), int64(total))
 }
 
-// Stage is Count for one stage.
-func (b *Bar) Stage(stage string) func(done, total int) {
-	return func(done, total int) { b.Count(stage, done, total) }
-}
+// Report draws s; it is the bar as a Func.
+func (b *Bar) Report(s Step) { b.Update(s.Stage, s.Level, s.Done, s.Total) }
+
+// Stage is the bar as a Func that names every step stage.
+func (b *Bar) Stage(stage string) Func { return Func(b.Report).Stage(stage) }
 
 // Status draws one bar whose description changes as it goes, such as the
 // best cost a search has found.

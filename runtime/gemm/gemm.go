@@ -2,67 +2,11 @@
 // matrices, C = alpha·op(A)·op(B) + beta·C, with the argument conventions of
 // gonum's blas32 Sgemm so that it can replace it directly.
 //
-// # Design
-//
-// The product is computed as in Goto & van de Geijn, "Anatomy of
-// high-performance matrix multiplication" (2008) and the BLIS framework: C
-// is cut into tiles of up to 14 rows × 32 columns, and each tile is the
-// product of a 14×kc sliver of A and a kc×32 sliver of B accumulated in
-// registers by a microkernel (kernels_amd64.s: 28 zmm accumulators, one
-// broadcast of A per row and two 16-wide loads of B per k step, so 28
-// FMAs per 16 loads). Measured alone on the 2-core Zen 5 EPYC this was
-// tuned on, the kernel runs at 235–250 GFLOPS per core, over 90% of the
-// FMA peak (two 512-bit FMAs per cycle); whole products run at 190–250.
-//
-// Unlike the textbook algorithm, operands are copied only when that pays,
-// because in convolution and transformer layers one dimension is often
-// 49…768 and packing the other operand costs a large fraction of the
-// arithmetic that reuses it:
-//
-//   - the kernels read A in place, either row-major (A(i,p) = a[i·lda+p]:
-//     rows 0…13 are addressed from two base registers and three stride
-//     registers) or k-major (A(i,p) = a[p·lda+i]);
-//   - B, when not transposed, is read in place by the first row tile of
-//     each 32-column panel, whose kernel also stores the rows it loads into
-//     a contiguous panel for the other tiles ("fused packing": two stores
-//     per k step hidden under 28 FMAs, and no cache-set conflicts from
-//     power-of-two leading dimensions for the other tiles);
-//   - B, when transposed, is transposed into panels with 16×16 in-register
-//     transposes, 512 columns at a time;
-//   - PackA and PackB prepare constant operands (weights) once, in the panel
-//     format, for SgemmPackedA and SgemmPackedB.
-//
-// The kernels pad only in the vector direction (columns, 16 at a time,
-// under a lane mask); rows are exact, one kernel per tile height 1…14, and
-// row tiles are balanced (64 rows: 13+13+13+13+12). When N is a poor
-// multiple of 16 but M a good one (N = 49 or 196 in ResNet's last stages)
-// the product is computed transposed, Cᵀ = op(B)ᵀ·op(A)ᵀ, into a scratch
-// matrix that is then transposed into C, which costs M·N moves against
-// 2·M·N·K flops; a cost model (run.go) decides.
-//
-// Cache blocking: kc = 256 (a 14×256 A sliver is 14 KiB and a 256×32 B
-// panel 32 KiB: both fit the 48 KiB L1d of Zen 5, and each kernel call does
-// 115k FMAs per pass over its C tile), mc = 512 (the A block, 512×256×4 B =
-// 512 KiB, stays in the 1 MiB L2 while the B panels stream past it), and
-// nc = 512 columns of transposed B packed at a time (512 KiB).
-//
-// Parallelism splits C into column ranges of whole panels (or, when C is
-// too narrow, row ranges), one per goroutine, each with its own packing
-// buffers; workers are long-lived goroutines and buffers are pooled, so
-// that a call allocates nothing in steady state.
-//
-// Kernels are chosen at run time: AVX-512F (zmm, tiles up to 14×32) when
-// the CPU and OS support it, else AVX2+FMA (ymm, tiles up to 6×16), else
-// portable Go; on other architectures and under the purego build tag only
-// the Go kernels are built. All share the driver.
-//
-// Numerics: products are accumulated in float32, in k order, with fused
-// multiply-adds (a different rounding from gonum's, within float32
-// accuracy). There is no flush-to-zero; on Zen 5 denormal inputs and
-// products cost nothing extra (measured), other CPUs may differ. The
-// kernels use unaligned loads and stores throughout, so no alignment is
-// required of any matrix; rows that start on a 64-byte boundary are only
-// slightly faster.
+// It tiles C as BLIS does, with AVX-512 or AVX2 microkernels chosen at run
+// time and portable Go kernels elsewhere. Operands are packed only where
+// that pays, and a call allocates nothing in steady state. docs/gemm.md
+// tells the design: tiles, packing, cache blocking, parallelism and
+// numerics.
 package gemm
 
 //go:generate go run gen_kernels.go
