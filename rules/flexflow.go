@@ -37,12 +37,12 @@ func flexFlowOps() []*Op {
 	return []*Op{
 		{Name: "ff_replicate", Attrs: CutAttrs{}, Doc: "FlexFlow's replicate, read as its values: degree copies concatenated along dim, each on its own devices", Arity: 1, Outputs: 1, Z3: []string{"ff_replicate"},
 			Set: SetFlexFlow, Params: []ParamSpec{dim, degree}, Layout: layoutCutsOnly,
-			Shape: ffReplicateShape, IntKernel: tileKernel[uint32], FloatKernel: tileKernel[float64],
+			Shape: ffReplicateShape, Cost: perOutput, IntKernel: tileKernel[uint32], FloatKernel: tileKernel[float64],
 			ONNX: ONNXForm{None: true}, TASO: TASOForm{None: true},
 			FlexFlow: FlexFlowForm{Type: "OP_REPLICATE", Params: ff, Required: ff, Operands: []int{1}}},
 		{Name: "ff_reduce", Attrs: CutAttrs{}, Doc: "FlexFlow's reduce, read as its values: the degree equal slices of dim added", Arity: 1, Outputs: 1, Z3: []string{"ff_reduce"},
 			Set: SetFlexFlow, Params: []ParamSpec{dim, degree}, Layout: layoutCutsOnly,
-			Shape: ffReduceShape, IntKernel: sliceSumKernel[uint32, Mod], FloatKernel: sliceSumKernel[float64, Real],
+			Shape: ffReduceShape, Cost: perOutput, IntKernel: sliceSumKernel[uint32, Mod], FloatKernel: sliceSumKernel[float64, Real],
 			ONNX: ONNXForm{None: true}, TASO: TASOForm{None: true},
 			FlexFlow: FlexFlowForm{Type: "OP_REDUCE", Params: ff, Required: ff, Operands: []int{1}}},
 		{Name: "ff_linear", Attrs: ActivationAttrs{}, Doc: "FlexFlow's linear, read as its values: the whole product, cut as its operands' rows and columns", Arity: 2, Outputs: 1, Z3: []string{"ff_linear"},
@@ -51,7 +51,7 @@ func flexFlowOps() []*Op {
 			Params:    []ParamSpec{{Name: "activation", Symbols: activationSymbols, Generate: []int{ActNone, ActRelu}}},
 			Piecewise: func(p []int) bool { return p[0] == ActRelu },
 			Layout:    layoutCutsOnly,
-			Shape:     ffLinearShape, IntKernel: linearKernel[uint32, Mod], FloatKernel: linearKernel[float64, Real],
+			Shape:     ffLinearShape, Cost: productCost, IntKernel: linearKernel[uint32, Mod], FloatKernel: linearKernel[float64, Real],
 			ONNX: ONNXForm{None: true}, TASO: TASOForm{None: true},
 			FlexFlow: FlexFlowForm{Type: "OP_LINEAR", Params: []string{"PM_ACTI"}, Operands: []int{2}}},
 	}
