@@ -10,9 +10,6 @@
 // byte offset; the decoder never panics.
 //
 // Field numbers follow onnx/onnx.proto.
-//
-// NodeWork counts a node's FLOPs and bytes from its attributes and
-// shapes (work.go), for every package that prices ONNX graphs.
 package onnx
 
 import (

@@ -1,10 +1,6 @@
-package onnx
+package training
 
-// Work is what one node costs at inference: its arithmetic in FLOPs, a
-// multiply-add counting 2, and the bytes it reads and writes. The
-// training planner prices nodes with it; rules.Op's Work counts the
-// registry's operators the same way, and a test holds the two together.
-type Work struct{ FLOPs, Bytes float64 }
+import "rulebook/onnx"
 
 // elementBytes is the size of a float32 element.
 const elementBytes = 4
@@ -21,13 +17,16 @@ var free = map[string]bool{"Reshape": true, "Identity": true, "Constant": true, 
 var normalising = map[string]bool{"GlobalAveragePool": true, "ReduceMean": true, "ReduceSum": true,
 	"Softmax": true, "LayerNormalization": true, "BatchNormalization": true}
 
-// NodeWork counts a node's work from its attributes and the shapes of its
-// inputs and outputs (in[i] is unused where the input is omitted). Each
+// NodeWork counts an ONNX node's forward work, the one count of it. The
+// planner prices nodes with it; rules.Op's Work counts the registry's
+// operators the same way, and a test holds the two together. It reads
+// the node's attributes and the shapes of its inputs and outputs (in[i]
+// is unused where the input is omitted). Each
 // present input is read once and each output written once. Products cost
 // a multiply-add per output element and entry of the contraction, pools
 // their window per output element, and the rest one operation per
 // element of the first output.
-func NodeWork(n *Node, in, out [][]int64) Work {
+func NodeWork(n *onnx.Node, in, out [][]int64) Work {
 	if free[n.OpType] {
 		return Work{}
 	}
@@ -56,7 +55,7 @@ func NodeWork(n *Node, in, out [][]int64) Work {
 // Contraction is a product's inner dimension K: a MatMul's or Gemm's
 // shared dimension, a convolution's input channels of one group times its
 // kernel cells.
-func Contraction(n *Node, in [][]int64) int64 {
+func Contraction(n *onnx.Node, in [][]int64) int64 {
 	x, w := in[0], in[1]
 	switch n.OpType {
 	case "Conv":
@@ -75,7 +74,7 @@ func Contraction(n *Node, in [][]int64) int64 {
 
 // window is a pool's kernel size, as a float so that no product of its
 // dimensions wraps.
-func window(n *Node) float64 {
+func window(n *onnx.Node) float64 {
 	k := 1.0
 	if a := n.Attr("kernel_shape"); a != nil {
 		for _, d := range a.Ints {
@@ -83,12 +82,4 @@ func window(n *Node) float64 {
 		}
 	}
 	return k
-}
-
-func elements(shape []int64) int64 {
-	n := int64(1)
-	for _, d := range shape {
-		n *= d
-	}
-	return n
 }
