@@ -74,12 +74,7 @@ func (g *Graph) operatorName(i int) string {
 	if o, ok := g.opaqueOf(n); ok {
 		return o.node.OpType
 	}
-	for k, p := range n.Op.Params {
-		if p.Name == "activation" && p.Symbols[n.Params[k]] != "none" {
-			return n.Op.Name + "+" + p.Symbols[n.Params[k]]
-		}
-	}
-	return n.Op.Name
+	return n.Op.Label(n.Params)
 }
 
 // eachPriced calls price with each node that runs at inference as its
@@ -105,43 +100,23 @@ func (g *Graph) eachPriced(price func(i, bias int, weight []bool)) {
 	}
 }
 
-// node is one node's modelled time in seconds.
+// node is one node's modelled time in seconds: the registry's count of
+// its work, with each broadcast weight read at its stored size.
 func (a Analytic) node(g *Graph, i int) float64 {
 	n := &g.G.Nodes[i]
 	if fusedRelu(g, n) {
 		return 0
 	}
-	bytes := 0
-	for _, arg := range n.Args {
+	in := make([]rules.Shape, len(n.Args))
+	stored := 0 // bytes a compact weight saves against its full shape
+	for k, arg := range n.Args {
+		in[k] = g.shapeOf(arg)
 		if arg.IsInput() && g.Inputs[arg.Input()].Compact != nil {
-			bytes += 4 * len(g.Inputs[arg.Input()].Compact.Data)
-		} else {
-			bytes += 4 * g.shapeOf(arg).Size()
+			stored += rules.ElementBytes * (len(g.Inputs[arg.Input()].Compact.Data) - in[k].Size())
 		}
 	}
-	out := 0
-	for _, s := range g.Shapes[i] {
-		out += s.Size()
-	}
-	bytes += 4 * out
-	return a.Launch + float64(bytes)/a.Bandwidth + flops(g, n, out)/a.FLOPS
-}
-
-// flops counts a node's arithmetic; data movement (concat, split,
-// transpose) and opaque nodes count one operation an output element.
-func flops(g *Graph, n *rules.Node, out int) float64 {
-	switch n.Op.Name {
-	case "conv2d":
-		w := g.shapeOf(n.Args[1]).Dims
-		return 2 * float64(out) * float64(w[1]*w[2]*w[3])
-	case "matmul":
-		x := g.shapeOf(n.Args[0])
-		return 2 * float64(out) * float64(x.Dims[x.Rank-1])
-	case "pool_avg", "pool_max":
-		k := n.Params[0]
-		return float64(out * k * k)
-	}
-	return float64(out)
+	w := n.Op.Work(n.Params, in, g.Shapes[i])
+	return a.Launch + (w.Bytes+float64(stored))/a.Bandwidth + w.FLOPs/a.FLOPS
 }
 
 func elements(shape []int) int {
@@ -219,11 +194,11 @@ func (g *Graph) storedBytes(v rules.Value) int64 {
 // which overstates fusion only where a convolution's output is also read
 // elsewhere.
 func fusedRelu(g *Graph, n *rules.Node) bool {
-	if n.Op.Name != "relu" || n.Args[0].IsInput() {
+	if n.Op.Name != rules.NameRelu || n.Args[0].IsInput() {
 		return false
 	}
 	switch g.G.Nodes[n.Args[0].Node].Op.Name {
-	case "conv2d", "ewadd":
+	case rules.NameConv2D, rules.NameEwadd:
 		return true
 	}
 	return false

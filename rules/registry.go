@@ -127,7 +127,9 @@ type Op struct {
 	// Shape infers output shapes or says why the operands are ill-shaped.
 	// A constant (Arity 0) receives the requested shape as its only operand
 	// and checks that the constant can take it.
-	Shape       func(p []int, in []Shape) ([]Shape, error)
+	Shape func(p []int, in []Shape) ([]Shape, error)
+	// Cost counts an application's FLOPs (cost.go); Work adds the bytes.
+	Cost        CostRule
 	IntKernel   func(p []int, in []*IntTensor, out []*IntTensor)
 	FloatKernel func(p []int, in []*FloatTensor, out []*FloatTensor)
 	// Pointwise is what the verifier's pointwise reasoning knows of the

@@ -156,40 +156,30 @@ var needsAllFeatures = map[string]bool{"LayerNormalization": true, "ReduceMean":
 var savesNothing = map[string]bool{"Add": true, "Sub": true, "Concat": true, "Transpose": true, "Flatten": true,
 	"Pad": true, "Reshape": true, "Identity": true, "Constant": true, "Shape": true, "Squeeze": true, "Unsqueeze": true}
 
-// free lists operators that move no data (views) or only compute shapes.
-var free = map[string]bool{"Reshape": true, "Identity": true, "Constant": true, "Shape": true, "Flatten": true,
-	"Squeeze": true, "Unsqueeze": true, "Dropout": true}
-
+// work sets the node's forward and backward work from the ONNX count,
+// and what training keeps: the weights it owns and the activations it
+// saves for the backward pass.
 func (inf *inference) work(n *onnx.Node, op *Op, in, out [][]int64) {
-	var inBytes, actBytes float64
+	var actBytes float64
 	for i, v := range n.Inputs {
 		if v == "" {
 			continue
 		}
-		b := 4 * float64(elements(in[i]))
-		inBytes += b
 		if inf.activation(v) {
-			actBytes += b
+			actBytes += 4 * float64(elements(in[i]))
 		}
 		if w, ok := inf.weights[v]; ok && !inf.owned[w] && n.OpType != "Identity" {
 			inf.owned[w] = true
 			op.ParamBytes += 4 * float64(elements(inf.g.shapes[w]))
 		}
 	}
-	if free[n.OpType] {
+	if Free(n.OpType) {
 		return
 	}
-	outEl := float64(elements(out[0]))
-	op.Forward = Work{FLOPs: outEl, Bytes: inBytes + op.OutputBytes}
+	op.Forward = NodeWork(n, in, out)
 	switch n.OpType {
 	case "MatMul", "Gemm", "Conv":
-		k := inf.contraction(n, in)
-		op.Forward.FLOPs = 2 * outEl * float64(k)
-		op.Product = inf.product(n, in, out, k)
-	case "MaxPool", "AveragePool":
-		op.Forward.FLOPs = outEl * window(n)
-	case "GlobalAveragePool", "ReduceMean", "ReduceSum", "Softmax", "LayerNormalization", "BatchNormalization":
-		op.Forward.FLOPs = 5 * float64(elements(in[0]))
+		op.Product = inf.product(n, in, out, Contraction(n, in))
 	}
 	op.Backward = Work{FLOPs: op.Forward.FLOPs, Bytes: 2 * op.Forward.Bytes}
 	if op.Product != nil || n.OpType == "MatMul" {
@@ -198,24 +188,6 @@ func (inf *inference) work(n *onnx.Node, op *Op, in, out [][]int64) {
 	if !savesNothing[n.OpType] {
 		op.ActivationBytes = actBytes
 	}
-}
-
-// contraction is a product's inner dimension K.
-func (inf *inference) contraction(n *onnx.Node, in [][]int64) int64 {
-	a, b := in[0], in[1]
-	switch n.OpType {
-	case "Conv":
-		k := b[1]
-		for _, d := range b[2:] {
-			k *= d
-		}
-		return k
-	case "Gemm":
-		if attrInt(n, "transA", 0) == 1 {
-			return a[0]
-		}
-	}
-	return a[len(a)-1]
 }
 
 // product describes n as a weight product when its second input is a
@@ -238,18 +210,6 @@ func (inf *inference) product(n *onnx.Node, in, out [][]int64, k int64) *Product
 		p.M = elements(o) / p.N
 	}
 	return p
-}
-
-// window is a pool's kernel size (poolShape checked it positive), as a
-// float so that no product of its dimensions wraps.
-func window(n *onnx.Node) float64 {
-	k := 1.0
-	if a := n.Attr("kernel_shape"); a != nil {
-		for _, d := range a.Ints {
-			k *= float64(d)
-		}
-	}
-	return k
 }
 
 func attrInt(n *onnx.Node, name string, def int64) int64 {
