@@ -39,24 +39,38 @@ func outputSize(out []Shape) int {
 // operation an output element.
 func perOutput(_ []int, _, out []Shape) float64 { return float64(outputSize(out)) }
 
+// The counts below are the one place each formula is written: the
+// registry's rows and training's NodeWork for ONNX nodes both call them.
+
+// ProductFLOPs counts a multiply-add per output element and entry of the
+// contracted dimension.
+func ProductFLOPs(outputs, contraction float64) float64 { return 2 * outputs * contraction }
+
+// WindowFLOPs counts one operation per output element and window cell.
+func WindowFLOPs(outputs, window float64) float64 { return outputs * window }
+
+// NormalisingFLOPs counts a mean or sum, then scaling: about five
+// operations per input element (softmax, the normalisations).
+func NormalisingFLOPs(inputs float64) float64 { return 5 * inputs }
+
 // convCost multiplies and adds once per output element and kernel cell
 // of one group: O·H·W outputs times I/groups·kh·kw.
 func convCost(_ []int, in, out []Shape) float64 {
 	w := in[1].Dims
-	return 2 * float64(outputSize(out)) * float64(w[1]*w[2]*w[3])
+	return ProductFLOPs(float64(outputSize(out)), float64(w[1]*w[2]*w[3]))
 }
 
 // productCost multiplies and adds once per output element and entry of
 // the contracted dimension, the input's last (matmul, linear).
 func productCost(_ []int, in, out []Shape) float64 {
 	x := in[0]
-	return 2 * float64(outputSize(out)) * float64(x.Dims[x.Rank-1])
+	return ProductFLOPs(float64(outputSize(out)), float64(x.Dims[x.Rank-1]))
 }
 
 // windowCost reads a kernel×kernel window for each output element.
 func windowCost(p []int, _, out []Shape) float64 {
 	k := WindowOf(p).Kernel
-	return float64(outputSize(out) * k * k)
+	return WindowFLOPs(float64(outputSize(out)), float64(k*k))
 }
 
 // Label names an application in a report of cost by operator: the

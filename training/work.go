@@ -1,9 +1,12 @@
 package training
 
-import "rulebook/onnx"
+import (
+	"rulebook/onnx"
+	"rulebook/rules"
+)
 
-// elementBytes is the size of a float32 element.
-const elementBytes = 4
+// elementBytes is the size of a float32 element, as the registry counts it.
+const elementBytes = rules.ElementBytes
 
 // Free reports whether an operator moves no data (a view) or only
 // computes shapes: it costs nothing.
@@ -43,11 +46,11 @@ func NodeWork(n *onnx.Node, in, out [][]int64) Work {
 	w := Work{FLOPs: outEl, Bytes: read + written}
 	switch {
 	case n.OpType == "MatMul" || n.OpType == "Gemm" || n.OpType == "Conv":
-		w.FLOPs = 2 * outEl * float64(Contraction(n, in))
+		w.FLOPs = rules.ProductFLOPs(outEl, float64(Contraction(n, in)))
 	case n.OpType == "MaxPool" || n.OpType == "AveragePool":
-		w.FLOPs = outEl * window(n)
+		w.FLOPs = rules.WindowFLOPs(outEl, window(n))
 	case normalising[n.OpType]:
-		w.FLOPs = 5 * float64(elements(in[0]))
+		w.FLOPs = rules.NormalisingFLOPs(float64(elements(in[0])))
 	}
 	return w
 }
