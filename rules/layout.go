@@ -134,6 +134,12 @@ func checkDegree(d int) error {
 // one device only.
 type LayoutRule func(p []int, in []Shape) error
 
+// layoutOneDevice takes no parallel layout: the operator's tensors live
+// on one device (conv2d and the pools until they get parallel layouts).
+func layoutOneDevice(_ []int, in []Shape) error {
+	return shapeErrorf("takes tensors on one device only, got %s", shapeList(in))
+}
+
 // layoutAny takes every layout: the operator is linear and local (ewadd,
 // concat off its axis), or it moves pieces itself.
 func layoutAny([]int, []Shape) error { return nil }
@@ -173,8 +179,8 @@ func (op *Op) checkLayouts(p []int, in []Shape) error {
 	if !parallel || op.IsConstant() {
 		return nil
 	}
-	if op.Layout == nil {
-		return shapeErrorf("takes tensors on one device only, got %s", shapeList(in))
+	if op.Layout == nil { // a row built outside the registry (the optimizer's opaque nodes)
+		return layoutOneDevice(p, in)
 	}
 	return op.Layout(p, in)
 }

@@ -27,6 +27,49 @@ import (
 func TestNoForeignNamesOutsideRules(t *testing.T) {
 	forbidden := foreignNames()
 	shaped := regexp.MustCompile(`^(OP|PM)_[A-Za-z0-9_]+$`)
+	skip := func(dir string) bool { return dir == "rules" || dir == "runtime" || dir == "training" }
+	eachSourceFile(t, skip, func(rel string, fset *token.FileSet, f *ast.File) {
+		ast.Inspect(f, func(n ast.Node) bool {
+			if s, ok := stringLiteral(n); ok && (forbidden[s] || shaped.MatchString(s)) {
+				t.Errorf("%s:%d: %q is an ONNX, TASO or FlexFlow name; take it from the registry (package rules)", rel, fset.Position(n.Pos()).Line, s)
+			}
+			return true
+		})
+	})
+}
+
+// TestNoOperatorNamesOutsideRules holds the registry rows to being the one
+// place for operator facts: outside this package and the runtime's kernel
+// table, no Go file spells a registry operator's name in a string literal
+// or indexes a node's Params by position. Name constants (rules.NameConv2D)
+// and typed attributes (rules.ConvOf(p).Groups) are the way in.
+func TestNoOperatorNamesOutsideRules(t *testing.T) {
+	names := map[string]bool{}
+	for _, reg := range []*rules.Registry{rules.All(), rules.FlexFlowReading()} {
+		for _, op := range reg.Ops() {
+			names[op.Name] = true
+		}
+	}
+	skip := func(dir string) bool { return dir == "rules" || dir == "runtime" }
+	eachSourceFile(t, skip, func(rel string, fset *token.FileSet, f *ast.File) {
+		ast.Inspect(f, func(n ast.Node) bool {
+			if s, ok := stringLiteral(n); ok && names[s] {
+				t.Errorf("%s:%d: %q is a registry operator's name; use its rules.Name constant and read facts from its row", rel, fset.Position(n.Pos()).Line, s)
+			}
+			if ix, ok := n.(*ast.IndexExpr); ok {
+				if sel, ok := ix.X.(*ast.SelectorExpr); ok && sel.Sel.Name == "Params" {
+					t.Errorf("%s:%d: Params indexed by position; use the typed attributes (rules.ConvOf, rules.WindowOf, …) or Op.ParamValues", rel, fset.Position(n.Pos()).Line)
+				}
+			}
+			return true
+		})
+	})
+}
+
+// eachSourceFile parses every non-test Go file of the module outside the
+// top-level directories skip names, testdata and hidden directories.
+func eachSourceFile(t *testing.T, skip func(dir string) bool, visit func(rel string, fset *token.FileSet, f *ast.File)) {
+	t.Helper()
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +81,7 @@ func TestNoForeignNamesOutsideRules(t *testing.T) {
 		}
 		rel, _ := filepath.Rel(root, path)
 		if d.IsDir() {
-			if rel == "rules" || rel == "runtime" || rel == "training" || d.Name() == "testdata" || rel != "." && strings.HasPrefix(d.Name(), ".") {
+			if skip(rel) || d.Name() == "testdata" || rel != "." && strings.HasPrefix(d.Name(), ".") {
 				return filepath.SkipDir
 			}
 			return nil
@@ -50,23 +93,22 @@ func TestNoForeignNamesOutsideRules(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			lit, ok := n.(*ast.BasicLit)
-			if !ok || lit.Kind != token.STRING {
-				return true
-			}
-			s, err := strconv.Unquote(lit.Value)
-			if err == nil && (forbidden[s] || shaped.MatchString(s)) {
-				pos := fset.Position(lit.Pos())
-				t.Errorf("%s:%d: %q is an ONNX, TASO or FlexFlow name; take it from the registry (package rules)", rel, pos.Line, s)
-			}
-			return true
-		})
+		visit(rel, fset, f)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// stringLiteral returns the value of a string literal node.
+func stringLiteral(n ast.Node) (string, bool) {
+	lit, ok := n.(*ast.BasicLit)
+	if !ok || lit.Kind != token.STRING {
+		return "", false
+	}
+	s, err := strconv.Unquote(lit.Value)
+	return s, err == nil
 }
 
 // foreignNames are the names the registry gives operators in other

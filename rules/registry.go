@@ -141,7 +141,7 @@ type Op struct {
 	// element of each operand.
 	FanIn func(p []int, in []Shape) []int
 	// Layout says which parallel layouts the operator takes (layout.go);
-	// nil means tensors on one device only.
+	// layoutOneDevice refuses every parallel layout; constants have none.
 	Layout LayoutRule
 	// AlikeLayouts says the operands must be laid out alike (element-wise
 	// operators, concat): a search over layouts pairs only those.
