@@ -3,9 +3,14 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
 
+	"rulebook/internal/safetext"
 	"rulebook/onnx"
 )
 
@@ -195,4 +200,24 @@ func multiIndex(flat int, shape []int) []int {
 		}
 	}
 	return at
+}
+
+// WriteOutputSummary prints a table of the outputs: shape, smallest,
+// largest and mean value, and the first few values.
+func (m *Model) WriteOutputSummary(w io.Writer, outs map[string]*Tensor) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "OUTPUT\tSHAPE\tMIN\tMAX\tMEAN\tFIRST VALUES")
+	for _, o := range m.Outputs() {
+		t := outs[o.Name]
+		lo, hi, sum := math.Inf(1), math.Inf(-1), 0.0
+		for _, v := range t.Data {
+			lo, hi, sum = math.Min(lo, float64(v)), math.Max(hi, float64(v)), sum+float64(v)
+		}
+		first := make([]string, min(4, len(t.Data)))
+		for i := range first {
+			first[i] = strconv.FormatFloat(float64(t.Data[i]), 'g', 5, 32)
+		}
+		fmt.Fprintf(tw, "%s\t%v\t%.5g\t%.5g\t%.5g\t%s\n", safetext.Name(o.Name), t.Shape, lo, hi, sum/float64(max(1, len(t.Data))), strings.Join(first, " "))
+	}
+	tw.Flush()
 }

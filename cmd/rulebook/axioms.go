@@ -32,21 +32,8 @@ func newAxiomsCheckCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "check [DIR]",
 		Short: "Check that the axioms in DIR (default axioms/) are consistent, which are redundant, and that each holds on concrete tensors",
-		Long: `check validates the axioms themselves, in three steps:
-  consistency  Z3 looks for a model of all axioms together (an inconsistent set
-               proves anything);
-  redundancy   for each axiom, whether the others entail it (reported only:
-               a redundant axiom can still make proofs fast);
-  concrete     each axiom is evaluated on tensors of every shape up to rank 4
-               with extents 1..--max-dim, for every parameter value the
-               registry lists, in exact (modular) and float64 arithmetic.
-               An axiom of the parallel operators is also evaluated at every
-               combined layout of tensors of rank 2 and 3: each dimension's
-               degree, the partial sums and the copies each 1, g or g²,
-               together, at g = 2 and 3 (docs/parallel.md). A false axiom is
-               reported with shapes, layouts, parameters and values.
-The command fails if the set is inconsistent or any axiom is false.`,
-		Args: cobra.MaximumNArgs(1),
+		Long:  help("axioms-check"),
+		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := ""
 			if len(args) == 1 {

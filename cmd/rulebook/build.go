@@ -33,23 +33,7 @@ func newBuildCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "build",
 		Short: "Generate, verify, prune and release a rulebook in one command",
-		Long: `build runs generate, verify, prune and release in turn, with one progress
-display and a closing summary, and ends with a released version of the
-proved, pruned rules (see 'rulebook versions').
-
-The version's content hash depends only on the operator set (--ops,
---degrees), --max-ops, the seed, the axioms, the Z3 version and --budget:
-proofs are bounded by Z3's resource count, not by time, so two builds give the
-same hash on any machine under any load. The version records its axiom sets, generator settings and
-prover with budget.
-
-Each stage is recorded as its own command would record it, so an
-interrupted build resumes: generation adds no duplicates and verification
-skips rules already decided under the same axioms, Z3 and budget. A tag
-that exists already is refused before any work.
-
-The axioms are the *.smt2 files of --axioms, else of ./axioms when it has
-some (as in the repository), else the set compiled into rulebook.`,
+		Long:  help("build"),
 		Example: `  rulebook build --max-ops 3
   rulebook build --max-ops 4 --tag v4 --db big.db
   rulebook build --axioms my-axioms/ --tag experiment

@@ -30,28 +30,7 @@ func newCompareCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "compare --version TAG FILE",
 		Short: "Relate a foreign rule file to a released version, and prove its rules",
-		Long: `compare reads a rule file (taso-pb, flexflow-json, json or sexpr) and, for
-each of its rules, says whether version TAG contains it (the same rule up to
-renaming of inputs, order of outputs and orientation), implies it (a short
-sequence of the version's rules, used in either direction, rewrites its
-source into its target) or misses it. It also runs our verifier on each
-foreign rule against the axioms in --axioms: proved, unknown or refuted.
-
-It prints the rules that fall short (missed, or not proved) and a summary;
---all prints every rule. "implied by 298,~3" lists, by id ('rulebook show
-298'), the version's rules whose rewrites turn the foreign rule's source
-into its target, in order; "~" marks a rule applied backwards, target to
-source. Nothing is written to the database.
-
-Parallel rules are swept in the file's direction at every combined layout of
-their inputs, by the exact evaluator, with their degree 2 read as d = 2, 3, 4:
-"refuted" (in value, in layout, or a target that cannot be laid out where the
-source can) or "true at degree 2 only", each with the layout it fails at. A
-rule our verifier refutes is never contained or implied. Targets reading
-inputs the source never binds are listed, sound or not. A FlexFlow file is
-also judged under FlexFlow's own reading, where replicate and reduce act on
-the dimension they name, and both readings are counted side by side
-(docs/parallel.md).`,
+		Long:  help("compare"),
 		Example: `  rulebook compare --version v1 ../shared/anchors/taso-generator-3ops.pb
   rulebook compare --version v1 --all ../shared/anchors/taso-repo-graph_subst.pb`,
 		Args: cobra.ExactArgs(1),

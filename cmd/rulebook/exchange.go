@@ -22,28 +22,7 @@ func newExportCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "export --version TAG [--format json|sexpr|taso-pb|flexflow-json|dot] [--id ID,…] [--op OP,…]",
 		Short: "Write a released version's rules as json, sexpr, taso-pb, flexflow-json or dot",
-		Long: `export loads a version (by tag or hash prefix), re-checking its hash, and
-writes its rules: json (rulebook's exchange format, with shapes), sexpr (one
-canonical rule per line), taso-pb (TASO's RuleCollection protobuf),
-flexflow-json (FlexFlow's JSON rendering of the same) or dot (Graphviz: the
-rules one below another, each labelled with its id, source left of target;
-at most 40 rules, so that the picture is readable at its natural size).
-
---id and --op export only some rules: those with the given ids (in that
-order; all if no --id) that use every given operator. A selection's json
-and sexpr header names the version but not its hash, which belongs to the
-whole version.
-
-TASO and FlexFlow cannot carry every rule: a rule whose result is one of its
-inputs (their outputs name operators), and convolutions whose groups TASO
-would infer differently from shapes (groups other than 1 and "dw", "dw" over
-a kernel that is not a C_pool constant, 1 over one that is). Those rules are
-left out and reported on standard error, grouped by reason, with their ids.
-What TASO needs and rulebook's rules do not say is inferred from the rule's
-shapes and operators where it can be (conv2d kernel sizes, concat ranks),
-and defaults to 3x3 kernels and 4-D tensors otherwise.
---degree N (flexflow-json) writes parallel rules at degree N: d becomes N; a
-rule at a concrete degree is left out unless that is N (it holds there only).`,
+		Long:  help("export"),
 		Example: `  rulebook export --version v1 --format json -o v1.json
   rulebook export --version v1 --format taso-pb -o v1.pb
   rulebook export --version v1 --format flexflow-json --degree 4 -o v1-ff4.json
@@ -120,22 +99,7 @@ func newImportCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "import --format json|sexpr|taso-pb|flexflow-json FILE",
 		Short: "Add the rules of a file (rulebook's, TASO's or FlexFlow's) to the store as candidates",
-		Long: `import reads rules exported by rulebook (json or sexpr), TASO's rule
-collection (taso-pb: graph_subst.pb and the files TASO's generator writes) or
-FlexFlow's JSON rendering of it (flexflow-json), canonicalises every rule (the
-larger side becomes the source), and adds them in one transaction as
-candidates of an "import" run that records the file. Each rule keeps its
-name in the file as its origin: FlexFlow's rule name, or "rule N".
-
-TASO and FlexFlow rules that our operators cannot express (activations an
-operator lacks, different heights and widths of strides or kernels…) are
-skipped and reported: unknown operators with their occurrence counts, other
-reasons by rule. FlexFlow's parallel operators without PM_PARALLEL_DEGREE, or
-with degree 0, make the file unreadable; replicate's and reduce's
-PM_PARALLEL_DIM is dropped (one replica dimension here; see docs/parallel.md).
-
-A malformed file is reported with its position (line and column, or the
-byte offset of a protobuf) and nothing is written.`,
+		Long:  help("import"),
 		Example: `  rulebook export --version v1 --format json -o v1.json
   rulebook import --format json v1.json
   rulebook import --format taso-pb ../shared/anchors/taso-repo-graph_subst.pb

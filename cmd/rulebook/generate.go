@@ -31,34 +31,7 @@ func newGenerateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "generate",
 		Short: "Enumerate small graphs and store candidate rules",
-		Long: `generate enumerates every graph of up to --max-ops operators over the operator
-set and TASO's input pool (2-D activations 2x4 and weights 4x4, 4-D activations
-2x4x5x5, conv kernels 4x4x3x3, 4x4x1x3, 4x4x3x1 and 4x1x3x3, one scalar).
-
-Each graph is evaluated exactly, modulo the prime 2^31-1, and fingerprinted.
-Graphs with equal fingerprints are paired when an independent float64 test
-agrees too; each pair is generalised (shared sub-terms become inputs while the
-rule still holds) and stored as a candidate rule. Only class representatives
-are extended to larger graphs (RepGen), unless --exhaustive.
-
---ops parallel selects the parallel set (see 'rulebook ops') over rank-3
-activations and linear weights, laid out in every way, and enumerates it once
-per degree of --degrees (each 2 to 1024; refused for other sets). A rule found
-at every degree is stored once with the degree variable d: (partition 0 d ?a).
-The input pool at degree d holds about 2·d⁴ elements of 4 bytes (partial sums
-of d³), so --memory-budget bounds the degrees in practice: degree 128 needs
-2 GiB, 256 needs 33 GiB, and a degree whose pool does not fit is refused
-before any work. So is a degree past 48, whatever the budget: one linear over
-its largest input would do more than 2^29 multiply-adds, and an operator's
-evaluation cannot be stopped midway, so Ctrl-C would wait. The workers' caches
-share what the pool leaves; --workers is 1 to 256.
-
---kernel-1x1 enumerates again with 1x1 kernels and also stores the pairs that
-agree only there, conditioned: '... if (kernel ?b 1 1)' (see README,
-"Conditioned rules"); pooling after a 1x1 convolution is one.
-
-Re-running the same generation adds no duplicates. Ctrl-C stops cleanly: the
-run is recorded as interrupted and no rules of it are written.`,
+		Long:  help("generate"),
 		Example: `  rulebook generate --max-ops 3
   rulebook generate --max-ops 2 --ops matmul,ewadd,transpose --db small.db
   rulebook generate --max-ops 2 --ops parallel --degrees 2,3 --db pcg.db

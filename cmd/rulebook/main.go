@@ -57,16 +57,9 @@ func main() {
 
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
-		Use:   "rulebook",
-		Short: "Discover, prove and publish tensor graph substitutions",
-		Long: `rulebook enumerates small tensor computation graphs over an operator set,
-fingerprints them, and stores the pairs that compute the same result as
-candidate rewrite rules in one SQLite file; it proves them with Z3, prunes
-them and releases the proved ones as content-hashed versions. 'rulebook
-build' does all four in one command.
-
-The database is rulebook.db in the current directory unless --db or the
-RULEBOOK_DB environment variable names another.`,
+		Use:           "rulebook",
+		Short:         "Discover, prove and publish tensor graph substitutions",
+		Long:          help("rulebook"),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       toolVersion,

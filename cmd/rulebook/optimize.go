@@ -14,7 +14,6 @@ import (
 	"rulebook/optimizer"
 	"rulebook/runtime"
 	"rulebook/runtime/backend"
-	"rulebook/verify"
 	"rulebook/version"
 )
 
@@ -41,45 +40,7 @@ func newOptimizeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "optimize MODEL.onnx --rules TAG|HASH|BUNDLE.json",
 		Short: "Rewrite an ONNX model with one pinned rule version (cost-based search)",
-		Long: `optimize loads exactly one released rule version, by tag or hash prefix from
-the database or from a bundle exported with 'rulebook export --format json'
-(optimizer/testdata/rules-3ops.json is the ≤3-operator release), and
-refuses a version whose rules do not match its content hash. It maps the
-model's operators onto the registry's (the rest stay opaque: rules never
-cross them, and the report says why), runs TASO's cost-based backtracking
-search, and writes the rewritten model, with weight-only subgraphs folded,
-and a JSON report (docs/optimize-report.md), by default to the current
-directory, never beside the input. Weights the input keeps in an external
-file stay references to it: the file must lie beside the rewritten model.
-
-Costs are analytic (FLOPs, bytes moved and a launch overhead per node, priced
-for this machine's CPU runtime, in "model ms": an estimate to compare graphs,
-not a time to compare with measured ones) or measured: the CPU runtime's
-time of each operator configuration from the database's op_costs table
-(filled by 'rulebook bench-ops'); a missing one is timed on demand and
-stored. Timings taken minutes apart drift with the machine's load, so before
-a measured search keeps its rewrite, the operators it changed are timed
-again against the original's, side by side (--confirm rounds); if the gain
-does not hold, no rewrite is kept. The fresh times replace the stored ones.
---memory-limit drops rewrites whose estimated peak memory (weights plus the
-activations alive at once) exceeds it.
-
-The search stops at --budget graphs or --timeout, whichever comes first;
-Ctrl-C stops any phase at once and writes the best graph found so far (for
-a measured search, the original unless its gain was confirmed), and the
-command says so and exits with status 130.
-
-The run is recorded for 'rulebook usage' in the database the rules come
-from; with a bundle, in the one --db or RULEBOOK_DB names (created if need
-be), else in ./rulebook.db if it exists, else nowhere. --compare N runs the
-original and the rewritten model N times each, interleaved, on the same
-random input with the CPU runtime, and reports both median latencies and the
-largest output difference; --compare-on ort (or cpu,ort) does the same on
-ONNX Runtime (see 'rulebook run --help' for finding its library). A
-speed-up is claimed only where a rule applied and the medians differ by
-more than the spread of the runs (their interquartile range). Where the
-outputs differ by more than --tolerance, nothing is written and the
-command fails: a rule that changes what the model computes is unsound.`,
+		Long:  help("optimize"),
 		Example: `  rulebook optimize ../shared/models/squeezenet1_1.onnx --rules optimizer/testdata/rules-3ops.json
   rulebook optimize ../shared/models/resnet50.onnx --rules optimizer/testdata/rules-3ops.json --timeout 10s -o resnet50.opt.onnx
   rulebook optimize ../shared/models/bert_base.onnx --rules optimizer/testdata/rules-3ops.json --cost measured --budget 20 --compare 5`,
@@ -151,7 +112,7 @@ func runOptimize(cmd *cobra.Command, path string, o optimizeOptions) error {
 	if o.compareNames, err = o.backends.Check(cmd.Context(), o.compareOn); err != nil {
 		return fmt.Errorf("--compare-on: %w", err)
 	}
-	rs, err := loadRuleSet(cmd, o.rules)
+	rs, err := optimizer.LoadRules(cmd.Context(), dbPath(cmd), o.rules)
 	if err != nil {
 		return err
 	}
@@ -255,21 +216,6 @@ func optimizeAndWrite(cmd *cobra.Command, path string, o optimizeOptions, rs *ve
 		warnings = append(warnings, fmt.Sprintf("some nodes could not be timed and were priced analytically: %v", measured.Err()))
 	}
 	return rep, warnings, err
-}
-
-// loadRuleSet loads the version ref names (version.Open) and evaluates its
-// rules again.
-func loadRuleSet(cmd *cobra.Command, ref string) (*version.Set, error) {
-	rs, err := version.Open(cmd.Context(), dbPath(cmd), ref)
-	if err != nil {
-		return nil, err
-	}
-	// A hash shows only that the rules are what whoever wrote the hash
-	// wrote: each rule is evaluated again before a model is rewritten.
-	if err := verify.Recheck(cmd.Context(), rs.Rules, rs.Texts); err != nil {
-		return nil, fmt.Errorf("--rules %s: %w; refusing the whole version", ref, err)
-	}
-	return rs, nil
 }
 
 func printOptimization(w io.Writer, r *optimizer.Report, output string, rec *optimizer.Recording) {

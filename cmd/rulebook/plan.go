@@ -17,28 +17,7 @@ func newPlanCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plan MODEL.onnx|mlp|bert-large|dlrm",
 		Short: "Price data, tensor, grid and pipeline parallel training plans in a simulator",
-		Long: `plan derives one training step (forward, backward, Adam) from a model,
-prices data parallel (dp), Megatron-style tensor parallel (tp), the best
-data × tensor grid (grid) and 1F1B pipelines (pp) on a machine, prints the
-comparison and chooses the fastest plan that fits in device memory.
-
-Every time is SIMULATED (roofline operators, α–β collectives, a
-FlexFlow-style task graph; docs/planner.md). Nothing runs.
-
---machine takes a preset, summit, dgx-a100, h100 or cpu, with ":N" nodes,
-or a machine JSON file (docs/planner.md). MODEL is an ONNX file or a
-built-in workload: mlp (16 × 8192), bert-large (24 layers, hidden 1024,
-sequence 512) or dlrm.
-
--o plan.json writes the chosen plan (layouts, devices, memory by category,
-simulated time), plan.trace.json (a Chrome trace of the simulated step, for
-Perfetto) and plan.sharded.onnx (the model with ONNX IR 11 sharding
-annotations); --emit torch adds plan.torch.json, a PyTorch DTensor plan
-(docs/torch-plan.md).
-
---rules TAG|HASH|BUNDLE.json loads a released rule version as optimize
-does, refuses it if its rules do not match its hash, and names it in the
-header. The strategies are hand-coded and do not use its rules yet.`,
+		Long:  help("plan"),
 		Example: `  rulebook plan bert-large --machine summit:1 --batch 48
   rulebook plan mlp --machine summit:4 --batch 1024 --strategy grid -o mlp-plan.json
   rulebook plan ../shared/models/resnet50.onnx --machine dgx-a100:2 --batch 8 --per-device

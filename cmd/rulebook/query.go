@@ -21,9 +21,7 @@ func newListCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List rules, optionally filtered by size, operator and status",
-		Long: `list prints one line per rule: id, status, size (operators on the larger
-side) and the canonical text. A rule pruned in favour of another (see
-'rulebook prune') says which: "proved, pruned by 12".`,
+		Long:  help("list"),
 		Example: `  rulebook list --op matmul --size 2
   rulebook list --status candidate --limit 20`,
 		Args: cobra.NoArgs,
@@ -73,13 +71,9 @@ side) and the canonical text. A rule pruned in favour of another (see
 func newShowCmd() *cobra.Command {
 	var picture string
 	cmd := &cobra.Command{
-		Use:   "show ID",
-		Short: "Show one rule in full, or draw it",
-		Long: `show prints a rule: status, both sides, sizes, the shapes it was found with.
---svg FILE draws it instead, the source on the left and the target on the
-right, each operator with its named parameters and each edge with its
-tensor's shape; the file's extension picks the format: .svg, .png or .pdf
-(drawn by Graphviz's dot) or .dot (the Graphviz source).`,
+		Use:     "show ID",
+		Short:   "Show one rule in full, or draw it",
+		Long:    help("show"),
 		Example: "  rulebook show 12\n  rulebook show 12 --svg rule12.svg\n  rulebook show 12 --svg rule12.png",
 		Args:    cobra.ExactArgs(1),
 		PreRunE: func(cmd *cobra.Command, _ []string) error {

@@ -2,12 +2,9 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"math"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -73,37 +70,7 @@ func newRunCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run MODEL.onnx",
 		Short: "Run an ONNX model and print its outputs and median latency",
-		Long: `run loads an ONNX model (opset 7 to 21, the operators listed at the end),
-runs it --repeat times after one warm-up run and prints a summary of each
-output and the median latency.
-
-Weights come from the model's initializers or the external weights file it
-names; when that file is absent, deterministic random weights are generated
-and the command says so. Inputs come from --input files (ONNX TensorProto
-.pb, one per model input, in order, of the input's type FLOAT: a file of
-another type is refused, not converted) or are random.
-
---expect checks the outputs against reference files (ONNX TensorProto .pb,
-one per model output, in order), as ONNX's test runner does with
-test_data_set_N/output_K.pb: every element must satisfy
-|got - want| <= atol + rtol*|want| (NaN matches NaN). The defaults, rtol
-1e-3 and atol 1e-5, are what the runtime is held to on ONNX's own node
-tests. The command fails at the first element out of tolerance and names
-it.
-
---backend ort runs the model in ONNX Runtime (its CPU provider, --threads
-intra-op threads, sequentially) with the same weights and inputs; the
-library is loaded at run time from --ort-lib, $ONNXRUNTIME_LIB or pip's
-onnxruntime package. Before it is loaded, the library is checked as far as
-a file can be: a regular file, an ELF shared object for this machine, every
-segment inside the file (a truncated copy is refused). Its code cannot be
-checked: a library damaged within those bounds can still crash the process
-as it loads. A list, --backend cpu,ort, runs the backends side by
-side in one process, alternating after a warm-up run each, and prints each
-median, its ratio to the first's and how far its outputs are from the
-first's.
-
-Operators: ` + strings.Join(runtime.Ops(), ", ") + `.`,
+		Long:  help("run") + strings.Join(runtime.Ops(), ", ") + `.`,
 		Example: `  rulebook run ../shared/models/resnet50.onnx --repeat 10
   rulebook run ../shared/models/squeezenet1_1-full.onnx --input ../shared/models/squeezenet1_1-full_test_data_set_0/input_0.pb
   rulebook run ../shared/models/squeezenet1_1-full.onnx --input ../shared/models/squeezenet1_1-full_test_data_set_0/input_0.pb --expect ../shared/models/squeezenet1_1-full_test_data_set_0/output_0.pb
@@ -143,7 +110,7 @@ Operators: ` + strings.Join(runtime.Ops(), ", ") + `.`,
 			if len(execs) > 1 {
 				err = backend.WriteSideBySide(cmd.OutOrStdout(), m, names, results, repeat)
 			} else {
-				printOutputs(cmd.OutOrStdout(), m, results[0].Outputs)
+				m.WriteOutputSummary(cmd.OutOrStdout(), results[0].Outputs)
 				fmt.Fprintf(cmd.OutOrStdout(), "median latency %s over %d runs (%s backend, %s)\n",
 					results[0].Median.Round(time.Microsecond), repeat, names[0], safetext.Name(filepath.Base(args[0])))
 			}
@@ -166,39 +133,15 @@ Operators: ` + strings.Join(runtime.Ops(), ", ") + `.`,
 	return cmd
 }
 
-func printOutputs(w io.Writer, m *runtime.Model, outs map[string]*runtime.Tensor) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "OUTPUT\tSHAPE\tMIN\tMAX\tMEAN\tFIRST VALUES")
-	for _, o := range m.Outputs() {
-		t := outs[o.Name]
-		lo, hi, sum := math.Inf(1), math.Inf(-1), 0.0
-		for _, v := range t.Data {
-			lo, hi, sum = math.Min(lo, float64(v)), math.Max(hi, float64(v)), sum+float64(v)
-		}
-		first := make([]string, min(4, len(t.Data)))
-		for i := range first {
-			first[i] = strconv.FormatFloat(float64(t.Data[i]), 'g', 5, 32)
-		}
-		fmt.Fprintf(tw, "%s\t%v\t%.5g\t%.5g\t%.5g\t%s\n", safetext.Name(o.Name), t.Shape, lo, hi, sum/float64(max(1, len(t.Data))), strings.Join(first, " "))
-	}
-	tw.Flush()
-}
-
 func newBenchOpsCmd() *cobra.Command {
 	var (
 		o      modelOptions
 		repeat int
 	)
 	cmd := &cobra.Command{
-		Use:   "bench-ops MODEL.onnx",
-		Short: "Time each distinct operator configuration of a model and store the costs",
-		Long: `bench-ops loads a model and times every distinct operator configuration in
-it (operator, input and output shapes, and the attributes that affect
-cost) alone, on random inputs, --repeat times, and stores the median in the
-database's op_costs table for the device (e.g. cpu/2 for the CPU backend with
-2 threads, ort-cpu/2 for ONNX Runtime with 2, each configuration a one-node
-model). A configuration measured before is replaced. The optimizer reads
-the table back by (device, operator, shapes, parameters).`,
+		Use:     "bench-ops MODEL.onnx",
+		Short:   "Time each distinct operator configuration of a model and store the costs",
+		Long:    help("bench-ops"),
 		Example: "  rulebook bench-ops ../shared/models/resnet50.onnx --repeat 10",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -14,22 +14,7 @@ func newUsageCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "usage [--version TAG|HASH] [--format text|csv|json]",
 		Short: "Show how often each rule was applied across optimized models (heat map)",
-		Long: `usage reads the optimizations that 'rulebook optimize MODEL.onnx --db DB'
-recorded and shows, for the latest optimization of each model, how often it
-applied each rule (TASO's Fig. 2.10). Models are told apart by the base name
-of their path; rules by their canonical text, so that optimizations with a
-bundle exported from another database count too.
-
---version keeps the optimizations made with one released version of this
-database (by tag or hash prefix, as in 'rulebook diff'); without it every
-version counts, each model's latest optimization with whichever it used.
-
-text prints a heat map: one row per rule, most applied first, one column
-per model (its file name without .onnx) and a total. Each cell holds the
-count and a shade, ░ ▒ ▓ █, by quarters of the largest count; empty cells
-mean the rule was not applied. Long rules are cut with "…". csv prints
-rule,model,count rows and json an array of {"rule","model","count"} objects,
-with the model's file name, sorted by rule then model.`,
+		Long:  help("usage"),
 		Example: `  rulebook optimize ../shared/models/squeezenet1_1.onnx --rules v1 -o squeezenet1_1.opt.onnx
   rulebook usage
   rulebook usage --version v1 --format csv`,

@@ -29,32 +29,7 @@ func newVerifyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "verify [DIR]",
 		Short: "Prove candidate rules from the axioms in DIR (default axioms/) with Z3",
-		Long: `verify proves each rule from the axiom files (*.smt2) in DIR: a rule holds when
-the axioms together with "some output differs" are unsatisfiable over fresh
-inputs. Each rule runs Z3's E-matching on the axioms, then with lemmas that
-real arithmetic proves element by element (relu, max pooling), then with its
-concat chains re-associated where no split reads them.
-
-The proof budget is Z3's resource count (--budget), not time: the same rule
-gets the same verdict on any machine under any load, so a release can be
-rebuilt bit for bit. --timeout is only a safety net; a rule it stops is
-marked "timeout", which is not reproducible.
-
-Each result is stored with the time taken, the Z3 version, the budget, the
-axiom set's hash and the axioms the proof used (see 'rulebook why ID'):
-  proved   the axioms entail the rule; a proof that paired the parts of two
-           concats is tested at other shapes first, since the axioms do not
-           model sizes;
-  unknown  not proved: "not derived" (the axioms do not get there),
-           "budget" or "timeout";
-  refuted  a float64 test at the shapes the rule was found with, or at other
-           shapes under which both sides type-check, gives different outputs.
-
-Rules that already have a result under the same axiom set, Z3 version and
-budget are skipped, so an interrupted run resumes where it stopped;
---retry-unknown verifies again the rules whose latest result under this
-axiom set is unknown, usually with a larger --budget or --timeout;
---recheck verifies every rule again.`,
+		Long:  help("verify"),
 		Example: `  rulebook verify
   rulebook verify axioms/ --budget 1000000 --rule 42
   rulebook verify --retry-unknown --budget 5000000 --timeout 2m`,

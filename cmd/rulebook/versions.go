@@ -30,26 +30,9 @@ type releaseOptions struct {
 func newReleaseCmd() *cobra.Command {
 	var o releaseOptions
 	cmd := &cobra.Command{
-		Use:   "release TAG",
-		Short: "Prove the proved rules again and freeze them as an immutable, content-hashed version",
-		Long: `release records every proved rule as version TAG. The version keeps its
-content hash (SHA-256 over the sorted canonical rule texts, the same in any
-database holding the same rules), the axiom sets that proved its rules, the
-operators they use, the generator settings and the previous version as
-parent. Released versions never change; loading one re-checks its hash.
-
-A recorded proof is only a claim, and anyone who can write the database can
-recompute a claim's hash, so release trusts none: it proves every rule again
-from the rule itself with Z3, under the budget its proof records, against the
-axiom files (--axioms, as for build; not the copy the database keeps), with
-verify's tests at other shapes and layouts. A rule proved under another axiom
-set, or not proved again, is refused and listed. This costs about what
-verifying the released rules cost: seconds at 3 operators, about a minute at 4.
-
-A tag of 4 or more hex digits (such as 1e27) could be read as a hash prefix
-and is refused: a hash always names the version it was taken from. A release
-of the rules an existing version holds already says so: its tag is an alias,
-and the hash keeps naming the first version.`,
+		Use:     "release TAG",
+		Short:   "Prove the proved rules again and freeze them as an immutable, content-hashed version",
+		Long:    help("release"),
 		Example: "  rulebook release v3",
 		Args:    cobra.ExactArgs(1),
 		RunE:    func(cmd *cobra.Command, args []string) error { return runRelease(cmd, args[0], o) },
@@ -125,11 +108,7 @@ func newDiffCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "diff A B",
 		Short: "Show the rules version B adds to and removes from version A",
-		Long: `diff loads both versions and prints the rules only B has ("+") and the rules
-only A has ("-"), as canonical text. Each of A and B is a version of --db
-(by tag or hash prefix), FILE:TAG for a version of another database, or a
-bundle exported with 'rulebook export --format json'; every one is
-re-hashed on load, and one whose rules no longer match its hash is refused.`,
+		Long:  help("diff"),
 		Example: `  rulebook export --version v1 --format json -o v1.json
   rulebook diff v1.json v1
   rulebook build --max-ops 2 --db small.db --no-progress
