@@ -1,13 +1,8 @@
 // Package axioms loads operator properties written as SMT-LIB2 named
-// assertions (one file per operator family) and checks them against the
-// operator registry.
-//
-// An axiom file holds only assertions; the sort Tensor, the operator
-// functions and the named parameter values (padding.same, activation.relu)
-// come from the registry, so nothing is spelled twice:
-//
-//	; ewadd is commutative
-//	(assert (! (forall ((x Tensor) (y Tensor)) (= (ewadd x y) (ewadd y x))) :named ewadd-comm))
+// assertions, one file per operator family. It parses them against the
+// operator registry, which supplies the sort, the operator functions and the
+// named parameter values. Validate checks every axiom on concrete tensors.
+// docs/design.md ("How verification decides a rule") shows the file format.
 package axioms
 
 import (

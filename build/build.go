@@ -1,7 +1,7 @@
-// Package build runs the whole pipeline in one call: generate candidate
-// rules, verify them, prune them and release the proved ones as a version.
-// It is what 'rulebook build' runs, so that a newcomer ends with a released,
-// proved rulebook from one command.
+// Package build runs the whole pipeline in one call. It generates candidate
+// rules, verifies and prunes them, and releases the proved ones as a
+// version. 'rulebook build' runs it, so a newcomer gets a released, proved
+// rulebook from one command. docs/design.md ("Data flow") tells the stages.
 package build
 
 import (

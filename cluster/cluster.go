@@ -1,21 +1,9 @@
-// Package cluster describes a machine for the planner (nodes of identical
-// devices, the links inside a node and the network between nodes) and
-// prices collectives over device groups with α–β costs.
-//
-// A machine file is JSON:
-//
-//	{"name": "my-cluster", "nodes": 4, "devices_per_node": 8,
-//	 "device": {"name": "A100", "peak_flops": 19.5e12,
-//	            "memory_bandwidth": 2.0e12, "memory_bytes": 85899345920},
-//	 "intra_node": {"bandwidth": 300e9, "latency": 2e-6},
-//	 "inter_node": {"bandwidth": 200e9, "latency": 5e-6}}
-//
-// Bandwidths are bytes per second in each direction; latencies seconds.
-// Validate states the ranges every field must lie in.
-// inter_node is one node's network interfaces together, shared by that
-// node's devices.
-//
-// docs/planner.md ("Machine model") tells the long story.
+// Package cluster describes a machine for the planner and prices
+// collectives on it. A machine is nodes of identical devices, a link inside
+// each node and a network between nodes. Collectives over device groups
+// cost α–β times. Parse reads a preset or a JSON machine file, and Validate
+// states the range of every field. docs/planner.md ("Machine model" and
+// "Cost model") gives the file format and the formulas.
 package cluster
 
 import (

@@ -1,7 +1,9 @@
-// Package compare relates a foreign rule set to one of ours: each foreign
-// rule is contained in ours (the same rule up to renaming of inputs,
-// reordering of outputs and orientation), implied by ours (a short
+// Package compare relates a foreign rule set to a released version of ours.
+// Each foreign rule is contained in ours (the same rule up to renaming of
+// inputs, order of outputs and orientation), implied by ours (a short
 // sequence of our rules rewrites its source into its target), or missed.
+// Explain says why a missed rule is missed. docs/design.md ("Data flow",
+// step 6) and docs/parallel.md ("compare on FlexFlow's file") tell the rest.
 package compare
 
 import (

@@ -1,6 +1,8 @@
 // Package enumerate lists small graphs over an operator set, fingerprints
-// them and pairs equivalent ones into candidate rules (TASO Algorithm 1,
-// with Quartz's RepGen restriction to representatives).
+// them and pairs equivalent ones into candidate rules. It follows TASO's
+// Algorithm 1, and extends only the smallest graph of each fingerprint class
+// (Quartz's RepGen). docs/design.md ("Data flow", step 2) tells the long
+// story, and docs/parallel.md ("Generating parallel rules") the parallel one.
 package enumerate
 
 import (

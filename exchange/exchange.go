@@ -1,8 +1,9 @@
-// Package exchange reads and writes rule sets in the formats users
-// exchange: rulebook's own JSON and s-expression files, TASO's
-// RuleCollection protobuf and FlexFlow's JSON rendering of it, and Graphviz
-// pictures. Export writes a released version in any of them; Import brings
-// a rule file into the store.
+// Package exchange reads and writes rule sets in the formats users exchange.
+// These are rulebook's own JSON and s-expression files, TASO's
+// RuleCollection protobuf, FlexFlow's JSON rendering of it, and Graphviz
+// pictures. Export writes a released version in any of them, and Import
+// brings a rule file into the store. docs/rules.md ("Rule text") gives the
+// grammar of rule text, and docs/design.md ("Data flow") where files come in.
 package exchange
 
 import (

@@ -1,5 +1,8 @@
 // Package fingerprint hashes the outputs of a graph evaluated on
-// deterministic inputs (DESIGN.md, Fingerprints).
+// deterministic inputs. A tensor's hash covers its shape, split history and
+// values, and a graph's combines its outputs' in any order. The generator
+// pairs graphs of equal fingerprint into candidate rules. docs/design.md
+// ("Data flow", step 2) tells the long story.
 package fingerprint
 
 import (

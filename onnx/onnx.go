@@ -1,15 +1,8 @@
-// Package onnx decodes the parts of the ONNX protobuf format that the
-// project needs: models (graph, nodes, attributes, initializers, value
-// infos) and serialized tensors such as the input_N.pb / output_N.pb files
-// of ONNX test data sets.
-//
-// It reads the wire format directly with protowire; there is no generated
-// code. Fields it does not know are skipped, as protobuf requires, and a
-// known field that arrives with an unexpected wire type is skipped too.
-// Malformed input yields a *DecodeError that names the field path and the
-// byte offset; the decoder never panics.
-//
-// Field numbers follow onnx/onnx.proto.
+// Package onnx decodes and encodes the parts of the ONNX protobuf format
+// that the project needs: models and serialized tensors. It reads the wire
+// format directly with protowire, without generated code. Malformed input
+// yields a *DecodeError naming the field path and the byte offset, and the
+// decoder never panics. docs/runtime.md ("The ONNX codec") tells the rest.
 package onnx
 
 import (

@@ -1,9 +1,9 @@
 // Package prune removes rules that a more general proved rule already
-// implies (TASO §2.5): rules equal to another up to renaming or merging of
-// inputs, and rules whose two sides share a common subgraph, at the inputs
-// or at the outputs, that the other rule leaves out. In every case the
-// pruned rule's source turns into its target with one rewrite by the rule
-// it is pruned in favour of, which is what the decisions record.
+// implies (TASO §2.5). A rule goes when it equals another up to renaming or
+// merging of inputs. It goes too when its sides share a common subgraph, at
+// the inputs or the outputs, that the other rule leaves out. Either way one
+// rewrite by the kept rule turns its source into its target, and the
+// decision records that. docs/design.md ("Data flow", step 4) tells more.
 package prune
 
 import (

@@ -1,7 +1,8 @@
-// Package rewrite applies rules to graphs: it finds where one side of a rule
-// occurs in a graph (Find), replaces it by the other side (Apply), and
-// searches for short rewrite sequences between two graphs (Derive). Pruning,
-// comparison with foreign rule sets and the optimizer all rewrite through it.
+// Package rewrite applies rules to graphs. Find locates one side of a rule
+// in a graph, Apply replaces it by the other side, and Derive searches for
+// short rewrite sequences between two graphs. Pruning, comparison with
+// foreign rule sets and the optimizer all rewrite through it.
+// docs/optimizer.md tells how the optimizer's search uses it.
 package rewrite
 
 import (

@@ -1,17 +1,10 @@
-// Package simulate runs a task graph the way FlexFlow's execution
-// simulator does (TASO/FlexFlow thesis, §3.4): every device and every link
-// is a resource that runs its tasks one at a time, in the order they were
-// given, and a task starts once the tasks it depends on have finished and
-// its resource is free. The result is a schedule: each task's start and
-// end, the makespan, and per device how its time splits into computation,
-// communication it waits on, and idleness.
-//
-// Nothing runs: every time is simulated, from durations the caller
-// computed (a cost model). A collective spanning several devices is one
-// task on the link resource of the device it is simulated for, depending
-// on the tasks that produce its input.
-//
-// docs/planner.md ("Cost model") tells how the planner uses it.
+// Package simulate runs a task graph the way FlexFlow's execution simulator
+// does (TASO/FlexFlow thesis, §3.4). Every device and link is a resource
+// that runs its tasks one at a time, in the order given. A task starts once
+// the tasks it depends on have finished and its resource is free. Nothing
+// runs: durations come from the caller's cost model. The result is a
+// schedule, with each device's time split into computation, communication
+// it waits on, and idleness. docs/planner.md ("Cost model") tells more.
 package simulate
 
 import (

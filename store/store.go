@@ -1,14 +1,9 @@
-// Package store keeps runs and rules in one SQLite file (DESIGN.md, Store).
-//
-// The file is opened through database/sql and the pure-Go driver
-// modernc.org/sqlite, in WAL mode with foreign keys on. A file is recognised as
-// a rulebook database by PRAGMA application_id (ApplicationID); its schema
-// version is PRAGMA user_version (SchemaVersion). Open refuses, without
-// touching the file, anything that is not an SQLite file, an SQLite file of
-// another application, a file written by a newer schema, or a damaged file
-// (PRAGMA quick_check); OpenExisting also refuses a path where no database
-// exists yet.
-//
+// Package store keeps runs and rules in one SQLite file, through
+// database/sql and the pure-Go driver modernc.org/sqlite. PRAGMA
+// application_id marks a rulebook database, and PRAGMA user_version is its
+// schema version. Open refuses, without touching it, a file that is not
+// SQLite, belongs to another application, has a newer schema or is damaged.
+// OpenExisting also refuses a path where no database exists yet.
 // docs/schema.md describes every table and view.
 package store
 

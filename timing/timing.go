@@ -1,10 +1,9 @@
 // Package timing measures how long things take, the one way every
-// measurement in rulebook does it: one warm-up run that is not counted
-// (caches, lazily compiled kernels and buffer pools settle in it), then
-// repeated runs, of which the median counts, since a shared machine makes
-// the odd run slow and the median ignores it. Two or more things compared
-// with each other run side by side, alternating their order from round
-// to round, so that drift in the machine's load falls on all of them.
+// measurement in rulebook does it. One warm-up run is not counted. Of the
+// repeated runs after it the median counts, since a shared machine makes the
+// odd run slow. Things compared with each other run side by side, in an
+// order that alternates from round to round, so drift in the load falls on
+// all of them. docs/design.md's package map lists it.
 package timing
 
 import (

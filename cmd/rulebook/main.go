@@ -1,4 +1,7 @@
 // Command rulebook discovers, proves and publishes graph substitutions.
+// Its subcommands only parse flags and print. The work is in the packages.
+// README.md shows the commands, and docs/design.md ("Data flow") how the
+// stages fit together.
 package main
 
 import (

@@ -1,9 +1,9 @@
 // Package budget bounds the memory a command may allocate for sizes that
-// come from its inputs: tensor shapes a model declares, degrees a rule
-// names, worker counts a flag gives. Each such size is checked before it
-// is allocated, so that a hostile or mistaken input is refused with one
-// line naming where the size came from, instead of ending the process
-// with an out-of-memory crash.
+// come from its inputs. These are tensor shapes a model declares, degrees a
+// rule names and worker counts a flag gives. Each such size is checked
+// before it is allocated. So a hostile or mistaken input is refused with one
+// line naming where the size came from, not with an out-of-memory crash.
+// docs/design.md's package map lists it.
 package budget
 
 import (

@@ -1,7 +1,8 @@
 // Package checked is the arithmetic of counts, sizes and rates that come
-// from files and flags: a product that does not fit, or a number that is
-// not finite or not in its range, is an error, never a wrapped or
+// from files and flags. A product that does not fit, or a number that is not
+// finite or not in its range, is an error. It never becomes a wrapped or
 // infinite value that a later step divides by or indexes with.
+// docs/design.md's package map lists it.
 package checked
 
 import (

@@ -1,4 +1,5 @@
-// Package english writes counts as English words for the tool's reports.
+// Package english writes counts as English words for the tool's reports,
+// such as "1 rule" and "2 rules". docs/design.md's package map lists it.
 package english
 
 import "fmt"

@@ -1,13 +1,9 @@
-// Package infile is the one way rulebook reads a file the user names:
-// models and their external data, input tensors, machine files, rule
-// files, bundles, axiom files and the ONNX Runtime library.
-//
-// Every read resolves symbolic links, refuses what is not a regular file
-// (a FIFO, a device, a socket, a directory) before it could block or run
-// forever, and bounds the bytes it reads by a limit per kind of file. A
-// FIFO is refused from its stat, before any open; the open itself is
-// non-blocking, and the opened file is checked again, so that a FIFO put
-// in its place between the two cannot hang the command either.
+// Package infile is the one way rulebook reads a file the user names.
+// Models and their external data, input tensors, machine files, rule files,
+// bundles, axiom files and the ONNX Runtime library all go through it.
+// Every read resolves symbolic links and refuses what is not a regular file
+// before it could block. It bounds the bytes by a limit per kind of file.
+// docs/design.md's package map lists it.
 package infile
 
 import (
@@ -95,7 +91,10 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Open opens the regular file at path (after following symbolic links)
 // for reading, without blocking, and returns it with its size. It refuses
-// a special file and a file larger than kind's limit.
+// a special file and a file larger than kind's limit. A FIFO is refused
+// from its stat, before any open. The open itself does not block, and the
+// opened file is checked again, so a FIFO put in its place between the
+// two cannot hang the command either.
 func Open(path string, kind Kind) (*os.File, int64, error) {
 	fi, err := os.Stat(path)
 	if err != nil {

@@ -1,6 +1,3 @@
-// Package layers checks that the import layers docs/design.md states are
-// the ones the code has: the table there is the contract, and this test
-// keeps either from drifting from the other. It has no code of its own.
 package layers
 
 import (

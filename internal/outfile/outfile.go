@@ -1,12 +1,9 @@
 // Package outfile writes the files rulebook produces (exports, models,
-// reports, pictures) so that nothing is written where it should not be: a
-// path must name a regular file or a new name in an existing folder, and
-// the file appears only once it is complete.
-//
-// A device such as /dev/full, a FIFO, a socket, a symbolic link or a
-// directory is refused before anything is written, rather than replaced
-// by a regular file (rename would replace the device node or the link
-// itself) or written through.
+// reports, pictures) so that nothing is written where it should not be. A
+// path must name a regular file or a new name in an existing folder. A
+// device, a FIFO, a socket, a symbolic link or a directory is refused before
+// anything is written. The file appears only once it is complete.
+// docs/design.md's package map lists it.
 package outfile
 
 import (
@@ -87,7 +84,10 @@ func Check(path string) error {
 }
 
 // target checks what path names and returns the mode the written file
-// gets: a regular file's own, or newFileMode for a new name.
+// gets: a regular file's own, or newFileMode for a new name. Anything
+// else is refused rather than replaced by a regular file or written
+// through. Rename would replace a device node such as /dev/full, or a
+// symbolic link, itself.
 func target(path string) (fs.FileMode, error) {
 	fi, err := os.Lstat(path)
 	switch {

@@ -1,6 +1,7 @@
 // Package pool runs numbered work items on a fixed number of goroutines.
-// It is the one worker pool of the module: generation, verification, the
+// It is the one worker pool of the module. Generation, verification, the
 // axiom checks and compare all hand their items to Each.
+// docs/design.md's package map lists it.
 package pool
 
 import (

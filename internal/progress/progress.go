@@ -1,8 +1,9 @@
-// Package progress draws progress bars on a terminal: one bar per stage
-// (and graph size) of a long computation, or one whose description
-// changes as it goes. When the output is not a terminal, or bars are
-// turned off, it writes one line as each stage begins instead, so that a
-// log shows the work going on and stays clean.
+// Package progress is the one shape of progress report, and the terminal
+// bars that show it. A long computation reports each Step to a Func. A Bar
+// draws one bar per stage (and graph size), or one whose description
+// changes as it goes. When the output is not a terminal, or bars are off,
+// it writes one line as each stage begins, so a log stays clean.
+// docs/design.md's package map lists it.
 package progress
 
 import (

@@ -1,8 +1,9 @@
-// Package safetext prints names that come from input files (a FlexFlow
-// rule's name, a machine file's name, an ONNX model's operator and output
-// names) so that they cannot drive the terminal: a name with control
+// Package safetext prints names that come from input files so that they
+// cannot drive the terminal. Such names are a FlexFlow rule's, a machine
+// file's, and an ONNX model's operator and output names. A name with control
 // characters (ESC, \r, …) or invalid UTF-8 is shown quoted, with those
-// characters escaped, and any other name as it is.
+// characters escaped. Any other name is shown as it is.
+// docs/design.md's package map lists it.
 package safetext
 
 import (

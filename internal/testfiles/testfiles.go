@@ -1,6 +1,8 @@
-// Package testfiles finds the real files tests read: the shared folder
-// beside the repository (ONNX models, TASO's and FlexFlow's rule files) and
-// ONNX's node tests from Debian's libonnx-testdata.
+// Package testfiles finds the real files tests read. These are the shared
+// folder beside the repository (ONNX models, TASO's and FlexFlow's rule
+// files) and ONNX's node tests from Debian's libonnx-testdata. It also
+// exports torchvision classifiers with PyTorch for the tests that run them.
+// docs/design.md's package map lists it.
 package testfiles
 
 import (

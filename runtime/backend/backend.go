@@ -1,8 +1,9 @@
-// Package backend opens models on the backends the model commands name:
-// the runtime's own CPU and CUDA sessions and ONNX Runtime (runtime/ort),
-// and runs several of them side by side on one model. It is what run and
-// bench-ops share, so that the command line only parses flags and prints;
-// its errors therefore name the flags (--backend, --weights, --dim).
+// Package backend opens models on the backends the model commands name. These
+// are the runtime's own CPU and CUDA sessions and ONNX Runtime (runtime/ort).
+// It also runs several of them side by side on one model. run and bench-ops
+// share it, so the command line only parses flags and prints. Its errors
+// therefore name the flags (--backend, --weights, --dim).
+// docs/runtime.md ("Other backends") tells the rest.
 package backend
 
 import (

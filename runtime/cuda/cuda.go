@@ -1,15 +1,10 @@
 // Package cuda reaches an NVIDIA GPU through the CUDA driver API, NVRTC and
-// cuBLAS, all loaded at run time with purego: the program builds and runs
-// where no CUDA is installed, and only asking for the GPU fails, with a
-// message that says what is missing.
-//
-// Probe describes the GPU. Open returns a Context: device memory, kernels
-// compiled from CUDA C source by NVRTC (the PTX cached on disk), launches
-// and cuBLAS matrix products on one stream. The runtime package's CUDA
-// executor uses a Context through the Backend interface, which the
-// Emulator also implements: it compiles the same kernel sources with the
-// host C++ compiler and runs them on the CPU, so that the executor and the
-// kernels are tested where there is no GPU.
+// cuBLAS, all loaded at run time with purego. The program builds and runs
+// where no CUDA is installed, and only asking for the GPU fails. Open
+// returns a Context, which the runtime's CUDA executor uses through the
+// Backend interface. The Emulator implements Backend on the CPU, so the
+// executor and the kernels are tested where there is no GPU.
+// docs/runtime.md ("Other backends") tells the rest.
 package cuda
 
 import (

@@ -1,12 +1,9 @@
 // Package gemm is a single-precision matrix multiply for row-major float32
-// matrices, C = alpha·op(A)·op(B) + beta·C, with the argument conventions of
-// gonum's blas32 Sgemm so that it can replace it directly.
-//
-// It tiles C as BLIS does, with AVX-512 or AVX2 microkernels chosen at run
-// time and portable Go kernels elsewhere. Operands are packed only where
-// that pays, and a call allocates nothing in steady state. docs/gemm.md
-// tells the design: tiles, packing, cache blocking, parallelism and
-// numerics.
+// matrices, C = alpha·op(A)·op(B) + beta·C. It keeps gonum's blas32 Sgemm
+// conventions, so it can replace it directly. It tiles C as BLIS does, with
+// AVX-512 or AVX2 microkernels chosen at run time and portable Go kernels
+// elsewhere. A call allocates nothing in steady state. docs/gemm.md tells
+// the design: tiles, packing, cache blocking, parallelism and numerics.
 package gemm
 
 //go:generate go run gen_kernels.go

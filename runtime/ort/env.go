@@ -1,12 +1,9 @@
-// Package ort runs models through ONNX Runtime's CPU execution provider,
-// as a second backend beside rulebook's own runtime: the same loaded
-// model (weights included, generated ones too), the same inputs, the same
-// thread count, so that outputs and timings compare directly.
-//
-// The library, libonnxruntime.so, is loaded when the first session
-// opens (github.com/yalue/onnxruntime_go, which dlopens it), so nothing
-// of it is needed to build; Search finds it. Its cost tables key the
-// device as "ort-cpu/N", N intra-op threads (see DeviceKey).
+// Package ort runs models through ONNX Runtime's CPU execution provider, as
+// a second backend beside rulebook's own runtime. It takes the same loaded
+// model (weights included, generated ones too), the same inputs and the same
+// thread count, so outputs and timings compare directly. The library is
+// loaded at run time, so nothing of it is needed to build.
+// docs/runtime.md ("Other backends") tells the rest.
 package ort
 
 import (

@@ -1,7 +1,8 @@
-// Command embedweights writes a copy of an ONNX model whose external
-// weights are replaced, inline, by the ones rulebook's runtime generates
-// when the weights file is absent (runtime.EmbedRandomWeights), so that
-// ONNX Runtime can be timed on the same model and weights:
+// Command embedweights writes a copy of an ONNX model whose external weights
+// are replaced, inline, by the ones rulebook's runtime generates when the
+// weights file is absent (runtime.EmbedRandomWeights). ONNX Runtime can then
+// be timed on the same model and weights. docs/runtime.md ("Generated
+// weights") tells how the weights are made. Usage:
 //
 //	go run ./scripts/embedweights IN.onnx OUT.onnx [SEED]
 package main

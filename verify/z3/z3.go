@@ -1,22 +1,10 @@
-// Package z3 is a small cgo binding to the Z3 SMT solver's C API (libz3),
-// covering just what the rule verifier needs: uninterpreted sorts and
-// functions, integers, Boolean connectives, SMT-LIB2 parsing, solvers with
-// timeouts, cancellation and unsat cores.
-//
-// Memory model: contexts are created with Z3_mk_context (not the
-// reference-counted variant), so every AST, sort and declaration stays valid
-// until the owning Context is closed. Solvers, parameter sets and AST vectors
-// are reference counted by the C API and are released explicitly.
-//
-// Concurrency: a Context and everything made from it must be used by one
-// goroutine at a time. The only exception is Context.Interrupt, which may be
-// called from any goroutine at any time, including during or after Close.
-//
-// Errors: Z3's default error handler calls exit(), so NewContext installs a
-// NULL handler and every wrapper inspects Z3_get_error_code. Builders that
-// have no error result (Eq, Apply, ...) return a zero value on failure and
-// record the first such error on the Context (see Context.Err); asserting a
-// zero value makes the solver's next Check fail with that error.
+// Package z3 is a small cgo binding to the Z3 SMT solver's C API (libz3).
+// It covers just what the rule verifier needs: uninterpreted sorts and
+// functions, integers, Boolean connectives, SMT-LIB2 parsing, and solvers
+// with timeouts, cancellation and unsat cores. A Context and what is made
+// from it are used by one goroutine at a time. Only Context.Interrupt may be
+// called from any goroutine. docs/design.md ("The Z3 binding") gives its
+// memory, goroutine and error rules.
 package z3
 
 /*
