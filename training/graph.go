@@ -187,7 +187,7 @@ func FromONNX(m *onnx.Model, name string, batch int64) (*Graph, error) {
 	}
 	g := &Graph{Model: name, Batch: batch, shapes: map[string][]int64{}, batched: map[string]bool{},
 		inputs: map[string]bool{}, producer: map[string]int{}, consumers: map[string][]int{}}
-	inf, err := newInference(m.Graph, g, batch)
+	inf, err := newInference(m, g, batch)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
