@@ -41,6 +41,11 @@ func prepareGather(c *nodeContext) (prepared, error) {
 	if err != nil {
 		return prepared{}, err
 	}
+	if c.shapesOnly && !c.inputs[1].isConst() {
+		// Indices computed at run time (an embedding lookup) leave the
+		// shape known all the same.
+		return prepared{outputs: [][]int{slices.Concat(data[:axis], c.shape(1), data[axis+1:])}}, c.attrs.err
+	}
 	idx, err := c.constInts(1, "indices")
 	if err != nil {
 		return prepared{}, err

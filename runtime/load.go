@@ -152,8 +152,19 @@ func checkOperators(g *onnx.Graph) error {
 		parts[i] = fmt.Sprintf("%s ×%d", op, missing[op])
 		total += missing[op]
 	}
-	return fmt.Errorf("%d nodes use operators the runtime does not implement: %s (runtime.Ops lists the %d it does)",
-		total, strings.Join(parts, ", "), len(opTable))
+	return &UnsupportedOpsError{Nodes: total, Ops: parts}
+}
+
+// UnsupportedOpsError reports the operators of a model that the runtime
+// does not implement, as against a model it cannot read.
+type UnsupportedOpsError struct {
+	Nodes int      // how many nodes use them
+	Ops   []string // each as "Op ×count", sorted
+}
+
+func (e *UnsupportedOpsError) Error() string {
+	return fmt.Sprintf("%d nodes use operators the runtime does not implement: %s (runtime.Ops lists the %d it does)",
+		e.Nodes, strings.Join(e.Ops, ", "), len(opTable))
 }
 
 // builder assembles a Model from a graph.
@@ -165,6 +176,8 @@ type builder struct {
 	weights *weightLoader
 	// mem counts the constants and inputs against the memory budget.
 	mem *budget.Meter
+	// shapes, when set, makes the builder infer shapes only (InferShapes).
+	shapes *shapePass
 }
 
 func (b *builder) build(g *onnx.Graph, dims map[string]int) (*Model, error) {
@@ -206,7 +219,7 @@ func (b *builder) addInitializers(g *onnx.Graph) error {
 		if t.Name == "" {
 			return fmt.Errorf("an initializer has no name")
 		}
-		v, err := b.weights.load(t)
+		v, err := b.initializer(t)
 		if err != nil {
 			return err
 		}
@@ -381,7 +394,10 @@ func (b *builder) addNode(index int, n *onnx.Node) error {
 		}
 		return nil
 	}
-	c := &nodeContext{node: n, opset: b.opset, inputs: inputs, attrs: attrReader{n: n}, mem: b.mem}
+	if b.shapes != nil {
+		inputs = b.shapes.retrace(n, ids, inputs)
+	}
+	c := &nodeContext{node: n, opset: b.opset, inputs: inputs, attrs: attrReader{n: n}, mem: b.mem, shapesOnly: b.shapes != nil}
 	p, err := def.prepare(c)
 	if err == nil {
 		err = c.attrs.err
@@ -390,11 +406,14 @@ func (b *builder) addNode(index int, n *onnx.Node) error {
 		return fail(err)
 	}
 	if p.consts != nil {
-		return b.addConstants(n, p.consts)
+		return b.addConstants(n, ids, p.consts)
 	}
 	outs, err := b.addOutputValues(n, p.outputs)
 	if err != nil {
 		return fail(err)
+	}
+	if b.shapes != nil {
+		b.shapes.propagate(n, ids, outs, b.values)
 	}
 	nd := &node{op: n.OpType, name: n.Name, in: ids, out: outs, kernel: p.kernel, params: p.params, src: index}
 	if b.foldable(nd) {
@@ -408,7 +427,9 @@ func (b *builder) addNode(index int, n *onnx.Node) error {
 		b.fold(nd)
 		return nil
 	}
-	b.nodes = append(b.nodes, nd)
+	if b.shapes == nil {
+		b.nodes = append(b.nodes, nd)
+	}
 	return nil
 }
 
@@ -442,12 +463,20 @@ func arityRange(lo, hi int) string {
 	return fmt.Sprintf("%d to %d", lo, hi)
 }
 
-func (b *builder) addConstants(n *onnx.Node, consts []*value) error {
+// addConstants names a node's outputs known at load; in, the node's
+// input ids, say (to InferShapes) whether they carry the batch.
+func (b *builder) addConstants(n *onnx.Node, in []int, consts []*value) error {
+	outs := make([]int, len(consts))
 	for i, v := range consts {
 		v.name = n.Outputs[i]
-		if _, err := b.newValue(v); err != nil {
+		id, err := b.newValue(v)
+		if err != nil {
 			return err
 		}
+		outs[i] = id
+	}
+	if b.shapes != nil {
+		b.shapes.propagate(n, in, outs, b.values)
 	}
 	return nil
 }
@@ -464,7 +493,11 @@ func (b *builder) addOutputValues(n *onnx.Node, shapes [][]int) ([]int, error) {
 		if i >= len(shapes) {
 			return nil, fmt.Errorf("output %d (%q) is not produced", i, name)
 		}
-		if _, err := checkedElements(shapes[i]); err != nil {
+		limit := maxTensorElements
+		if b.shapes != nil {
+			limit = maxShapeElements
+		}
+		if _, err := elementsUpTo(shapes[i], limit); err != nil {
 			return nil, fmt.Errorf("output %q: %w", name, err)
 		}
 		id, err := b.newValue(&value{name: name, shape: shapes[i]})

@@ -156,6 +156,19 @@ type nodeContext struct {
 	attrs  attrReader
 	// mem counts constants folded at load against the memory budget.
 	mem *budget.Meter
+	// shapesOnly: only the output shapes are wanted (InferShapes), so an
+	// operator whose kernel needs constants it lacks still gives them.
+	shapesOnly bool
+}
+
+// limit bounds the elements of a tensor the node may infer: what the
+// runtime can allocate when it loads a model to run, and what a count
+// in bytes holds when only shapes are inferred.
+func (c *nodeContext) limit() int {
+	if c.shapesOnly {
+		return maxShapeElements
+	}
+	return maxTensorElements
 }
 
 // reserve takes the bytes of a constant output of the given shape from

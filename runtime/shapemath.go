@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -43,11 +44,9 @@ func foldBroadcast(c *nodeContext, f func(x []float64) float64) ([]int, []float6
 	if err != nil {
 		return nil, nil, err
 	}
-	shape := c.shape(0)
-	for i := 1; i < len(in); i++ {
-		if shape, err = broadcastShapes(shape, c.shape(i)); err != nil {
-			return nil, nil, err
-		}
+	shape, err := broadcastInputs(c)
+	if err != nil {
+		return nil, nil, err
 	}
 	if err := c.reserve(shape, true, true); err != nil {
 		return nil, nil, err
@@ -107,8 +106,31 @@ func constantOf(shape []int, vals []float64, integer bool) *value {
 	return &value{shape: shape, konst: &Tensor{Shape: shape, Data: data}}
 }
 
+// broadcastInputs is the broadcast of every input's shape.
+func broadcastInputs(c *nodeContext) ([]int, error) {
+	shape := c.shape(0)
+	for i := 1; i < len(c.inputs); i++ {
+		var err error
+		if shape, err = broadcastShapes(shape, c.shape(i)); err != nil {
+			return nil, err
+		}
+	}
+	return shape, nil
+}
+
+// allConst reports whether every given input is known at load.
+func allConst(c *nodeContext) bool {
+	return !slices.ContainsFunc(c.inputs, func(v *value) bool { return v != nil && !v.isConst() })
+}
+
 func foldDef(integer func(c *nodeContext) bool, f func(c *nodeContext) func(x []float64) float64) func(c *nodeContext) (prepared, error) {
 	return func(c *nodeContext) (prepared, error) {
+		if c.shapesOnly && !allConst(c) {
+			// Only folded at load; over activations the shape is known
+			// all the same.
+			shape, err := broadcastInputs(c)
+			return prepared{outputs: [][]int{slices.Clone(shape)}}, errors.Join(err, c.attrs.err)
+		}
 		shape, vals, err := foldBroadcast(c, f(c))
 		if err != nil {
 			return prepared{}, err
@@ -193,7 +215,7 @@ func prepareCast(c *nodeContext) (prepared, error) {
 	to := onnx.DataType(c.attrs.int("to", 0))
 	integer := isIntegerType(to)
 	if !c.inputs[0].isConst() {
-		if to != onnx.Float {
+		if to != onnx.Float && !c.shapesOnly {
 			return prepared{}, fmt.Errorf("a Cast to %s of a value computed at run time: the runtime computes in float32 only", to)
 		}
 		return prepared{kernel: copyKernel{}, outputs: [][]int{slices.Clone(c.shape(0))}}, c.attrs.err

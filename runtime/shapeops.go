@@ -14,14 +14,16 @@ func prepareReshape(c *nodeContext) (prepared, error) {
 		return prepared{}, err
 	}
 	in := c.shape(0)
-	out, err := reshapeTarget(in, spec, c.attrs.int("allowzero", 0) != 0)
+	out, err := reshapeTarget(in, spec, c.attrs.int("allowzero", 0) != 0, c.limit())
 	if err != nil {
 		return prepared{}, err
 	}
 	return prepared{kernel: copyKernel{}, outputs: [][]int{out}}, nil
 }
 
-func reshapeTarget(in []int, spec []int64, allowZero bool) ([]int, error) {
+// reshapeTarget resolves spec for an input of shape in; no dimension or
+// element count may pass limit.
+func reshapeTarget(in []int, spec []int64, allowZero bool, limit int) ([]int, error) {
 	out := make([]int, len(spec))
 	infer, known := -1, 1
 	for i, d := range spec {
@@ -36,14 +38,15 @@ func reshapeTarget(in []int, spec []int64, allowZero bool) ([]int, error) {
 				return nil, fmt.Errorf("shape %v copies dimension %d, but the input %s has rank %d", spec, i, formatShape(in), len(in))
 			}
 			out[i] = in[i]
-		case d < 0 || d > maxTensorElements:
+		case d < 0 || d > int64(limit):
 			return nil, fmt.Errorf("shape %v has the invalid dimension %d", spec, d)
 		default:
 			out[i] = int(d)
 		}
-		if known = known * out[i]; known > maxTensorElements {
+		if out[i] != 0 && known > limit/out[i] {
 			return nil, fmt.Errorf("shape %v is too large", spec)
 		}
+		known *= out[i]
 	}
 	total := numElements(in)
 	if infer >= 0 {

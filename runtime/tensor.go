@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,17 +37,31 @@ const maxTensorElements = 1 << 34
 // checkedElements is numElements for shapes that come from a model file,
 // rejecting negative dimensions and element counts past maxTensorElements.
 func checkedElements(shape []int) (int, error) {
+	return elementsUpTo(shape, maxTensorElements)
+}
+
+// elementsUpTo is numElements, refusing negative dimensions and counts
+// past limit.
+func elementsUpTo(shape []int, limit int) (int, error) {
 	n := 1
 	for _, d := range shape {
 		if d < 0 {
 			return 0, fmt.Errorf("shape %s has a negative dimension", formatShape(shape))
 		}
-		if d != 0 && n > maxTensorElements/d {
-			return 0, fmt.Errorf("shape %s has more than 2^34 elements", formatShape(shape))
+		if d != 0 && n > limit/d {
+			return 0, fmt.Errorf("shape %s has more than %s elements", formatShape(shape), limitName(limit))
 		}
 		n *= d
 	}
 	return n, nil
+}
+
+// limitName writes an element bound as a power of two where it is one.
+func limitName(limit int) string {
+	if limit > 0 && limit&(limit-1) == 0 {
+		return fmt.Sprintf("2^%d", bits.TrailingZeros(uint(limit)))
+	}
+	return fmt.Sprint(limit)
 }
 
 // formatShape renders a shape as [1 3 224 224]; a scalar is [].

@@ -3,8 +3,8 @@
 // and memory traffic, the weights owned, what is saved for the backward
 // pass, and for weight products the matrix sizes a planner cuts.
 //
-// Shapes are inferred without weights or kernels, with the batch (the
-// first input's dimension 0) set by the caller. Products cost 2·outputs·K
+// Shapes are the runtime's (runtime.InferShapes), inferred without
+// weights, with the batch (every input's dimension 0) set by the caller. Products cost 2·outputs·K
 // FLOPs forward and twice that backward; other operators cost about their
 // outputs, and moving ones (Reshape, Identity, Constant) nothing. Bytes
 // are each operator's inputs and outputs, once; backward moves twice the
@@ -187,7 +187,7 @@ func FromONNX(m *onnx.Model, name string, batch int64) (*Graph, error) {
 	}
 	g := &Graph{Model: name, Batch: batch, shapes: map[string][]int64{}, batched: map[string]bool{},
 		inputs: map[string]bool{}, producer: map[string]int{}, consumers: map[string][]int{}}
-	inf, err := newInference(m.Graph, g, batch)
+	inf, err := newInference(m, g, batch)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}

@@ -1,24 +1,33 @@
 package training
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
 	"rulebook/onnx"
+	"rulebook/runtime"
 )
 
-// inference carries shapes, constant values (for Reshape targets) and
-// which values are weights while the nodes are visited in order.
+// inference carries shapes (the runtime's, for every value) and which
+// values are weights and integer constants while the nodes are visited in
+// order.
 type inference struct {
 	g       *Graph
 	onnx    *onnx.Graph
-	consts  map[string][]int64 // integer constants' values
-	weights map[string]string  // weight value -> the initializer it is
-	owned   map[string]bool    // initializers already given to an operator
+	shapes  *runtime.Shapes
+	consts  map[string]bool   // integer initializers and Constants
+	weights map[string]string // weight value -> the initializer it is
+	owned   map[string]bool   // initializers already given to an operator
 }
 
-func newInference(og *onnx.Graph, g *Graph, batch int64) (*inference, error) {
-	inf := &inference{g: g, onnx: og, consts: map[string][]int64{}, weights: map[string]string{}, owned: map[string]bool{}}
+// newInference reads the initializers and gives every graph input its
+// shape at the batch: dimension 0 is the batch, and a dimension without a
+// size is 1. The runtime then infers the rest, taking a Reshape traced at
+// batch 1 to the batch.
+func newInference(m *onnx.Model, g *Graph, batch int64) (*inference, error) {
+	og := m.Graph
+	inf := &inference{g: g, onnx: og, consts: map[string]bool{}, weights: map[string]string{}, owned: map[string]bool{}}
 	for _, t := range og.Initializers {
 		if err := checkShape("initializer "+t.Name, t.Dims); err != nil {
 			return nil, err
@@ -26,10 +35,11 @@ func newInference(og *onnx.Graph, g *Graph, batch int64) (*inference, error) {
 		g.shapes[t.Name] = slices.Clone(t.Dims)
 		if t.DataType == onnx.Float || t.DataType == onnx.Float16 || t.DataType == onnx.Double {
 			inf.weights[t.Name] = t.Name
-		} else if v, err := t.Float64s(); err == nil {
-			inf.consts[t.Name] = toInts(v)
+		} else if _, err := t.Float64s(); err == nil {
+			inf.consts[t.Name] = true
 		}
 	}
+	opt := runtime.ShapeOptions{Inputs: map[string][]int{}, Batched: map[string]bool{}, RetraceBatch: true, Opset: assumedOpset}
 	for _, in := range og.Inputs {
 		if og.Initializer(in.Name) != nil {
 			continue
@@ -44,70 +54,80 @@ func newInference(og *onnx.Graph, g *Graph, batch int64) (*inference, error) {
 		if len(shape) > 0 {
 			shape[0] = batch
 			g.batched[in.Name] = true
+			opt.Batched[in.Name] = true
 		}
 		if err := checkShape("input "+in.Name, shape); err != nil {
 			return nil, fmt.Errorf("at batch %d: %w", batch, err)
 		}
 		g.shapes[in.Name] = shape
 		g.inputs[in.Name] = true
+		opt.Inputs[in.Name] = toInt(shape)
 	}
+	shapes, err := runtime.InferShapes(m, opt)
+	if err != nil {
+		return nil, shapeError(err)
+	}
+	inf.shapes = shapes
 	return inf, nil
 }
 
-func toInts(v []float64) []int64 {
-	out := make([]int64, len(v))
-	for i, x := range v {
-		out[i] = int64(x)
+// assumedOpset is the default domain's version read into a model that
+// imports none: the planner's shapes follow opsets 13 to 17.
+const assumedOpset = 17
+
+// shapeError marks what the runtime's shape inference refuses as an
+// invalid model, unless the operator is one the runtime lacks.
+func shapeError(err error) error {
+	if _, ok := errors.AsType[*runtime.UnsupportedOpsError](err); ok {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", err, ErrInvalid)
+}
+
+func toInt(s []int64) []int {
+	out := make([]int, len(s))
+	for i, d := range s {
+		out[i] = int(d)
 	}
 	return out
 }
 
-func (inf *inference) shape(v string) ([]int64, error) {
-	s, ok := inf.g.shapes[v]
-	if !ok {
-		return nil, fmt.Errorf("input %q has no known shape", v)
+func toInt64(s []int) []int64 {
+	out := make([]int64, len(s))
+	for i, d := range s {
+		out[i] = int64(d)
 	}
-	return s, nil
+	return out
 }
 
-// node infers n's output shapes and appends its Op.
+// shape is v's shape as the runtime inferred it; nil for an omitted
+// input or output.
+func (inf *inference) shape(v string) []int64 {
+	if v == "" {
+		return nil
+	}
+	if s, ok := inf.g.shapes[v]; ok {
+		return s
+	}
+	s, _ := inf.shapes.Shape(v)
+	return toInt64(s)
+}
+
+// node reads n's shapes and appends its Op.
 func (inf *inference) node(n *onnx.Node) error {
-	var in [][]int64
-	for _, v := range n.Inputs {
-		if v == "" {
-			in = append(in, nil)
-			continue
-		}
-		s, err := inf.shape(v)
-		if err != nil {
-			return err
-		}
-		in = append(in, s)
+	in := make([][]int64, len(n.Inputs))
+	for i, v := range n.Inputs {
+		in[i] = inf.shape(v)
 	}
-	if len(n.Outputs) == 0 {
-		return invalid("the node has no outputs")
-	}
-	if len(in) < minInputs(n.OpType) {
-		return invalid("%d inputs; %s takes at least %d", len(in), n.OpType, minInputs(n.OpType))
-	}
-	out, err := inf.outputShapes(n, in)
-	if err != nil {
-		return err
-	}
-	if len(out) < len(n.Outputs) {
-		return fmt.Errorf("inferred %d output shapes for %d outputs", len(out), len(n.Outputs))
-	}
-	for i, s := range out[:len(n.Outputs)] {
-		if err := checkShape("output "+n.Outputs[i], s); err != nil {
+	out := make([][]int64, len(n.Outputs))
+	for i, v := range n.Outputs {
+		out[i] = inf.shape(v)
+		if err := checkShape("output "+v, out[i]); err != nil {
 			return err
 		}
 	}
 	op := Op{Name: n.Name, Type: n.OpType, Module: ModulePath(n.Name), Inputs: n.Inputs, Outputs: n.Outputs,
 		NeedsAllFeatures: needsAllFeatures[n.OpType]}
-	batched := false
-	for _, v := range n.Inputs {
-		batched = batched || inf.g.batched[v]
-	}
 	allWeights := true
 	for _, v := range n.Inputs {
 		if _, w := inf.weights[v]; !w && v != "" {
@@ -115,11 +135,21 @@ func (inf *inference) node(n *onnx.Node) error {
 		}
 	}
 	for i, v := range n.Outputs {
+		if v == "" {
+			continue
+		}
 		inf.g.shapes[v] = out[i]
-		inf.g.batched[v] = batched && len(out[i]) > 0 && (n.OpType != "Shape")
+		inf.g.batched[v] = inf.shapes.Batched(v)
 		op.OutputBytes += 4 * float64(elements(out[i]))
 		if n.OpType == "Identity" && allWeights && len(n.Inputs) == 1 {
 			inf.weights[v] = inf.weights[n.Inputs[0]]
+		}
+	}
+	if n.OpType == "Constant" {
+		if a := n.Attr("value"); a != nil && a.T != nil && (a.T.DataType == onnx.Int64 || a.T.DataType == onnx.Int32) {
+			if _, err := a.T.Float64s(); err == nil {
+				inf.consts[n.Outputs[0]] = true
+			}
 		}
 	}
 	if n.OpType == "Identity" && allWeights {
@@ -143,7 +173,7 @@ func (inf *inference) node(n *onnx.Node) error {
 // a weight or constant).
 func (inf *inference) activation(v string) bool {
 	_, w := inf.weights[v]
-	_, c := inf.consts[v]
+	c := inf.consts[v]
 	return v != "" && !w && !c && inf.onnx.Initializer(v) == nil
 }
 

@@ -1,0 +1,188 @@
+package runtime
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"rulebook/internal/budget"
+	"rulebook/onnx"
+)
+
+// InferShapes is the load's shape inference without the load: the same
+// operator preparation, with float initializers kept as shapes (no data
+// read or generated) and integer constants still folded, so that Reshape
+// targets and Shape→Gather→Concat chains resolve. The training planner
+// uses it to size each operator at batches far past what would fit in
+// memory.
+
+// maxShapeElements bounds the tensors whose shapes alone are inferred:
+// their size in 4-byte elements still fits in an int64.
+const maxShapeElements = math.MaxInt64 / 4
+
+// ShapeOptions says how InferShapes reads the graph inputs.
+type ShapeOptions struct {
+	// Inputs are the shapes of the graph inputs (those that are not
+	// initializers), in place of the declared ones. Every input needs one.
+	Inputs map[string][]int
+	// Batched names the inputs whose dimension 0 is the batch. A value
+	// computed from a batched one carries the batch too, when it has a
+	// dimension, unless Shape computed it.
+	Batched map[string]bool
+	// RetraceBatch: a Reshape of a batched value to a constant target
+	// whose dimension 0 is 1, the batch the model was traced at, keeps the
+	// value's dimension 0 instead.
+	RetraceBatch bool
+	// Opset is the version of the default domain assumed when the model
+	// imports none; 0 refuses such a model, as Load does.
+	Opset int64
+}
+
+// Shapes are the inferred shapes of a model's values.
+type Shapes struct {
+	byName  map[string]int
+	values  []*value
+	batched map[int]bool
+}
+
+// Shape is value name's shape: a graph input, an initializer, a constant
+// or a node output.
+func (s *Shapes) Shape(name string) ([]int, bool) {
+	id, ok := s.byName[name]
+	if !ok {
+		return nil, false
+	}
+	return slices.Clone(s.values[id].shape), true
+}
+
+// Batched reports whether value name's dimension 0 is the batch (see
+// ShapeOptions.Batched).
+func (s *Shapes) Batched(name string) bool {
+	id, ok := s.byName[name]
+	return ok && s.batched[id]
+}
+
+// shapePass is what the builder keeps while it infers shapes only.
+type shapePass struct {
+	batched      map[int]bool
+	retraceBatch bool
+}
+
+// InferShapes infers the shape of every value of m with the given input
+// shapes. Its errors are the load's, for the same graph.
+func InferShapes(m *onnx.Model, opt ShapeOptions) (*Shapes, error) {
+	if m.Graph == nil {
+		return nil, fmt.Errorf("the model has no graph")
+	}
+	opset := opt.Opset
+	if _, imported := m.Opset(""); imported || opset == 0 {
+		var err error
+		if opset, err = checkOpset(m); err != nil {
+			return nil, err
+		}
+	} else if opset < minOpset || opset > maxOpset {
+		return nil, fmt.Errorf("opset %d is assumed; supported opsets are %d..%d", opset, minOpset, maxOpset)
+	}
+	if err := checkOperators(m.Graph); err != nil {
+		return nil, err
+	}
+	mem := budget.NewMeter(budget.Budget{})
+	pass := &shapePass{batched: map[int]bool{}, retraceBatch: opt.RetraceBatch}
+	b := &builder{opset: opset, byName: map[string]int{}, mem: mem, shapes: pass,
+		weights: &weightLoader{mode: WeightsFile, report: &LoadReport{}, present: map[string]bool{}, mem: mem}}
+	if err := b.addInitializers(m.Graph); err != nil {
+		return nil, err
+	}
+	if err := b.addGivenInputs(m.Graph, opt); err != nil {
+		return nil, err
+	}
+	order, err := topologicalOrder(m.Graph, b.byName)
+	if err != nil {
+		return nil, err
+	}
+	for _, i := range order {
+		if err := b.addNode(i, m.Graph.Nodes[i]); err != nil {
+			return nil, err
+		}
+	}
+	return &Shapes{byName: b.byName, values: b.values, batched: pass.batched}, nil
+}
+
+// addGivenInputs adds the graph inputs with the shapes opt gives them.
+func (b *builder) addGivenInputs(g *onnx.Graph, opt ShapeOptions) error {
+	for _, vi := range g.Inputs {
+		if _, isInit := b.byName[vi.Name]; isInit {
+			continue
+		}
+		if vi.Name == "" {
+			return fmt.Errorf("a graph input has no name")
+		}
+		shape, ok := opt.Inputs[vi.Name]
+		if !ok {
+			return fmt.Errorf("input %q: no shape is given", vi.Name)
+		}
+		if _, err := elementsUpTo(shape, maxShapeElements); err != nil {
+			return fmt.Errorf("input %q: %w", vi.Name, err)
+		}
+		id, err := b.newValue(&value{name: vi.Name, shape: slices.Clone(shape)})
+		if err != nil {
+			return err
+		}
+		if opt.Batched[vi.Name] && len(shape) > 0 {
+			b.shapes.batched[id] = true
+		}
+	}
+	return nil
+}
+
+// shapeOnly is an initializer that InferShapes does not read: a float
+// weight, or anything stored outside the file.
+func shapeOnly(t *onnx.Tensor) bool {
+	return !isIntegerType(t.DataType) || t.DataLocation == onnx.LocationExternal
+}
+
+// initializer is t as a value: its data, or only its shape where the
+// builder infers shapes and t is not an integer constant it may need.
+func (b *builder) initializer(t *onnx.Tensor) (*value, error) {
+	if b.shapes == nil || !shapeOnly(t) {
+		return b.weights.load(t)
+	}
+	shape, err := tensorShape(t)
+	if err != nil {
+		return nil, err
+	}
+	return &value{name: t.Name, shape: shape}, nil
+}
+
+// retrace gives a Reshape of a batched value to a target traced at batch
+// 1 the value's batch (ShapeOptions.RetraceBatch); other nodes keep
+// their inputs.
+func (p *shapePass) retrace(n *onnx.Node, ids []int, inputs []*value) []*value {
+	if !p.retraceBatch || n.OpType != "Reshape" || len(inputs) < 2 || inputs[0] == nil || inputs[1] == nil || !p.batched[ids[0]] {
+		return inputs
+	}
+	x, target := inputs[0].shape, inputs[1]
+	if len(target.ints) == 0 || target.ints[0] != 1 || len(x) == 0 || x[0] == 1 {
+		return inputs
+	}
+	ints := slices.Clone(target.ints)
+	ints[0] = int64(x[0])
+	v := intConstant(ints, target.shape)
+	v.name = target.name
+	out := slices.Clone(inputs)
+	out[1] = v
+	return out
+}
+
+// propagate marks a node's outputs batched when an input is (see
+// ShapeOptions.Batched).
+func (p *shapePass) propagate(n *onnx.Node, in, outs []int, values []*value) {
+	if n.OpType == "Shape" || !slices.ContainsFunc(in, func(id int) bool { return id >= 0 && p.batched[id] }) {
+		return
+	}
+	for _, id := range outs {
+		if id >= 0 && len(values[id].shape) > 0 {
+			p.batched[id] = true
+		}
+	}
+}
