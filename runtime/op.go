@@ -119,6 +119,7 @@ func buildOpTable() map[string]opDef {
 		"Range":              {3, 3, 1, 1, prepareRange},
 		"Not":                {1, 1, 1, 1, prepareNot},
 		"ScatterND":          {3, 3, 1, 1, prepareScatterND},
+		"Gelu":               {1, 1, 1, 1, prepareGelu},
 	}
 	unary := map[string]unaryOp{
 		"Relu": unaryRelu, "Sqrt": unarySqrt, "Erf": unaryErf, "Abs": unaryAbs, "Neg": unaryNeg,

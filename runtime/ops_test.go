@@ -403,3 +403,17 @@ func TestReduceLogSumExp(t *testing.T) {
 	}
 	assertClose(t, got, []int{2}, []float32{lse(1, 2, 3), lse(100, 101, 102)})
 }
+
+// TestGelu holds ONNX's Gelu to the standard normal CDF's published
+// values, Φ(1) = 0.8413447460685429 and Φ(2) = 0.9772498680518208, and to
+// the tanh approximation at the same points (PyTorch's
+// gelu(approximate="tanh") gives 0.8411920 and 1.9545977).
+func TestGelu(t *testing.T) {
+	x := &Tensor{Shape: []int{5}, Data: []float32{-2, -1, 0, 1, 2}}
+	phi1, phi2 := 0.8413447460685429, 0.9772498680518208
+	exact := []float32{float32(-2 * (1 - phi2)), float32(-(1 - phi1)), 0, float32(phi1), float32(2 * phi2)}
+	got := runNode(t, 20, pbNode("Gelu", []string{"x"}, []string{"y"}), nil, []namedTensor{{"x", x}}, "y")[0]
+	assertClose(t, got, []int{5}, exact)
+	tanh := runNode(t, 20, pbNode("Gelu", []string{"x"}, []string{"y"}, pbAttrString("approximate", "tanh")), nil, []namedTensor{{"x", x}}, "y")[0]
+	assertClose(t, tanh, []int{5}, []float32{-0.04540229, -0.15880801, 0, 0.84119199, 1.95459771})
+}

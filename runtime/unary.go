@@ -212,3 +212,23 @@ func (k *clipKernel) bind(in, out []*Tensor, e *env) func() {
 	}
 	return func() { e.workers.parallelFor(len(out[0].Data), elementGrain, body) }
 }
+
+// prepareGelu is ONNX's Gelu (opset 20): x·Φ(x), with Φ the normal CDF
+// computed exactly through erf, or approximated with tanh when the
+// approximate attribute says "tanh".
+func prepareGelu(c *nodeContext) (prepared, error) {
+	out := [][]int{slices.Clone(c.shape(0))}
+	switch mode := c.attrs.str("approximate", "none"); mode {
+	case "none":
+		return prepared{kernel: &geluKernel{div: math.Sqrt2, add: 1, scale: 0.5}, outputs: out}, nil
+	case "tanh":
+		return prepared{kernel: unaryKernel{fn: geluTanh}, outputs: out}, nil
+	default:
+		return prepared{}, fmt.Errorf("approximate %q: ONNX's Gelu takes none or tanh", mode)
+	}
+}
+
+// geluTanh is Gelu's tanh approximation: x/2·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+func geluTanh(x float64) float64 {
+	return x / 2 * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x)))
+}
