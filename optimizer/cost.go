@@ -107,10 +107,11 @@ func (a Analytic) node(g *Graph, i int) float64 {
 	if fusedRelu(g, n) {
 		return 0
 	}
-	in := make([]rules.Shape, len(n.Args))
+	var buf [4]rules.Shape // Work keeps no operand: the shapes stay on the stack
+	in := buf[:0]
 	stored := 0 // bytes a compact weight saves against its full shape
 	for k, arg := range n.Args {
-		in[k] = g.shapeOf(arg)
+		in = append(in, g.shapeOf(arg))
 		if arg.IsInput() && g.Inputs[arg.Input()].Compact != nil {
 			stored += rules.ElementBytes * (len(g.Inputs[arg.Input()].Compact.Data) - in[k].Size())
 		}

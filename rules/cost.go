@@ -8,9 +8,38 @@ type Work struct{ FLOPs, Bytes float64 }
 // ElementBytes is the size of a tensor element: float32.
 const ElementBytes = 4
 
-// CostRule counts an application's FLOPs from its parameters and the
-// shapes of its operands and outputs.
-type CostRule func(p []int, in, out []Shape) float64
+// CostRule says how an application's FLOPs follow from its parameters
+// and the shapes of its operands and outputs. It is data, not a function,
+// so that Work hands the shapes to no unknown code and a caller's shapes
+// stay on its stack: the optimizer prices nodes by the hundred thousand.
+type CostRule int
+
+// The cost rules.
+const (
+	CostUnset     CostRule = iota
+	CostPerOutput          // one operation an output element: data movement, element-wise operators
+	CostConv               // a multiply-add per output element and kernel cell of one group
+	CostProduct            // a multiply-add per output element and entry of the input's last dimension
+	CostWindow             // a kernel×kernel window per output element
+)
+
+// flops counts an application by the rule; an unset rule (an opaque node
+// built outside the registry) counts one operation an output element.
+func (c CostRule) flops(p []int, in, out []Shape) float64 {
+	outputs := float64(outputSize(out))
+	switch c {
+	case CostConv:
+		w := in[1].Dims
+		return ProductFLOPs(outputs, float64(w[1]*w[2]*w[3]))
+	case CostProduct:
+		x := in[0]
+		return ProductFLOPs(outputs, float64(x.Dims[x.Rank-1]))
+	case CostWindow:
+		k := WindowOf(p).Kernel
+		return WindowFLOPs(outputs, float64(k*k))
+	}
+	return outputs
+}
 
 // Work counts one application. Each operand is read once and each output
 // written once. An operator without a cost rule (an opaque node built
@@ -20,11 +49,7 @@ func (op *Op) Work(p []int, in, out []Shape) Work {
 	for _, s := range in {
 		read += s.Size()
 	}
-	flops := float64(outputSize(out))
-	if op.Cost != nil {
-		flops = op.Cost(p, in, out)
-	}
-	return Work{FLOPs: flops, Bytes: float64(ElementBytes * (read + outputSize(out)))}
+	return Work{FLOPs: op.Cost.flops(p, in, out), Bytes: float64(ElementBytes * (read + outputSize(out)))}
 }
 
 func outputSize(out []Shape) int {
@@ -34,10 +59,6 @@ func outputSize(out []Shape) int {
 	}
 	return n
 }
-
-// perOutput is the cost of data movement and element-wise operators: one
-// operation an output element.
-func perOutput(_ []int, _, out []Shape) float64 { return float64(outputSize(out)) }
 
 // The counts below are the one place each formula is written: the
 // registry's rows and training's NodeWork for ONNX nodes both call them.
@@ -52,26 +73,6 @@ func WindowFLOPs(outputs, window float64) float64 { return outputs * window }
 // NormalisingFLOPs counts a mean or sum, then scaling: about five
 // operations per input element (softmax, the normalisations).
 func NormalisingFLOPs(inputs float64) float64 { return 5 * inputs }
-
-// convCost multiplies and adds once per output element and kernel cell
-// of one group: O·H·W outputs times I/groups·kh·kw.
-func convCost(_ []int, in, out []Shape) float64 {
-	w := in[1].Dims
-	return ProductFLOPs(float64(outputSize(out)), float64(w[1]*w[2]*w[3]))
-}
-
-// productCost multiplies and adds once per output element and entry of
-// the contracted dimension, the input's last (matmul, linear).
-func productCost(_ []int, in, out []Shape) float64 {
-	x := in[0]
-	return ProductFLOPs(float64(outputSize(out)), float64(x.Dims[x.Rank-1]))
-}
-
-// windowCost reads a kernel×kernel window for each output element.
-func windowCost(p []int, _, out []Shape) float64 {
-	k := WindowOf(p).Kernel
-	return WindowFLOPs(float64(outputSize(out)), float64(k*k))
-}
 
 // Label names an application in a report of cost by operator: the
 // operator's name, with "+relu" where its activation parameter applies one.

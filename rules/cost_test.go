@@ -7,7 +7,7 @@ import "testing"
 func TestEveryOperatorHasCost(t *testing.T) {
 	for _, reg := range []*Registry{All(), FlexFlowReading()} {
 		for _, op := range reg.Ops() {
-			if op.Cost == nil {
+			if op.Cost == CostUnset {
 				t.Errorf("%s has no Cost: set one in its row", op.Name)
 			}
 		}

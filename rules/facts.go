@@ -22,7 +22,7 @@ func (op *Op) MissingFacts() []string {
 	lacks("shape rule", op.Shape == nil)
 	lacks("kernels", op.IntKernel == nil || op.FloatKernel == nil)
 	lacks("pointwise class", op.Pointwise == PointwiseUnset)
-	lacks("cost", op.Cost == nil)
+	lacks("cost", op.Cost == CostUnset)
 	lacks("layout rule", op.Layout == nil && !op.IsConstant())
 	lacks("ONNX form", !op.ONNX.None && len(op.ONNX.Types) == 0)
 	lacks("TASO form", !op.TASO.None && op.TASO.Name == "")

@@ -31,7 +31,7 @@ func TestMissingFactsNamesEachFact(t *testing.T) {
 		{"shape rule", func(op *Op) { op.Shape = nil }},
 		{"kernels", func(op *Op) { op.FloatKernel = nil }},
 		{"pointwise class", func(op *Op) { op.Pointwise = PointwiseUnset }},
-		{"cost", func(op *Op) { op.Cost = nil }},
+		{"cost", func(op *Op) { op.Cost = CostUnset }},
 		{"layout rule", func(op *Op) { op.Layout = nil }},
 		{"ONNX form", func(op *Op) { op.ONNX = ONNXForm{} }},
 		{"TASO form", func(op *Op) { op.TASO.Name = "" }},
