@@ -18,13 +18,12 @@ import (
 
 	"rulebook/internal/checked"
 	"rulebook/onnx"
+	"rulebook/rules"
 )
 
-// Work is an amount of computation and memory traffic.
-type Work struct {
-	FLOPs float64
-	Bytes float64
-}
+// Work is an amount of computation and memory traffic, as the registry
+// counts it.
+type Work = rules.Work
 
 // Product describes a weight product: M rows times a K × N weight. Weight
 // is the weight's tensor name, with its input-feature and output-feature

@@ -203,13 +203,13 @@ func (inf *inference) work(n *onnx.Node, op *Op, in, out [][]int64) {
 			op.ParamBytes += 4 * float64(elements(inf.g.shapes[w]))
 		}
 	}
-	if Free(n.OpType) {
+	if runtime.CostsNothing(n.OpType) {
 		return
 	}
-	op.Forward = NodeWork(n, in, out)
+	op.Forward = runtime.NodeWork(n, in, out)
 	switch n.OpType {
 	case "MatMul", "Gemm", "Conv":
-		op.Product = inf.product(n, in, out, Contraction(n, in))
+		op.Product = inf.product(n, in, out, runtime.Contraction(n, in))
 	}
 	op.Backward = Work{FLOPs: op.Forward.FLOPs, Bytes: 2 * op.Forward.Bytes}
 	if op.Product != nil || n.OpType == "MatMul" {

@@ -1,4 +1,4 @@
-package training_test
+package runtime_test
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 
 	"rulebook/onnx"
 	"rulebook/rules"
-	"rulebook/training"
+	"rulebook/runtime"
 )
 
 func ints(name string, v ...int64) *onnx.Attribute {
@@ -74,7 +74,7 @@ func TestNodeWorkAgreesWithRegistry(t *testing.T) {
 				t.Fatalf("the registry's %s gives shape %v, the ONNX node %v", c.op, got, c.out)
 			}
 			want := op.Work(c.params, in, out)
-			got := training.NodeWork(c.node, c.in, [][]int64{c.out})
+			got := runtime.NodeWork(c.node, c.in, [][]int64{c.out})
 			if got.FLOPs != want.FLOPs || got.Bytes != want.Bytes {
 				t.Errorf("ONNX count %+v, registry %+v", got, want)
 			}
@@ -100,20 +100,20 @@ func TestNodeWork(t *testing.T) {
 		node *onnx.Node
 		in   [][]int64
 		out  [][]int64
-		want training.Work
+		want rules.Work
 	}{
 		{"a view costs nothing", &onnx.Node{OpType: "Reshape", Inputs: []string{"x", "s"}, Outputs: []string{"y"}},
-			[][]int64{{4, 6}, {2}}, [][]int64{{24}}, training.Work{}},
+			[][]int64{{4, 6}, {2}}, [][]int64{{24}}, rules.Work{}},
 		{"Gemm transposed", &onnx.Node{OpType: "Gemm", Inputs: []string{"a", "b", "c"}, Outputs: []string{"y"},
 			Attributes: []*onnx.Attribute{integer("transA", 1), integer("transB", 1)}},
-			[][]int64{{5, 6}, {7, 5}, {7}}, [][]int64{{6, 7}}, training.Work{FLOPs: 2 * 42 * 5, Bytes: 4 * (30 + 35 + 7 + 42)}},
+			[][]int64{{5, 6}, {7, 5}, {7}}, [][]int64{{6, 7}}, rules.Work{FLOPs: 2 * 42 * 5, Bytes: 4 * (30 + 35 + 7 + 42)}},
 		{"an omitted input is not read", &onnx.Node{OpType: "Conv", Inputs: []string{"x", "w", ""}, Outputs: []string{"y"}},
-			[][]int64{{1, 2, 3, 3}, {4, 2, 1, 1}, nil}, [][]int64{{1, 4, 3, 3}}, training.Work{FLOPs: 2 * 36 * 2, Bytes: 4 * (18 + 8 + 36)}},
+			[][]int64{{1, 2, 3, 3}, {4, 2, 1, 1}, nil}, [][]int64{{1, 4, 3, 3}}, rules.Work{FLOPs: 2 * 36 * 2, Bytes: 4 * (18 + 8 + 36)}},
 		{"Softmax reads its input five times", &onnx.Node{OpType: "Softmax", Inputs: []string{"x"}, Outputs: []string{"y"}},
-			[][]int64{{3, 10}}, [][]int64{{3, 10}}, training.Work{FLOPs: 150, Bytes: 4 * 60}},
+			[][]int64{{3, 10}}, [][]int64{{3, 10}}, rules.Work{FLOPs: 150, Bytes: 4 * 60}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := training.NodeWork(c.node, c.in, c.out); got != c.want {
+			if got := runtime.NodeWork(c.node, c.in, c.out); got != c.want {
 				t.Errorf("got %+v, want %+v", got, c.want)
 			}
 		})

@@ -1,4 +1,4 @@
-package training
+package runtime
 
 import (
 	"rulebook/onnx"
@@ -8,9 +8,9 @@ import (
 // elementBytes is the size of a float32 element, as the registry counts it.
 const elementBytes = rules.ElementBytes
 
-// Free reports whether an operator moves no data (a view) or only
-// computes shapes: it costs nothing.
-func Free(opType string) bool { return free[opType] }
+// CostsNothing reports whether an operator moves no data (a view) or
+// only computes shapes.
+func CostsNothing(opType string) bool { return free[opType] }
 
 var free = map[string]bool{"Reshape": true, "Identity": true, "Constant": true, "Shape": true, "Flatten": true,
 	"Squeeze": true, "Unsqueeze": true, "Dropout": true}
@@ -20,37 +20,33 @@ var free = map[string]bool{"Reshape": true, "Identity": true, "Constant": true, 
 var normalising = map[string]bool{"GlobalAveragePool": true, "ReduceMean": true, "ReduceSum": true,
 	"Softmax": true, "LayerNormalization": true, "BatchNormalization": true}
 
-// NodeWork counts an ONNX node's forward work, the one count of it. The
-// planner prices nodes with it; rules.Op's Work counts the registry's
-// operators the same way, and a test holds the two together. It reads
-// the node's attributes and the shapes of its inputs and outputs (in[i]
-// is unused where the input is omitted). Each
-// present input is read once and each output written once. Products cost
-// a multiply-add per output element and entry of the contraction, pools
-// their window per output element, and the rest one operation per
-// element of the first output.
-func NodeWork(n *onnx.Node, in, out [][]int64) Work {
+// NodeWork counts an ONNX node's forward work, the one count of it, with
+// the registry's formulas (rules.ProductFLOPs, …). The planner prices
+// nodes with it; rules.Op's Work counts the registry's operators, and a
+// test holds the two together. in[i] is unused where input i is omitted.
+// Each present input is read once and each output written once.
+func NodeWork(n *onnx.Node, in, out [][]int64) rules.Work {
 	if free[n.OpType] {
-		return Work{}
+		return rules.Work{}
 	}
 	var read, written float64
 	for i, v := range n.Inputs {
 		if v != "" {
-			read += elementBytes * float64(elements(in[i]))
+			read += elementBytes * float64(shapeElements(in[i]))
 		}
 	}
 	for _, s := range out[:len(n.Outputs)] {
-		written += elementBytes * float64(elements(s))
+		written += elementBytes * float64(shapeElements(s))
 	}
-	outEl := float64(elements(out[0]))
-	w := Work{FLOPs: outEl, Bytes: read + written}
+	outEl := float64(shapeElements(out[0]))
+	w := rules.Work{FLOPs: outEl, Bytes: read + written}
 	switch {
 	case n.OpType == "MatMul" || n.OpType == "Gemm" || n.OpType == "Conv":
 		w.FLOPs = rules.ProductFLOPs(outEl, float64(Contraction(n, in)))
 	case n.OpType == "MaxPool" || n.OpType == "AveragePool":
-		w.FLOPs = rules.WindowFLOPs(outEl, window(n))
+		w.FLOPs = rules.WindowFLOPs(outEl, windowCells(n))
 	case normalising[n.OpType]:
-		w.FLOPs = rules.NormalisingFLOPs(float64(elements(in[0])))
+		w.FLOPs = rules.NormalisingFLOPs(float64(shapeElements(in[0])))
 	}
 	return w
 }
@@ -75,9 +71,9 @@ func Contraction(n *onnx.Node, in [][]int64) int64 {
 	return x[len(x)-1]
 }
 
-// window is a pool's kernel size, as a float so that no product of its
+// windowCells is a pool's kernel size, as a float so that no product of its
 // dimensions wraps.
-func window(n *onnx.Node) float64 {
+func windowCells(n *onnx.Node) float64 {
 	k := 1.0
 	if a := n.Attr("kernel_shape"); a != nil {
 		for _, d := range a.Ints {
@@ -85,4 +81,14 @@ func window(n *onnx.Node) float64 {
 		}
 	}
 	return k
+}
+
+// shapeElements is a shape's element count; the shapes come checked from
+// InferShapes or a load.
+func shapeElements(shape []int64) int64 {
+	n := int64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	return n
 }
