@@ -16,12 +16,12 @@ import (
 // cpuOnlyOps run on the CPU inside a CUDASession (a download of their
 // inputs and an upload of their outputs, listed by Fallbacks): Gather and
 // Slice on activations, which exported models use for channel selections
-// and splits (over constants they fold at load), and LayerNormalization,
-// which has no GPU kernel yet. Shape, ConstantOfShape, Equal, Where, Mod,
+// and splits (over constants they fold at load), and LayerNormalization
+// and Gelu, which have no GPU kernel yet. Shape, ConstantOfShape, Equal, Where, Mod,
 // Range, Not and ScatterND always fold; Cast folds or is a copy.
 var cpuOnlyOps = map[string]bool{"Shape": true, "Gather": true, "Slice": true, "LayerNormalization": true,
 	"ConstantOfShape": true, "Equal": true, "Where": true, "Mod": true, "Cast": true, "Range": true, "Not": true, "ScatterND": true,
-	"Einsum": true}
+	"Einsum": true, "Gelu": true}
 
 // cudaOps are the op types a CUDASession runs on the GPU.
 var cudaOps = map[string]bool{
