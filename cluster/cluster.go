@@ -153,22 +153,48 @@ func Preset(name string, nodes int) (Machine, error) {
 	return m, nil
 }
 
-// Parse reads --machine: "PRESET" or "PRESET:NODES", or a path to a
-// machine JSON file (one that ends in .json or contains a slash).
+// Parse reads --machine: "PRESET", "PRESET:NODES", "PRESET:NODESxDEVICES"
+// for part of each node (h100:1x2 is two of a node's eight GPUs), or a
+// path to a machine JSON file (one that ends in .json or contains a
+// slash).
 func Parse(spec string) (Machine, error) {
 	if IsFile(spec) {
 		return Load(spec)
 	}
 	name, count, found := strings.Cut(spec, ":")
-	nodes := 1
-	if found {
-		n, err := strconv.Atoi(count)
-		if err != nil {
-			return Machine{}, fmt.Errorf("machine %q: node count %q is not a number", spec, count)
-		}
-		nodes = n
+	if !found {
+		return Preset(name, 1)
 	}
-	return Preset(name, nodes)
+	nodeCount, deviceCount, partial := strings.Cut(count, "x")
+	nodes, err := strconv.Atoi(nodeCount)
+	if err != nil {
+		if nodeCount == "" {
+			nodeCount = count
+		}
+		return Machine{}, fmt.Errorf("machine %q: node count %q is not a number", spec, nodeCount)
+	}
+	m, err := Preset(name, nodes)
+	if err != nil || !partial {
+		return m, err
+	}
+	devices, err := strconv.Atoi(deviceCount)
+	if err != nil {
+		return Machine{}, fmt.Errorf("machine %q: device count %q is not a number", spec, deviceCount)
+	}
+	return m.PartOfNodes(devices)
+}
+
+// PartOfNodes is the machine with only devices of each node's devices in
+// use: a workstation, or the GPUs a job was given. The links stay the
+// node's.
+func (m Machine) PartOfNodes(devices int) (Machine, error) {
+	if devices < 1 || devices > m.DevicesPerNode {
+		return Machine{}, fmt.Errorf("machine %s: a node has %d devices (%s); want 1 to %d in NODESxDEVICES, got %d",
+			m.Name, m.DevicesPerNode, m.Device.Name, m.DevicesPerNode, devices)
+	}
+	m.Name = fmt.Sprintf("%sx%d", m.Name, devices)
+	m.DevicesPerNode = devices
+	return m, nil
 }
 
 // IsFile tells a machine file from a preset: it ends in .json or has a

@@ -31,6 +31,16 @@ func TestParse(t *testing.T) {
 		{"testdata/negative-bandwidth.json", 0, "testdata/negative-bandwidth.json: intra_node.bandwidth is -1e+10; want a number from 1000 to 1e+18"},
 		{"testdata/unknown-field.json", 0, `unknown field "devices_per_nodes"`},
 		{"testdata/missing.json", 0, "no such file"},
+		// Part of a node: a workstation, or the GPUs a job was given.
+		{"h100:1x1", 1, ""},
+		{"h100:1x2", 2, ""},
+		{"dgx-a100:2x4", 8, ""},
+		{"summit:1x6", 6, ""},
+		{"h100:1x9", 0, "machine h100:1: a node has 8 devices (H100-SXM5-80GB); want 1 to 8 in NODESxDEVICES, got 9"},
+		{"h100:1x0", 0, "want 1 to 8 in NODESxDEVICES, got 0"},
+		{"h100:1xq", 0, `device count "q" is not a number`},
+		{"h100:x2", 0, `node count "x2" is not a number`},
+		{"h100:0x2", 0, "want at least 1 node"},
 	} {
 		m, err := Parse(c.spec)
 		if c.err != "" {

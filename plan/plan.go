@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 
 	"rulebook/cluster"
+	"rulebook/internal/english"
 	"rulebook/internal/safetext"
 	"rulebook/training"
 	"rulebook/version"
@@ -81,7 +82,7 @@ func Choose(ctx context.Context, g *training.Graph, kinds []Kind, o Options) (*C
 // WriteTable prints every strategy priced, one per line, and says which
 // was chosen and that the times are simulated.
 func (c *Choice) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "%s on %s (%d devices), batch %d: %s\ncost model: %s\n", safetext.Name(c.Model), safetext.Name(c.Machine.Name), c.Machine.NumDevices(), c.Batch, Simulated, CostModel)
+	fmt.Fprintf(w, "%s on %s (%s), batch %d: %s\ncost model: %s\n", safetext.Name(c.Model), safetext.Name(c.Machine.Name), english.Nouns(c.Machine.NumDevices(), "device"), c.Batch, Simulated, CostModel)
 	if c.Rules != nil {
 		fmt.Fprintf(w, "rules: %s, pinned; the strategies do not use them yet\n", safetext.Name(c.Rules.Describe()))
 	}

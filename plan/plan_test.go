@@ -218,3 +218,26 @@ func TestTorchPlanLayers(t *testing.T) {
 		t.Errorf("layers %d, modules %v, %v; want 16 layers", tp.Layers, tp.Modules, err)
 	}
 }
+
+// TestPartOfANode plans on fewer devices than a node has (h100:1x2): every
+// priced strategy uses exactly those two devices, and one device alone
+// leaves nothing to split.
+func TestPartOfANode(t *testing.T) {
+	for _, c := range []struct {
+		machine string
+		devices int
+	}{{"h100:1x2", 2}, {"h100:1x1", 1}, {"dgx-a100:2x2", 4}} {
+		out, err := Run(context.Background(), Request{Model: "mlp", Machine: c.machine, Batch: 64})
+		if err != nil {
+			t.Fatalf("%s: %v", c.machine, err)
+		}
+		if got := out.Choice.Machine.NumDevices(); got != c.devices {
+			t.Errorf("%s: %d devices, want %d", c.machine, got, c.devices)
+		}
+		for _, r := range out.Choice.Results {
+			if s := r.Strategy; r.Err == nil && s.DP*s.TP*max(s.PP, 1) != c.devices {
+				t.Errorf("%s: %s uses dp%d×tp%d×pp%d, not the %d devices", c.machine, s.Kind, s.DP, s.TP, s.PP, c.devices)
+			}
+		}
+	}
+}

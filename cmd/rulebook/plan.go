@@ -58,7 +58,7 @@ func newPlanCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&req.Machine, "machine", "summit:1", "machine preset with node count (summit:16, dgx-a100:2, h100:1, cpu) or a machine JSON file")
+	f.StringVar(&req.Machine, "machine", "summit:1", "machine preset with node count (summit:16, dgx-a100:2, h100:1, cpu), part of a node (h100:1x2), or a machine JSON file")
 	f.Int64Var(&req.Batch, "batch", 0, "global batch (0: the model's own fixed batch)")
 	f.BoolVar(&req.PerDevice, "per-device", false, "--batch is per device: the global batch is it times the machine's devices")
 	f.StringVar(&req.Strategy, "strategy", "", "price only dp, tp, grid or pp (default: all, and choose)")
