@@ -25,9 +25,11 @@ func (r *Rule) FindShapes(inputs []Shape, constants map[string][]Shape) bool {
 				cs := s.out[side][j][0]
 				n.ConstShape = &cs
 			}
-			if n.Op.Name == "conv2d" && n.Params[3] == GroupsInferred {
-				n.Params = append([]int(nil), n.Params...)
-				n.Params[3] = impliedGroups(s.shapeOf(side, n.Args[0]), s.shapeOf(side, n.Args[1]))
+			if _, conv := n.Op.Attrs.(ConvAttrs); conv {
+				if a := ConvOf(n.Params); a.Groups == GroupsInferred {
+					a.Groups = impliedGroups(s.shapeOf(side, n.Args[0]), s.shapeOf(side, n.Args[1]))
+					n.Params = a.Params() // a fresh slice: the node's may be shared
+				}
 			}
 		}
 	}

@@ -32,13 +32,13 @@ func NodeWork(n *onnx.Node, in, out [][]int64) rules.Work {
 	var read, written float64
 	for i, v := range n.Inputs {
 		if v != "" {
-			read += elementBytes * float64(shapeElements(in[i]))
+			read += elementBytes * float64(Elements(in[i]))
 		}
 	}
 	for _, s := range out[:len(n.Outputs)] {
-		written += elementBytes * float64(shapeElements(s))
+		written += elementBytes * float64(Elements(s))
 	}
-	outEl := float64(shapeElements(out[0]))
+	outEl := float64(Elements(out[0]))
 	w := rules.Work{FLOPs: outEl, Bytes: read + written}
 	switch {
 	case n.OpType == "MatMul" || n.OpType == "Gemm" || n.OpType == "Conv":
@@ -46,7 +46,7 @@ func NodeWork(n *onnx.Node, in, out [][]int64) rules.Work {
 	case n.OpType == "MaxPool" || n.OpType == "AveragePool":
 		w.FLOPs = rules.WindowFLOPs(outEl, windowCells(n))
 	case normalising[n.OpType]:
-		w.FLOPs = rules.NormalisingFLOPs(float64(shapeElements(in[0])))
+		w.FLOPs = rules.NormalisingFLOPs(float64(Elements(in[0])))
 	}
 	return w
 }
@@ -83,9 +83,9 @@ func windowCells(n *onnx.Node) float64 {
 	return k
 }
 
-// shapeElements is a shape's element count; the shapes come checked from
+// Elements is a shape's element count; the shapes come checked from
 // InferShapes or a load.
-func shapeElements(shape []int64) int64 {
+func Elements(shape []int64) int64 {
 	n := int64(1)
 	for _, d := range shape {
 		n *= d

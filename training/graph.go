@@ -19,6 +19,7 @@ import (
 	"rulebook/internal/checked"
 	"rulebook/onnx"
 	"rulebook/rules"
+	"rulebook/runtime"
 )
 
 // Work is an amount of computation and memory traffic, as the registry
@@ -86,7 +87,7 @@ func (g *Graph) HasBatch(v string) bool { return g.batched[v] }
 func (g *Graph) IsInput(v string) bool { return g.inputs[v] }
 
 // ValueBytes is v's size in bytes (4 per element).
-func (g *Graph) ValueBytes(v string) float64 { return 4 * float64(elements(g.shapes[v])) }
+func (g *Graph) ValueBytes(v string) float64 { return 4 * float64(runtime.Elements(g.shapes[v])) }
 
 // Params is the number of weights (4-byte elements).
 func (g *Graph) Params() float64 {
@@ -132,16 +133,6 @@ func checkShape(what string, s []int64) error {
 		return invalid("%s has shape %v, too large: its size in bytes, %w", what, s, err)
 	}
 	return nil
-}
-
-// elements is a shape's element count; shapes are checked by checkShape
-// before they are kept.
-func elements(shape []int64) int64 {
-	n := int64(1)
-	for _, d := range shape {
-		n *= d
-	}
-	return n
 }
 
 // ModulePath reads a PyTorch module path from an exported node name. Each

@@ -140,7 +140,7 @@ func (inf *inference) node(n *onnx.Node) error {
 		}
 		inf.g.shapes[v] = out[i]
 		inf.g.batched[v] = inf.shapes.Batched(v)
-		op.OutputBytes += 4 * float64(elements(out[i]))
+		op.OutputBytes += 4 * float64(runtime.Elements(out[i]))
 		if n.OpType == "Identity" && allWeights && len(n.Inputs) == 1 {
 			inf.weights[v] = inf.weights[n.Inputs[0]]
 		}
@@ -196,11 +196,11 @@ func (inf *inference) work(n *onnx.Node, op *Op, in, out [][]int64) {
 			continue
 		}
 		if inf.activation(v) {
-			actBytes += 4 * float64(elements(in[i]))
+			actBytes += 4 * float64(runtime.Elements(in[i]))
 		}
 		if w, ok := inf.weights[v]; ok && !inf.owned[w] && n.OpType != "Identity" {
 			inf.owned[w] = true
-			op.ParamBytes += 4 * float64(elements(inf.g.shapes[w]))
+			op.ParamBytes += 4 * float64(runtime.Elements(inf.g.shapes[w]))
 		}
 	}
 	if runtime.CostsNothing(n.OpType) {
@@ -237,7 +237,7 @@ func (inf *inference) product(n *onnx.Node, in, out [][]int64, k int64) *Product
 		p.N, p.WeightOutAxis, p.WeightInAxis = in[1][len(in[1])-1], len(in[1])-1, len(in[1])-2
 	}
 	if p.N > 0 {
-		p.M = elements(o) / p.N
+		p.M = runtime.Elements(o) / p.N
 	}
 	return p
 }
