@@ -196,9 +196,11 @@ func (p *parser) side() (*Graph, error) {
 		if err := p.expect("("); err != nil {
 			return nil, err
 		}
+		var names []token
 		for p.peek().text == "(" {
 			p.next()
 			name := p.next()
+			names = append(names, name)
 			if !strings.HasPrefix(name.text, "%") || len(name.text) < 2 {
 				return nil, p.fail(name, "expected a binding name like %%0")
 			}
@@ -220,9 +222,37 @@ func (p *parser) side() (*Graph, error) {
 		if err := p.body(b); err != nil {
 			return nil, err
 		}
+		if err := b.checkUsed(names); err != nil {
+			return nil, err
+		}
 		return b.g, p.expect(")")
 	}
 	return b.g, p.body(b)
+}
+
+// checkUsed refuses a binding no output depends on: the canonical text
+// drops such a node, so a rule holding one would not print back to itself.
+func (b *graphBuilder) checkUsed(names []token) error {
+	live := make([]bool, len(b.g.Nodes))
+	var mark func(v Value)
+	mark = func(v Value) {
+		if v.IsInput() || live[v.Node] {
+			return
+		}
+		live[v.Node] = true
+		for _, a := range b.g.Nodes[v.Node].Args {
+			mark(a)
+		}
+	}
+	for _, o := range b.g.Outputs {
+		mark(o)
+	}
+	for _, name := range names {
+		if v := b.vars[name.text]; !v.IsInput() && !live[v.Node] {
+			return &SyntaxError{Line: name.line, Col: name.col, Msg: fmt.Sprintf("binding %s is not used by any output", name.text)}
+		}
+	}
+	return nil
 }
 
 func (p *parser) body(b *graphBuilder) error {

@@ -15,6 +15,8 @@ func TestSyntaxErrorsSayWhere(t *testing.T) {
 		{"(frobnicate ?a) => ?a", "1:2: expected an operator"},
 		{"(conv2d 1 sideways none 1 ?a ?b) => ?a", "1:11: conv2d: parameter padding: expected one of same|valid|sym"},
 		{"(relu ?a) =>\n  (relu %0)", "2:9: binding %0 is not defined"},
+		{"(let ((%0 (relu ?a)) (%1 (relu %0))) %0) => ?a", "1:23: binding %1 is not used by any output"},
+		{"(let ((%0 (relu ?a)) (%1 (relu %0)) (%2 (relu %1))) %0) => ?a", "1:23: binding %1 is not used by any output"},
 		{"(outputs ?a ?b) => ?a", "source has 2 outputs but target has 1"},
 		{"(relu ?a) => (relu ?a) extra", "1:24: expected end of rule"},
 	}
