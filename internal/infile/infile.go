@@ -42,6 +42,7 @@ const (
 	Bundle                   // an exported rule version (--rules x.json)
 	Axioms                   // an *.smt2 axiom file
 	Library                  // a shared library (--ort-lib)
+	Profile                  // a device profile of measured operator times
 )
 
 // limits and names are indexed by Kind. A machine file or an axiom file
@@ -62,6 +63,7 @@ var kinds = [...]struct {
 	Bundle:       {"rule bundle", 256 << 20},
 	Axioms:       {"axiom file", 4 << 20},
 	Library:      {"shared library", 4 << 30},
+	Profile:      {"device profile", 16 << 20},
 }
 
 func (k Kind) String() string { return kinds[k].name }
