@@ -23,6 +23,7 @@ type builder struct {
 	s     Strategy
 	o     Options
 	r     *Result
+	c     *costs
 	micro float64 // one micro-batch per replica, as a share of the graph's batch
 
 	resources []simulate.Resource
@@ -31,9 +32,14 @@ type builder struct {
 	deps      [][]string
 }
 
-func newBuilder(g *training.Graph, s Strategy, o Options, r *Result) *builder {
-	b := &builder{g: g, s: s, o: o, r: r, keys: map[string]int{},
+func newBuilder(g *training.Graph, s Strategy, o Options, r *Result, c *costs) *builder {
+	b := &builder{g: g, s: s, o: o, r: r, c: c, keys: map[string]int{},
 		micro: 1 / float64(s.DP*s.Microbatches)}
+	r.Costs = make([]OpCost, len(g.Ops))
+	for i, op := range g.Ops {
+		l := r.Layouts[i]
+		r.Costs[i] = c.op(g, op, piece{share: b.micro, cut: l.cut(s.TP), style: l.Style})
+	}
 	for st := 0; st < s.PP; st++ {
 		dev := b.base(st)
 		b.resources = append(b.resources,
@@ -137,13 +143,11 @@ func valueKey(v string, micro int) string { return fmt.Sprintf("value %s #%d", v
 func gradKey(v string, micro int) string  { return fmt.Sprintf("grad %s #%d", v, micro) }
 
 func (b *builder) forward(st, j int) {
-	d := b.o.Machine.Device
 	for i, op := range b.g.Ops {
 		if b.r.Stage[i] != st {
 			continue
 		}
 		l := b.r.Layouts[i]
-		share := l.cut(b.s.TP) * b.micro
 		var deps []string
 		for _, v := range op.Inputs {
 			if p, ok := b.g.Producer(v); ok {
@@ -157,7 +161,7 @@ func (b *builder) forward(st, j int) {
 			deps = []string{key}
 		}
 		fwd := fmt.Sprintf("fwd %s #%d", op.Name, j)
-		b.add(fwd, op.Name, simulate.Compute, 3*st, roofline(d, op.Forward, share), deps...)
+		b.add(fwd, op.Name, simulate.Compute, 3*st, b.r.Costs[i].Forward, deps...)
 		done := fwd
 		if l.ForwardAllReduce {
 			g := b.tpGroup(st)
@@ -205,7 +209,6 @@ func (b *builder) inputBytes(op training.Op) float64 {
 }
 
 func (b *builder) backward(st, j int) {
-	d := b.o.Machine.Device
 	last := j == b.s.Microbatches-1
 	for i := len(b.g.Ops) - 1; i >= 0; i-- {
 		op := b.g.Ops[i]
@@ -224,7 +227,7 @@ func (b *builder) backward(st, j int) {
 			}
 		}
 		bwd := fmt.Sprintf("bwd %s #%d", op.Name, j)
-		b.add(bwd, op.Name+" (backward)", simulate.Compute, 3*st, roofline(d, op.Backward, l.cut(b.s.TP)*b.micro), deps...)
+		b.add(bwd, op.Name+" (backward)", simulate.Compute, 3*st, b.r.Costs[i].Backward, deps...)
 		done := bwd
 		if l.BackwardAllReduce {
 			g := b.tpGroup(st)
@@ -268,8 +271,8 @@ func (b *builder) sendBackward(st, i, j int) {
 }
 
 // update is Adam on the stage's share of the weights once their gradients
-// are reduced: it reads weights, gradients and two moments and writes
-// weights and moments back.
+// are reduced: fused Adam as the profile measured it, or the roofline of
+// its traffic (costs.adam).
 func (b *builder) update(st int) {
 	var params float64
 	deps := []string{}
@@ -286,8 +289,11 @@ func (b *builder) update(st int) {
 	if params == 0 {
 		return
 	}
-	work := training.Work{FLOPs: 10 * params / 4, Bytes: 7 * params}
-	b.add(fmt.Sprintf("adam %d", st), "optimizer step (Adam)", simulate.Compute, 3*st, roofline(b.o.Machine.Device, work, 1), deps...)
+	t, src := b.c.adam(params / 4)
+	if t > b.r.Optimizer.Forward {
+		b.r.Optimizer = OpCost{Forward: t, Source: src}
+	}
+	b.add(fmt.Sprintf("adam %d", st), "optimizer step (Adam)", simulate.Compute, 3*st, t, deps...)
 }
 
 // slowest is the simulated step of the stage whose device finishes last,
