@@ -23,11 +23,15 @@ const (
 )
 
 // OpCost is one operator's simulated time on one device for one
-// micro-batch, in seconds, and what priced it. An operator that moves
-// nothing (a Reshape) has no source.
+// micro-batch, in seconds, and what priced it. Forward and Backward are
+// the device's time; Launch is the host's time to issue each of them,
+// which overlaps the device's work on earlier operators (the profile's
+// launch floor; 0 under the roofline). An operator that moves nothing (a
+// Reshape) has no source.
 type OpCost struct {
 	Forward  float64 `json:"forward_s"`
 	Backward float64 `json:"backward_s"`
+	Launch   float64 `json:"launch_s,omitempty"`
 	Source   Source  `json:"source,omitempty"`
 }
 
@@ -45,6 +49,10 @@ type costs struct {
 	curves map[profile.Kind]*curve
 	rows   *curve
 	exact  func(profile.Kind, profile.Shape) (profile.Entry, bool)
+	// launch is the profile's launch floor in prec: each measured time
+	// is the host's launch and the device's work in turn, where in a
+	// step the host runs ahead of the device.
+	launch float64
 }
 
 // newCosts reads the profile's points for prec; prof may be nil.
@@ -55,6 +63,7 @@ func newCosts(d cluster.Device, prec cluster.Precision, prof *profile.Profile) *
 	}
 	c.exact = func(k profile.Kind, s profile.Shape) (profile.Entry, bool) { return prof.Find(k, s, prec) }
 	floor, call := launchCosts(prof.Entries, prec)
+	c.launch = floor
 	var pooled []profile.Entry
 	for _, k := range []profile.Kind{profile.Linear, profile.Conv2D, profile.AttentionFused, profile.AttentionUnfused,
 		profile.LayerNorm, profile.GELU, profile.ReLU, profile.Softmax, profile.Add} {
@@ -226,13 +235,23 @@ func (c *costs) op(g *training.Graph, op training.Op, p piece) OpCost {
 	if fwd.FLOPs == 0 && fwd.Bytes == 0 {
 		return OpCost{}
 	}
+	rf, rb := c.roofline(op, fwd), c.roofline(op, bwd)
 	out := c.measured(g, op, p, fwd, bwd)
 	if out.Source == "" {
-		out = OpCost{Forward: c.roofline(op, fwd), Backward: c.roofline(op, bwd), Source: FromRoofline}
+		return OpCost{Forward: rf, Backward: rb, Source: FromRoofline}
 	}
-	if cast := c.castTime(op, p); cast > 0 {
-		out.Forward += cast
-		out.Backward += cast
+	// the device's share of a measured time: what is left after the
+	// launch, and never less than the roofline
+	out.Forward, out.Backward, out.Launch = max(out.Forward-c.launch, rf), max(out.Backward-c.launch, rb), c.launch
+	if cast := c.castBytes(op, p); cast > 0 {
+		t := cast / c.dev.MemoryBandwidth
+		if c.rows != nil {
+			t, _ = c.rows.at(cast)
+		}
+		t = max(t-c.launch, cast/c.dev.MemoryBandwidth)
+		out.Forward += t
+		out.Backward += t
+		out.Launch += c.launch
 	}
 	return out
 }
@@ -284,20 +303,15 @@ func (c *costs) roofline(op training.Op, w training.Work) float64 {
 	return max(w.FLOPs/peak, w.Bytes*c.elem/4/c.dev.MemoryBandwidth)
 }
 
-// castTime is autocast's copy of a product's fp32 weights into 16 bits
+// castBytes is autocast's copy of a product's fp32 weights into 16 bits
 // before each forward (read 4, write 2 bytes a parameter), and of the
 // 16-bit weight gradient back into the fp32 one in the backward: the
-// same traffic again, priced each way.
-func (c *costs) castTime(op training.Op, p piece) float64 {
+// same traffic again, one more kernel each way.
+func (c *costs) castBytes(op training.Op, p piece) float64 {
 	if c.elem >= 4 || op.Product == nil || op.ParamBytes == 0 {
 		return 0
 	}
-	bytes := 1.5 * op.ParamBytes * p.cut
-	if c.rows != nil {
-		f, _ := c.rows.at(bytes)
-		return f
-	}
-	return bytes / c.dev.MemoryBandwidth
+	return 1.5 * op.ParamBytes * p.cut
 }
 
 // adam prices the optimizer step over params fp32 parameters: fused Adam

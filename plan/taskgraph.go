@@ -47,6 +47,12 @@ func newBuilder(g *training.Graph, s Strategy, o Options, r *Result, c *costs) *
 			simulate.Resource{Name: fmt.Sprintf("stage %d: device %d intra-node link", st, dev), Kind: simulate.Link, Device: dev},
 			simulate.Resource{Name: fmt.Sprintf("stage %d: device %d network", st, dev), Kind: simulate.Link, Device: dev})
 	}
+	// each stage's host, which launches its operators in order ahead of
+	// the device (after every stage's own resources, so indices 3·stage
+	// to 3·stage+2 stay the device's and its links')
+	for st := 0; st < s.PP; st++ {
+		b.resources = append(b.resources, simulate.Resource{Name: fmt.Sprintf("stage %d: host", st), Kind: simulate.Device, Device: -1})
+	}
 	return b
 }
 
@@ -139,6 +145,18 @@ func oneFOneB(stage, pp, m int) []unit {
 	return out
 }
 
+// launch adds the host's launch of operator i's task key on stage st, in
+// program order on the host, and is its key; "" (no wait) where the cost
+// model has no launch time.
+func (b *builder) launch(st, i int, key string) string {
+	t := b.r.Costs[i].Launch
+	if t <= 0 {
+		return ""
+	}
+	b.add("launch "+key, "launch "+b.g.Ops[i].Name, simulate.Compute, 3*b.s.PP+st, t)
+	return "launch " + key
+}
+
 func valueKey(v string, micro int) string { return fmt.Sprintf("value %s #%d", v, micro) }
 func gradKey(v string, micro int) string  { return fmt.Sprintf("grad %s #%d", v, micro) }
 
@@ -161,7 +179,7 @@ func (b *builder) forward(st, j int) {
 			deps = []string{key}
 		}
 		fwd := fmt.Sprintf("fwd %s #%d", op.Name, j)
-		b.add(fwd, op.Name, simulate.Compute, 3*st, b.r.Costs[i].Forward, deps...)
+		b.add(fwd, op.Name, simulate.Compute, 3*st, b.r.Costs[i].Forward, append(deps, b.launch(st, i, fwd))...)
 		done := fwd
 		if l.ForwardAllReduce {
 			g := b.tpGroup(st)
@@ -227,7 +245,7 @@ func (b *builder) backward(st, j int) {
 			}
 		}
 		bwd := fmt.Sprintf("bwd %s #%d", op.Name, j)
-		b.add(bwd, op.Name+" (backward)", simulate.Compute, 3*st, b.r.Costs[i].Backward, deps...)
+		b.add(bwd, op.Name+" (backward)", simulate.Compute, 3*st, b.r.Costs[i].Backward, append(deps, b.launch(st, i, bwd))...)
 		done := bwd
 		if l.BackwardAllReduce {
 			g := b.tpGroup(st)
