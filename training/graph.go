@@ -48,8 +48,12 @@ type Op struct {
 	Forward, Backward Work
 	// ParamBytes are the weights the operator owns (each weight belongs to
 	// its first reader).
-	ParamBytes      float64
-	ActivationBytes float64 // saved for the backward pass
+	ParamBytes float64
+	// Saved is what the operator keeps for its backward pass, as PyTorch's
+	// autograd does; ActivationBytes counts the part of it no earlier
+	// operator saved already (one storage is kept once).
+	Saved           []Saved
+	ActivationBytes float64
 	OutputBytes     float64
 	Product         *Product // nil unless a weight product
 	// NeedsAllFeatures: the operator reads every feature of its input
@@ -69,6 +73,7 @@ type Graph struct {
 	inputs    map[string]bool
 	producer  map[string]int
 	consumers map[string][]int
+	storage   map[string]string // a view's value -> the value whose memory it shares
 }
 
 // Producer is the operator writing value v, if any.
@@ -176,7 +181,7 @@ func FromONNX(m *onnx.Model, name string, batch int64) (*Graph, error) {
 		return nil, fmt.Errorf("%s: no batch dimension (input %s has fixed shape %v); pass --batch N to treat dimension 0 as the batch", name, first.Name, first.Shape)
 	}
 	g := &Graph{Model: name, Batch: batch, shapes: map[string][]int64{}, batched: map[string]bool{},
-		inputs: map[string]bool{}, producer: map[string]int{}, consumers: map[string][]int{}}
+		inputs: map[string]bool{}, producer: map[string]int{}, consumers: map[string][]int{}, storage: map[string]string{}}
 	inf, err := newInference(m, g, batch)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -186,6 +191,8 @@ func FromONNX(m *onnx.Model, name string, batch int64) (*Graph, error) {
 			return nil, fmt.Errorf("%s: node %s (%s): %w", name, n.Name, n.OpType, err)
 		}
 	}
+	g.fuseGELU()
+	g.countSaved()
 	return g, nil
 }
 

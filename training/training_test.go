@@ -119,3 +119,52 @@ func TestNoBatch(t *testing.T) {
 		t.Errorf("mlp without a batch: %v", err)
 	}
 }
+
+// TestSaved: what a training step keeps for backward, each storage once,
+// as PyTorch's autograd keeps it: a Linear its input, ReLU its output
+// (the next Linear's input, counted once), the encoder its 24 S×H-sized
+// tensors per layer and sequence with the scores' softmax (8 of them) and
+// GELU's input only, and an embedding lookup its indices, not its table.
+func TestSaved(t *testing.T) {
+	const sh = 512 * 1024 * 4 // one [seq, hidden] tensor in bytes
+	for _, c := range []struct {
+		name  string
+		model *onnx.Model
+		batch int64
+		want  float64
+	}{
+		{"mlp", MLP(MLPConfig{Layers: 4, Width: 64}), 8, 4 * 8 * 64 * 4},
+		{"encoder layer", Transformer(TransformerConfig{Layers: 1, Hidden: 1024, Heads: 16, FFN: 4096, Seq: 512}), 1,
+			24*sh + 2*2*512*4}, // + LayerNorm's mean and rstd per row, twice
+		{"dlrm", DLRM(DLRMConfig{Dense: 4, Bottom: []int64{8}, Top: []int64{8, 1}, Tables: 2, Rows: 1000, Dim: 8}), 16,
+			16*4*4 + 16*8*4 + 2*16*8 + 16*24*4 + 16*8*4 + 16*1*4}, // dense, ReLU, indices, concat, ReLU, sigmoid
+	} {
+		g, err := FromONNX(c.model, c.name, c.batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := g.SavedBytes(); got != c.want {
+			t.Errorf("%s: %.0f bytes saved, want %.0f", c.name, got, c.want)
+		}
+	}
+}
+
+// TestLookupWork: an embedding lookup reads the rows it gathers, so its
+// work does not grow with the table.
+func TestLookupWork(t *testing.T) {
+	var work []Work
+	for _, rows := range []int64{1000, 1_000_000} {
+		g, err := FromONNX(DLRM(DLRMConfig{Dense: 4, Bottom: []int64{8}, Top: []int64{1}, Tables: 1, Rows: rows, Dim: 8}), "dlrm", 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range g.Ops {
+			if op.Type == "Gather" {
+				work = append(work, op.Forward, op.Backward)
+			}
+		}
+	}
+	if len(work) != 4 || work[0] != work[2] || work[1] != work[3] || work[0].Bytes != 8*16+2*16*8*4 {
+		t.Errorf("lookup work at 1000 and 1,000,000 rows: %+v", work)
+	}
+}
