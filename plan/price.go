@@ -53,6 +53,48 @@ type Options struct {
 	MemoryLimit float64
 	// Microbatches per pipeline step; 0 means twice the stages.
 	Microbatches int
+	// Attention is how attention groups are priced: fused (the default)
+	// or unfused, as the graph writes them.
+	Attention Attention
+}
+
+// Attention is how the planner prices the graph's attention groups
+// (training.Attention).
+type Attention string
+
+// The attention modes, as --attention spells them.
+const (
+	// FusedAttention prices each group as one fused kernel, as PyTorch's
+	// scaled_dot_product_attention runs it: no scores kept for backward.
+	FusedAttention Attention = "fused"
+	// UnfusedAttention keeps the graph as written.
+	UnfusedAttention Attention = "unfused"
+)
+
+// ParseAttention reads an --attention value.
+func ParseAttention(s string) (Attention, error) {
+	switch a := Attention(s); a {
+	case FusedAttention, UnfusedAttention:
+		return a, nil
+	}
+	return "", fmt.Errorf("unknown attention %q (known: fused, unfused)", s)
+}
+
+// attention is the mode in force: fused unless unfused is asked for.
+func (o Options) attention() Attention {
+	if o.Attention == UnfusedAttention {
+		return UnfusedAttention
+	}
+	return FusedAttention
+}
+
+// graph is g as the options price it: with its attention fused unless
+// they say unfused.
+func (o Options) graph(g *training.Graph) *training.Graph {
+	if o.attention() == UnfusedAttention {
+		return g
+	}
+	return g.FuseAttention()
 }
 
 // MaxTasks bounds the simulator tasks of one strategy's step: operators
@@ -72,6 +114,11 @@ func (o Options) validate() error {
 	}
 	if err := checked.Real("the memory limit (bytes)", o.MemoryLimit, 0, maxMemoryLimit); err != nil {
 		return err
+	}
+	if o.Attention != "" {
+		if _, err := ParseAttention(string(o.Attention)); err != nil {
+			return err
+		}
 	}
 	return checked.Count("the micro-batches", int64(o.Microbatches), 0, MaxTasks)
 }
@@ -97,6 +144,7 @@ func Price(ctx context.Context, g *training.Graph, s Strategy, o Options) (*Resu
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
+	g = o.graph(g)
 	if err := s.divides(g.Batch); err != nil {
 		return &Result{Strategy: s, Err: err}, nil
 	}

@@ -60,6 +60,14 @@ type Op struct {
 	// (a normalization, reduction, flatten, concat or gather), so a
 	// tensor-parallel planner must gather feature slices first.
 	NeedsAllFeatures bool
+	// Attention is set on every operator of a fused attention group
+	// (Graph.FuseAttention): the group's first operator, Attention.Ops[0],
+	// carries the fused kernel's work and saved tensors, the others none.
+	// Its sizes (Batch, Heads, SeqQ, SeqK, HeadDim) are what a measured
+	// profile of the kernel is looked up by.
+	Attention *Attention
+
+	axis int64 // a Softmax's axis
 }
 
 // Graph is a model's training step at one batch size.
@@ -74,6 +82,9 @@ type Graph struct {
 	producer  map[string]int
 	consumers map[string][]int
 	storage   map[string]string // a view's value -> the value whose memory it shares
+	constant  map[string]bool   // constants and what is computed from them alone
+	attention []*Attention
+	fused     bool
 }
 
 // Producer is the operator writing value v, if any.
@@ -191,8 +202,10 @@ func FromONNX(m *onnx.Model, name string, batch int64) (*Graph, error) {
 			return nil, fmt.Errorf("%s: node %s (%s): %w", name, n.Name, n.OpType, err)
 		}
 	}
+	g.constant = inf.consts
 	g.fuseGELU()
 	g.countSaved()
+	g.findAttention()
 	return g, nil
 }
 

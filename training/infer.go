@@ -16,7 +16,7 @@ type inference struct {
 	g       *Graph
 	onnx    *onnx.Graph
 	shapes  *runtime.Shapes
-	consts  map[string]bool   // integer initializers and Constants
+	consts  map[string]bool   // integer initializers, Constants and what is computed from them alone
 	weights map[string]string // weight value -> the initializer it is
 	owned   map[string]bool   // initializers already given to an operator
 	strided map[string]bool   // transposed views, which a Reshape copies
@@ -128,7 +128,7 @@ func (inf *inference) node(n *onnx.Node) error {
 		}
 	}
 	op := Op{Name: n.Name, Type: n.OpType, Module: ModulePath(n.Name), Inputs: n.Inputs, Outputs: n.Outputs,
-		NeedsAllFeatures: needsAllFeatures[n.OpType]}
+		NeedsAllFeatures: needsAllFeatures[n.OpType], axis: attrInt(n, "axis", -1)}
 	allWeights := true
 	for _, v := range n.Inputs {
 		if _, w := inf.weights[v]; !w && v != "" {
@@ -146,11 +146,9 @@ func (inf *inference) node(n *onnx.Node) error {
 			inf.weights[v] = inf.weights[n.Inputs[0]]
 		}
 	}
-	if n.OpType == "Constant" {
-		if a := n.Attr("value"); a != nil && a.T != nil && (a.T.DataType == onnx.Int64 || a.T.DataType == onnx.Int32) {
-			if _, err := a.T.Float64s(); err == nil {
-				inf.consts[n.Outputs[0]] = true
-			}
+	if inf.folds(n) {
+		for _, v := range n.Outputs {
+			inf.consts[v] = true
 		}
 	}
 	if n.OpType == "Identity" && allWeights {
@@ -169,6 +167,21 @@ func (inf *inference) node(n *onnx.Node) error {
 	}
 	inf.g.Ops = append(inf.g.Ops, op)
 	return nil
+}
+
+// folds reports whether n's outputs are constants: a Constant, or an
+// operator reading only constants (torch.onnx's Pow(Constant, Constant)
+// for a scale).
+func (inf *inference) folds(n *onnx.Node) bool {
+	if n.OpType == "Constant" {
+		return true
+	}
+	for _, v := range n.Inputs {
+		if v != "" && !inf.consts[v] {
+			return false
+		}
+	}
+	return len(n.Inputs) > 0
 }
 
 // activation reports whether v is data flowing from the graph input (not

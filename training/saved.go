@@ -258,12 +258,12 @@ func (g *Graph) scaling(i int, types ...string) bool {
 	return slices.Contains(types, op.Type) && len(op.Inputs) == 2 && g.number(op.Inputs[1])
 }
 
-// number reports whether v is a one-element constant: an initializer or a
-// Constant's output, not data.
+// number reports whether v is a one-element constant, not data: an
+// initializer, a Constant's output or one computed from constants.
 func (g *Graph) number(v string) bool {
 	if g.inputs[v] || runtime.Elements(g.shapes[v]) != 1 {
 		return false
 	}
-	p, made := g.Producer(v)
-	return !made || g.Ops[p].Type == "Constant"
+	_, made := g.Producer(v)
+	return !made || g.constant[v]
 }
