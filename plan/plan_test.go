@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"rulebook/cluster"
 	"rulebook/onnx"
 	"rulebook/simulate"
 	"rulebook/training"
@@ -102,7 +103,7 @@ func TestMemoryLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := Choose(context.Background(), g, []Kind{DataParallel, Grid}, Options{Machine: machine(6), MemoryLimit: 5 << 30})
+	c, err := Choose(context.Background(), g, []Kind{DataParallel, Grid}, Options{Machine: machine(6), MemoryLimit: 5 << 30, Precision: cluster.FP32})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestMemoryLimit(t *testing.T) {
 	if !strings.Contains(table.String(), "chosen: grid dp3×tp2") {
 		t.Errorf("table:\n%s", table.String())
 	}
-	c, _ = Choose(context.Background(), g, []Kind{DataParallel, Grid}, Options{Machine: machine(6), MemoryLimit: 1 << 30})
+	c, _ = Choose(context.Background(), g, []Kind{DataParallel, Grid}, Options{Machine: machine(6), MemoryLimit: 1 << 30, Precision: cluster.FP32})
 	table.Reset()
 	c.WriteTable(&table)
 	if c.Fits || !strings.Contains(table.String(), "no strategy fits in 1.00 GiB per device") {
