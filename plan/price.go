@@ -202,9 +202,9 @@ func (o Options) CostModel() string {
 	}
 	ops := "roofline (max of FLOPs at the " + string(p) + " peak and bytes at memory bandwidth)"
 	if o.Profile != nil {
-		ops = "measured operator costs from " + o.Profile.Name + " (exact match, else a fit per operator class, else the roofline)"
+		ops = "measured operator costs from " + o.Profile.Name + " (exact match, else a fit per operator class, else the roofline); Adam " + string(o.optimizer())
 	}
-	return prec + "; " + ops + "; Adam " + string(o.optimizer()) + "; α–β collectives"
+	return prec + "; " + ops + "; α–β collectives"
 }
 
 // Price simulates one training step of g under s.
