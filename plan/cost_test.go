@@ -243,3 +243,46 @@ func TestPrecisionRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestFitBetweenMeasuredPoints: a linear layer the profile did not
+// measure is priced between the measured shapes of the same weight
+// around it, in every precision the profile has.
+func TestFitBetweenMeasuredPoints(t *testing.T) {
+	m, prof := h200(t)
+	for _, prec := range []cluster.Precision{cluster.FP32, cluster.TF32, cluster.BF16} {
+		for _, c := range []struct{ tokens, lo, hi int64 }{{1024, 512, 2048}, {4096, 2048, 8192}, {12288, 8192, 16384}} {
+			g := mlpGraph(t, 2, 8192, c.tokens)
+			r, err := Price(context.Background(), g, dp1(), Options{Machine: m, Precision: prec, Profile: prof})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lo, _ := prof.Find(profile.Linear, profile.LinearShape(c.lo, 8192, 8192), prec)
+			hi, _ := prof.Find(profile.Linear, profile.LinearShape(c.hi, 8192, 8192), prec)
+			got := r.Costs[0].Forward + r.Costs[0].Launch
+			if r.Costs[0].Source != FromFit || got < lo.Forward() || got > hi.Forward() {
+				t.Errorf("%s, %d tokens: %s %g s, want between %g and %g", prec, c.tokens, r.Costs[0].Source, got, lo.Forward(), hi.Forward())
+			}
+		}
+	}
+}
+
+// TestHostRunsAhead: with a profile, the host launches each kernel ahead
+// of the device, so a step of tiny operators takes about their launches,
+// not their launches and device times in turn.
+func TestHostRunsAhead(t *testing.T) {
+	m, prof := h200(t)
+	g := mlpGraph(t, 16, 64, 8)
+	r, err := Price(context.Background(), g, dp1(), Options{Machine: m, Profile: prof})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var launches, serial float64
+	for _, c := range r.Costs {
+		launches += c.Launch + c.BackwardLaunch
+		serial += c.Launch + c.BackwardLaunch + c.Forward + c.Backward
+	}
+	serial += r.Optimizer.Forward
+	if r.Time.Step < launches || r.Time.Step >= serial {
+		t.Errorf("step %g s, launches %g s, launch and device in turn %g s", r.Time.Step, launches, serial)
+	}
+}
