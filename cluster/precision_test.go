@@ -24,7 +24,6 @@ func TestPrecisionPeaks(t *testing.T) {
 		{"dgx-a100", BF16, nil},
 		{"h100", BF16, nil},
 		{"h200", BF16, nil},
-		{"cpu", FP32, []Precision{BF16, FP16, TF32}},
 	} {
 		m, err := Preset(c.preset, 1)
 		if err != nil {

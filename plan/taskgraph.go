@@ -25,6 +25,10 @@ type builder struct {
 	r     *Result
 	c     *costs
 	micro float64 // one micro-batch per replica, as a share of the graph's batch
+	// actMicro scales an activation's fp32 size (as training counts it) to
+	// one micro-batch's message in the precision's element size: 16-bit
+	// mixed precision sends activations and their gradients in 2 bytes.
+	actMicro float64
 
 	resources []simulate.Resource
 	tasks     []simulate.Task
@@ -35,6 +39,7 @@ type builder struct {
 func newBuilder(g *training.Graph, s Strategy, o Options, r *Result, c *costs) *builder {
 	b := &builder{g: g, s: s, o: o, r: r, c: c, keys: map[string]int{},
 		micro: 1 / float64(s.DP*s.Microbatches)}
+	b.actMicro = b.micro * c.elem / 4
 	r.Costs = c.all(g, r.Layouts, s.TP, b.micro)
 	for st := 0; st < s.PP; st++ {
 		dev := b.base(st)
@@ -170,7 +175,7 @@ func (b *builder) forward(st, j int) {
 		if l.GatherInputs {
 			g := b.tpGroup(st)
 			key := fmt.Sprintf("gather %s #%d", op.Name, j)
-			b.add(key, "all-gather "+op.Name, simulate.Communication, b.link(st, g), b.o.Machine.AllGather(g, b.inputBytes(op)*b.micro), deps...)
+			b.add(key, "all-gather "+op.Name, simulate.Communication, b.link(st, g), b.o.Machine.AllGather(g, b.inputBytes(op)*b.actMicro), deps...)
 			deps = []string{key}
 		}
 		fwd := fmt.Sprintf("fwd %s #%d", op.Name, j)
@@ -179,7 +184,7 @@ func (b *builder) forward(st, j int) {
 		if l.ForwardAllReduce {
 			g := b.tpGroup(st)
 			done = fmt.Sprintf("tp all-reduce %s #%d", op.Name, j)
-			b.add(done, "all-reduce "+op.Name, simulate.Communication, b.link(st, g), b.o.Machine.AllReduce(g, op.OutputBytes*b.micro), fwd)
+			b.add(done, "all-reduce "+op.Name, simulate.Communication, b.link(st, g), b.o.Machine.AllReduce(g, op.OutputBytes*b.actMicro), fwd)
 		}
 		for _, v := range op.Outputs {
 			b.keys[valueKey(v, j)] = b.keys[done]
@@ -198,7 +203,7 @@ func (b *builder) sendForward(st int, v string, j int) {
 			continue
 		}
 		b.add(key, "send "+v, simulate.Communication, b.link(st, cluster.Group{b.base(st), b.base(to)}),
-			b.o.Machine.PointToPoint(b.base(st), b.base(to), b.g.ValueBytes(v)*b.micro), valueKey(v, j))
+			b.o.Machine.PointToPoint(b.base(st), b.base(to), b.g.ValueBytes(v)*b.actMicro), valueKey(v, j))
 	}
 }
 
@@ -245,7 +250,7 @@ func (b *builder) backward(st, j int) {
 		if l.BackwardAllReduce {
 			g := b.tpGroup(st)
 			done = fmt.Sprintf("tp grad all-reduce %s #%d", op.Name, j)
-			b.add(done, "all-reduce grad "+op.Name, simulate.Communication, b.link(st, g), b.o.Machine.AllReduce(g, b.inputBytes(op)*b.micro), bwd)
+			b.add(done, "all-reduce grad "+op.Name, simulate.Communication, b.link(st, g), b.o.Machine.AllReduce(g, b.inputBytes(op)*b.actMicro), bwd)
 		}
 		b.keys[gradKey(op.Name, j)] = b.keys[done]
 		b.sendBackward(st, i, j)
@@ -279,7 +284,7 @@ func (b *builder) sendBackward(st, i, j int) {
 		}
 		to := b.r.Stage[p]
 		b.add(fmt.Sprintf("send grad %s #%d from %d", v, j, st), "send grad "+v, simulate.Communication,
-			b.link(st, cluster.Group{b.base(st), b.base(to)}), b.o.Machine.PointToPoint(b.base(st), b.base(to), b.g.ValueBytes(v)*b.micro), deps...)
+			b.link(st, cluster.Group{b.base(st), b.base(to)}), b.o.Machine.PointToPoint(b.base(st), b.base(to), b.g.ValueBytes(v)*b.actMicro), deps...)
 	}
 }
 
