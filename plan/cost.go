@@ -204,10 +204,13 @@ func opKind(op training.Op) profile.Kind {
 	case op.Type == "MatMul" || op.Type == "Gemm":
 		return profile.Linear
 	}
-	return map[string]profile.Kind{"LayerNormalization": profile.LayerNorm, "Softmax": profile.Softmax, "LogSoftmax": profile.Softmax,
-		"Relu": profile.ReLU, "Gelu": profile.GELU, "Erf": profile.GELU, "Add": profile.Add, "Sub": profile.Add,
-		"Mul": profile.Add, "Div": profile.Add}[op.Type]
+	return kindOf[op.Type]
 }
+
+// kindOf is the profile's class of each ONNX operator measured as one.
+var kindOf = map[string]profile.Kind{"LayerNormalization": profile.LayerNorm, "Softmax": profile.Softmax, "LogSoftmax": profile.Softmax,
+	"Relu": profile.ReLU, "Gelu": profile.GELU, "Erf": profile.GELU, "Add": profile.Add, "Sub": profile.Add,
+	"Mul": profile.Add, "Div": profile.Add}
 
 // isProduct says whether op runs on tensor cores in a reduced precision.
 func isProduct(op training.Op) bool {
@@ -266,22 +269,24 @@ func backwardRatio(fwd, bwd training.Work) float64 {
 // bytes ratios: two products of the forward's size for a product, a read
 // of the gradient besides the input for an element-wise operator).
 func (c *costs) finish(out OpCost, rf, rb, cast, ratio float64) OpCost {
+	launch := c.launch
 	if out.Source == "" {
-		return OpCost{Forward: rf, Backward: rb, Source: FromRoofline}
+		out, launch = OpCost{Forward: rf, Backward: rb, Source: FromRoofline}, 0
+	} else {
+		fwd := max(out.Forward-launch, rf)
+		out.Forward, out.Backward = fwd, max(min(out.Backward-launch, ratio*fwd), rb)
+		out.Launch, out.BackwardLaunch = launch, launch
 	}
-	fwd := max(out.Forward-c.launch, rf)
-	out.Forward, out.Backward, out.Launch = fwd, max(min(out.Backward-c.launch, ratio*fwd), rb), c.launch
-	out.BackwardLaunch = c.launch
 	if cast > 0 {
 		t := cast / c.dev.MemoryBandwidth
-		if c.rows != nil {
-			t, _ = c.rows.at(cast)
+		if c.rows != nil && launch > 0 {
+			f, _ := c.rows.at(cast)
+			t = max(f-launch, t)
 		}
-		t = max(t-c.launch, cast/c.dev.MemoryBandwidth)
 		out.Forward += t
 		out.Backward += t
-		out.Launch += c.launch
-		out.BackwardLaunch += c.launch
+		out.Launch += launch
+		out.BackwardLaunch += launch
 	}
 	return out
 }
