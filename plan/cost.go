@@ -26,13 +26,18 @@ const (
 // micro-batch, in seconds, and what priced it. Forward and Backward are
 // the device's time; Launch and BackwardLaunch are the host's time to
 // issue them, which overlaps the device's work on earlier operators (the
-// profile's launch floor per kernel; 0 under the roofline). An operator
-// that moves nothing (a Reshape) has no source.
+// profile's launch floor per kernel; 0 under the roofline). Cast and
+// CastLaunch are autocast's copy of the weights into 16 bits, made once a
+// step, before the first micro-batch's forward (autocast keeps the copy
+// for the step). An operator that moves nothing (a Reshape) has no
+// source.
 type OpCost struct {
 	Forward        float64 `json:"forward_s"`
 	Backward       float64 `json:"backward_s"`
 	Launch         float64 `json:"launch_s,omitempty"`
 	BackwardLaunch float64 `json:"backward_launch_s,omitempty"`
+	Cast           float64 `json:"cast_s,omitempty"`
+	CastLaunch     float64 `json:"cast_launch_s,omitempty"`
 	Source         Source  `json:"source,omitempty"`
 }
 
@@ -283,9 +288,8 @@ func (c *costs) finish(out OpCost, rf, rb, cast, ratio float64) OpCost {
 			f, _ := c.rows.at(cast)
 			t = max(f-launch, t)
 		}
-		out.Forward += t
+		out.Cast, out.CastLaunch = t, launch
 		out.Backward += t
-		out.Launch += launch
 		out.BackwardLaunch += launch
 	}
 	return out
@@ -339,9 +343,9 @@ func (c *costs) roofline(op training.Op, w training.Work) float64 {
 }
 
 // castBytes is autocast's copy of a product's fp32 weights into 16 bits
-// before each forward (read 4, write 2 bytes a parameter), and of the
-// 16-bit weight gradient back into the fp32 one in the backward: the
-// same traffic again, one more kernel each way.
+// (read 4, write 2 bytes a parameter), once a step, and of each
+// micro-batch's 16-bit weight gradient back into the fp32 one in its
+// backward: the same traffic again, one more kernel each.
 func (c *costs) castBytes(op training.Op, p piece) float64 {
 	if c.elem >= 4 || op.Product == nil || op.ParamBytes == 0 {
 		return 0

@@ -150,7 +150,7 @@ func (c *Choice) WriteExplain(w io.Writer, g *training.Graph) error {
 			continue
 		}
 		counts[t.Source]++
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", safetext.Name(op.Name), safetext.Name(op.Type), us(t.Forward), us(t.Backward), t.Source)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", safetext.Name(op.Name), safetext.Name(op.Type), us(t.Forward+t.Cast), us(t.Backward), t.Source)
 	}
 	if r.Optimizer.Source != "" {
 		fmt.Fprintf(tw, "optimizer step (Adam)\t\t%s\t\t%s\t\n", us(r.Optimizer.Forward), r.Optimizer.Source)

@@ -179,7 +179,12 @@ func (b *builder) forward(st, j int) {
 			deps = []string{key}
 		}
 		fwd := fmt.Sprintf("fwd %s #%d", op.Name, j)
-		b.add(fwd, op.Name, simulate.Compute, 3*st, b.r.Costs[i].Forward, append(deps, b.launch(st, i, fwd, b.r.Costs[i].Launch))...)
+		t, launch := b.r.Costs[i].Forward, b.r.Costs[i].Launch
+		if j == 0 {
+			// autocast's 16-bit copy of the weights, kept for the step
+			t, launch = t+b.r.Costs[i].Cast, launch+b.r.Costs[i].CastLaunch
+		}
+		b.add(fwd, op.Name, simulate.Compute, 3*st, t, append(deps, b.launch(st, i, fwd, launch))...)
 		done := fwd
 		if l.ForwardAllReduce {
 			g := b.tpGroup(st)
