@@ -278,8 +278,8 @@ func TestHostRunsAhead(t *testing.T) {
 	}
 	var launches, serial float64
 	for _, c := range r.Costs {
-		launches += c.Launch + c.BackwardLaunch
-		serial += c.Launch + c.BackwardLaunch + c.Forward + c.Backward
+		launches += c.Launch + c.BackwardLaunch + c.CastLaunch
+		serial += c.Launch + c.BackwardLaunch + c.CastLaunch + c.Forward + c.Backward + c.Cast
 	}
 	serial += r.Optimizer.Forward
 	if r.Time.Step < launches || r.Time.Step >= serial {
