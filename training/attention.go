@@ -1,6 +1,9 @@
 package training
 
-import "slices"
+import (
+	"maps"
+	"slices"
+)
 
 // Attention is one scaled dot-product attention found in the graph: a
 // product of two activations (Q·Kᵀ), optionally scaled by a number and
@@ -162,7 +165,9 @@ func (g *Graph) FuseAttention() *Graph {
 	f := *g
 	f.fused = true
 	f.Ops = slices.Clone(g.Ops)
+	f.storage = maps.Clone(g.storage)
 	for _, a := range g.attention {
+		f.mergeHeads(a)
 		fwd, bwd := f.fusedWork(a)
 		for _, i := range a.Ops {
 			f.Ops[i].Attention = a
@@ -180,6 +185,21 @@ func (g *Graph) FuseAttention() *Graph {
 	}
 	f.countSaved()
 	return &f
+}
+
+// mergeHeads makes the heads' merge after a fused kernel a view: the
+// kernel writes its output [B, H, S, D] with the heads inner, as
+// FlashAttention and PyTorch's kernels do, so the Transpose to
+// [B, S, H, D] and the Reshape to [B, S, H·D] after it copy nothing.
+func (g *Graph) mergeHeads(a *Attention) {
+	t, ok := g.only(g.Producer1(a.Out))
+	if !ok || g.Ops[t].Type != "Transpose" || !slices.Equal(g.Ops[t].perm, []int64{0, 2, 1, 3}) {
+		return
+	}
+	g.storage[g.Ops[t].Outputs[0]] = a.Out
+	if r, ok := g.only(t); ok && (g.Ops[r].Type == "Reshape" || g.Ops[r].Type == "Flatten") {
+		g.storage[g.Ops[r].Outputs[0]] = a.Out
+	}
 }
 
 // lseBytes is the log-sum-exp the kernel keeps per query row.
