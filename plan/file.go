@@ -10,21 +10,23 @@ import (
 
 // File is the plan as written to plan.json.
 type File struct {
-	Format      string          `json:"format"`
-	Simulated   string          `json:"simulated"`
-	CostModel   string          `json:"cost_model"`
-	Model       string          `json:"model"`
-	Machine     cluster.Machine `json:"machine"`
-	Batch       int64           `json:"global_batch"`
-	Strategy    Strategy        `json:"strategy"`
-	Attention   Attention       `json:"attention"`
-	Time        Time            `json:"time"`
-	Memory      Memory          `json:"memory_per_device"`
-	MemoryLimit float64         `json:"memory_limit"`
-	Fits        bool            `json:"fits"`
-	Stages      []StageFile     `json:"stages"`
-	Operators   []OperatorFile  `json:"operators"`
-	Compared    []Compared      `json:"compared"`
+	Format    string          `json:"format"`
+	Simulated string          `json:"simulated"`
+	CostModel string          `json:"cost_model"`
+	Model     string          `json:"model"`
+	Machine   cluster.Machine `json:"machine"`
+	Batch     int64           `json:"global_batch"`
+	Strategy  Strategy        `json:"strategy"`
+	Attention Attention       `json:"attention"`
+	// Levers are the memory levers the chosen strategy needs to fit.
+	Levers      []string       `json:"memory_levers,omitempty"`
+	Time        Time           `json:"time"`
+	Memory      Memory         `json:"memory_per_device"`
+	MemoryLimit float64        `json:"memory_limit"`
+	Fits        bool           `json:"fits"`
+	Stages      []StageFile    `json:"stages"`
+	Operators   []OperatorFile `json:"operators"`
+	Compared    []Compared     `json:"compared"`
 }
 
 // StageFile is one pipeline stage: its devices, node-major.
@@ -61,7 +63,7 @@ const FileFormat = "rulebook.plan/1"
 func (c *Choice) NewFile(g *training.Graph) *File {
 	r := c.Chosen
 	f := &File{Format: FileFormat, Simulated: Simulated, CostModel: CostModel, Model: c.Model, Machine: c.Machine,
-		Batch: c.Batch, Strategy: r.Strategy, Attention: c.Options.attention(), Time: r.Time, Memory: r.Memory, MemoryLimit: c.Options.memoryLimit(), Fits: r.Fits}
+		Batch: c.Batch, Strategy: r.Strategy, Attention: c.Options.attention(), Levers: r.Strategy.leverNames(), Time: r.Time, Memory: r.Memory, MemoryLimit: c.Options.memoryLimit(), Fits: r.Fits}
 	s := r.Strategy
 	for st := 0; st < s.PP; st++ {
 		sf := StageFile{Stage: st}
