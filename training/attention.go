@@ -63,7 +63,7 @@ func (g *Graph) attentionAt(s int) *Attention {
 		probs = pv
 		pv, ok = g.only(pv)
 	}
-	if !ok || g.Ops[pv].Type != "MatMul" || !g.activations(pv) || g.Producer1(g.Ops[pv].Inputs[0]) != probs {
+	if !ok || g.Ops[pv].Type != "MatMul" || !g.activations(pv) || g.producerOf(g.Ops[pv].Inputs[0]) != probs {
 		return nil
 	}
 	a.Ops = append(a.Ops, pv)
@@ -126,8 +126,8 @@ func (g *Graph) attentionShape(a *Attention, scores []int64) *Attention {
 	return a
 }
 
-// Producer1 is the operator writing v, or −1.
-func (g *Graph) Producer1(v string) int {
+// producerOf is the operator writing v, or −1.
+func (g *Graph) producerOf(v string) int {
 	if i, ok := g.Producer(v); ok {
 		return i
 	}
@@ -192,7 +192,7 @@ func (g *Graph) FuseAttention() *Graph {
 // FlashAttention and PyTorch's kernels do, so the Transpose to
 // [B, S, H, D] and the Reshape to [B, S, H·D] after it copy nothing.
 func (g *Graph) mergeHeads(a *Attention) {
-	t, ok := g.only(g.Producer1(a.Out))
+	t, ok := g.only(g.producerOf(a.Out))
 	if !ok || g.Ops[t].Type != "Transpose" || !slices.Equal(g.Ops[t].perm, []int64{0, 2, 1, 3}) {
 		return
 	}
