@@ -10,23 +10,22 @@ import (
 
 // File is the plan as written to plan.json.
 type File struct {
-	Format    string          `json:"format"`
-	Simulated string          `json:"simulated"`
-	CostModel string          `json:"cost_model"`
-	Model     string          `json:"model"`
-	Machine   cluster.Machine `json:"machine"`
-	Batch     int64           `json:"global_batch"`
-	Strategy  Strategy        `json:"strategy"`
-	Attention Attention       `json:"attention"`
-	// Levers are the memory levers the chosen strategy needs to fit.
-	Levers      []string       `json:"memory_levers,omitempty"`
-	Time        Time           `json:"time"`
-	Memory      Memory         `json:"memory_per_device"`
-	MemoryLimit float64        `json:"memory_limit"`
-	Fits        bool           `json:"fits"`
-	Stages      []StageFile    `json:"stages"`
-	Operators   []OperatorFile `json:"operators"`
-	Compared    []Compared     `json:"compared"`
+	Format      string          `json:"format"`
+	Simulated   string          `json:"simulated"`
+	CostModel   string          `json:"cost_model"`
+	Model       string          `json:"model"`
+	Machine     cluster.Machine `json:"machine"`
+	Batch       int64           `json:"global_batch"`
+	Strategy    Strategy        `json:"strategy"`
+	Time        Time            `json:"time"`
+	Memory      Memory          `json:"memory_per_device"`
+	MemoryLimit float64         `json:"memory_limit"`
+	Fits        bool            `json:"fits"`
+	Stages      []StageFile     `json:"stages"`
+	Operators   []OperatorFile  `json:"operators"`
+	Compared    []Compared      `json:"compared"`
+	Attention   Attention       `json:"attention"`
+	Levers      []string        `json:"memory_levers,omitempty"` // what the chosen strategy needs to fit
 }
 
 // StageFile is one pipeline stage: its devices, node-major.
