@@ -24,6 +24,8 @@ type File struct {
 	Stages      []StageFile     `json:"stages"`
 	Operators   []OperatorFile  `json:"operators"`
 	Compared    []Compared      `json:"compared"`
+	Attention   Attention       `json:"attention"`
+	Levers      []string        `json:"memory_levers,omitempty"` // what the chosen strategy needs to fit
 }
 
 // StageFile is one pipeline stage: its devices, node-major.
@@ -60,7 +62,7 @@ const FileFormat = "rulebook.plan/1"
 func (c *Choice) NewFile(g *training.Graph) *File {
 	r := c.Chosen
 	f := &File{Format: FileFormat, Simulated: Simulated, CostModel: CostModel, Model: c.Model, Machine: c.Machine,
-		Batch: c.Batch, Strategy: r.Strategy, Time: r.Time, Memory: r.Memory, MemoryLimit: c.Options.memoryLimit(), Fits: r.Fits}
+		Batch: c.Batch, Strategy: r.Strategy, Attention: c.Options.attention(), Levers: r.Strategy.leverNames(), Time: r.Time, Memory: r.Memory, MemoryLimit: c.Options.memoryLimit(), Fits: r.Fits}
 	s := r.Strategy
 	for st := 0; st < s.PP; st++ {
 		sf := StageFile{Stage: st}

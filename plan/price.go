@@ -43,6 +43,8 @@ type Result struct {
 	Stage    []int // pipeline stage of each operator
 	Schedule *simulate.Schedule
 	Err      error // why the strategy cannot run (e.g. the batch does not divide)
+
+	block []int // each operator's block (recomputation's unit), −1 outside any
 }
 
 // Options are what every strategy is priced under.
@@ -53,6 +55,48 @@ type Options struct {
 	MemoryLimit float64
 	// Microbatches per pipeline step; 0 means twice the stages.
 	Microbatches int
+	// Attention is how attention groups are priced: fused (the default)
+	// or unfused, as the graph writes them.
+	Attention Attention
+}
+
+// Attention is how the planner prices the graph's attention groups
+// (training.Attention).
+type Attention string
+
+// The attention modes, as --attention spells them.
+const (
+	// FusedAttention prices each group as one fused kernel, as PyTorch's
+	// scaled_dot_product_attention runs it: no scores kept for backward.
+	FusedAttention Attention = "fused"
+	// UnfusedAttention keeps the graph as written.
+	UnfusedAttention Attention = "unfused"
+)
+
+// ParseAttention reads an --attention value.
+func ParseAttention(s string) (Attention, error) {
+	switch a := Attention(s); a {
+	case FusedAttention, UnfusedAttention:
+		return a, nil
+	}
+	return "", fmt.Errorf("unknown attention %q (known: fused, unfused)", s)
+}
+
+// attention is the mode in force: fused unless unfused is asked for.
+func (o Options) attention() Attention {
+	if o.Attention == UnfusedAttention {
+		return UnfusedAttention
+	}
+	return FusedAttention
+}
+
+// graph is g as the options price it: with its attention fused unless
+// they say unfused.
+func (o Options) graph(g *training.Graph) *training.Graph {
+	if o.attention() == UnfusedAttention {
+		return g
+	}
+	return g.FuseAttention()
 }
 
 // MaxTasks bounds the simulator tasks of one strategy's step: operators
@@ -72,6 +116,11 @@ func (o Options) validate() error {
 	}
 	if err := checked.Real("the memory limit (bytes)", o.MemoryLimit, 0, maxMemoryLimit); err != nil {
 		return err
+	}
+	if o.Attention != "" {
+		if _, err := ParseAttention(string(o.Attention)); err != nil {
+			return err
+		}
 	}
 	return checked.Count("the micro-batches", int64(o.Microbatches), 0, MaxTasks)
 }
@@ -97,6 +146,21 @@ func Price(ctx context.Context, g *training.Graph, s Strategy, o Options) (*Resu
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
+	g = o.graph(g)
+	r, err := prepare(g, s, o)
+	if err != nil || r.Err != nil {
+		return r, err
+	}
+	if err := simulateStep(ctx, g, r, o); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// prepare lays the strategy out (tensor-parallel layouts, pipeline
+// stages, blocks) and counts its memory, all before any simulation: a
+// lever that does not fit is never simulated.
+func prepare(g *training.Graph, s Strategy, o Options) (*Result, error) {
 	if err := s.divides(g.Batch); err != nil {
 		return &Result{Strategy: s, Err: err}, nil
 	}
@@ -106,21 +170,26 @@ func Price(ctx context.Context, g *training.Graph, s Strategy, o Options) (*Resu
 	if err := s.taskBound(len(g.Ops)); err != nil {
 		return &Result{Strategy: s, Err: err}, nil
 	}
-	r := &Result{Strategy: s, Layouts: assignTensorParallel(g, s.TP), Stage: stages(g, s.PP, o.Machine.Device)}
-	b := newBuilder(g, s, o, r)
+	r := &Result{Strategy: s, Layouts: assignTensorParallel(g, s.TP), Stage: stages(g, s.PP, o.Machine.Device), block: blocks(g)}
+	r.Memory = memory(g, s, r)
+	r.Fits = r.Memory.Total() <= o.memoryLimit()
+	return r, nil
+}
+
+// simulateStep runs the step's task graph and sets r's time.
+func simulateStep(ctx context.Context, g *training.Graph, r *Result, o Options) error {
+	b := newBuilder(g, r.Strategy, o, r)
 	sched, err := b.run(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("simulate %s: %w", s, err)
+		return fmt.Errorf("simulate %s: %w", r.Strategy, err)
 	}
 	r.Schedule = sched
 	r.Time = b.slowest(sched)
-	r.Memory = memory(g, s, r)
-	r.Fits = r.Memory.Total() <= o.memoryLimit()
 	if !finite(r.Time.Step) || !finite(r.Memory.Total()) {
 		// never choose a plan whose figures are not numbers
 		r.Err = fmt.Errorf("its step (%v s) or memory (%v bytes) is not a finite number: %w", r.Time.Step, r.Memory.Total(), checked.ErrRange)
 	}
-	return r, nil
+	return nil
 }
 
 // stages cuts the operators into pp contiguous stages of about equal
@@ -155,27 +224,3 @@ func stages(g *training.Graph, pp int, d cluster.Device) []int {
 }
 
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
-
-// memory is the fullest device's memory: weights, gradients and Adam's two
-// moments for its stage's share of the parameters, and the activations
-// its stage saves for backward, for as many micro-batches as 1F1B keeps in
-// flight (pp − stage, the first stage holding most).
-func memory(g *training.Graph, s Strategy, r *Result) Memory {
-	per := make([]Memory, s.PP)
-	micro := 1 / (float64(s.DP) * float64(s.Microbatches))
-	for i, op := range g.Ops {
-		st, cut := r.Stage[i], r.Layouts[i].cut(s.TP)
-		per[st].Weights += op.ParamBytes * cut
-		inFlight := float64(min(s.PP-st, s.Microbatches))
-		per[st].Activations += op.ActivationBytes * cut * micro * inFlight
-	}
-	var worst Memory
-	for _, m := range per {
-		m.Gradients = m.Weights
-		m.Optimizer = 2 * m.Weights
-		if m.Total() > worst.Total() {
-			worst = m
-		}
-	}
-	return worst
-}

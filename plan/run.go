@@ -31,6 +31,8 @@ type Request struct {
 	Strategy     string
 	MemoryLimit  float64
 	Microbatches int
+	// Attention is fused (the default, also for "") or unfused.
+	Attention Attention
 	// Out is plan.json's path; beside it go NAME.trace.json (Chrome
 	// trace) and NAME.sharded.onnx (IR 11 sharding). "" writes nothing.
 	Out string
@@ -64,7 +66,7 @@ func Run(ctx context.Context, req Request) (*Outcome, error) {
 		}
 		kinds = []Kind{k}
 	}
-	opts := Options{Machine: m, MemoryLimit: req.MemoryLimit, Microbatches: req.Microbatches}
+	opts := Options{Machine: m, MemoryLimit: req.MemoryLimit, Microbatches: req.Microbatches, Attention: req.Attention}
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
