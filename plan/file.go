@@ -18,7 +18,6 @@ type File struct {
 	Machine     cluster.Machine `json:"machine"`
 	Batch       int64           `json:"global_batch"`
 	Strategy    Strategy        `json:"strategy"`
-	Attention   Attention       `json:"attention"`
 	Time        Time            `json:"time"`
 	Memory      Memory          `json:"memory_per_device"`
 	MemoryLimit float64         `json:"memory_limit"`
@@ -27,6 +26,8 @@ type File struct {
 	Operators   []OperatorFile  `json:"operators"`
 	Optimizer   OpCost          `json:"optimizer_step"`
 	Compared    []Compared      `json:"compared"`
+	Attention   Attention       `json:"attention"`
+	Levers      []string        `json:"memory_levers,omitempty"` // what the chosen strategy needs to fit
 }
 
 // StageFile is one pipeline stage: its devices, node-major.
@@ -66,7 +67,7 @@ const FileFormat = "rulebook.plan/1"
 func (c *Choice) NewFile(g *training.Graph) *File {
 	r := c.Chosen
 	f := &File{Format: FileFormat, Simulated: Simulated, CostModel: c.Options.CostModel(), Precision: string(c.Options.precision()), Model: c.Model, Machine: c.Machine,
-		Batch: c.Batch, Strategy: r.Strategy, Attention: c.Options.attention(), Optimizer: r.Optimizer, Time: r.Time, Memory: r.Memory, MemoryLimit: c.Options.memoryLimit(), Fits: r.Fits}
+		Batch: c.Batch, Strategy: r.Strategy, Attention: c.Options.attention(), Levers: r.Strategy.leverNames(), Optimizer: r.Optimizer, Time: r.Time, Memory: r.Memory, MemoryLimit: c.Options.memoryLimit(), Fits: r.Fits}
 	s := r.Strategy
 	for st := 0; st < s.PP; st++ {
 		sf := StageFile{Stage: st}

@@ -178,6 +178,7 @@ func (b *builder) forward(st, j int) {
 			b.add(key, "all-gather "+op.Name, simulate.Communication, b.link(st, g), b.o.Machine.AllGather(g, b.inputBytes(op)*b.actMicro), deps...)
 			deps = []string{key}
 		}
+		deps = append(deps, b.gatherWeights(st, i, fmt.Sprintf("#%d", j)))
 		fwd := fmt.Sprintf("fwd %s #%d", op.Name, j)
 		t, launch := b.r.Costs[i].Forward, b.r.Costs[i].Launch
 		if j == 0 {
@@ -249,8 +250,11 @@ func (b *builder) backward(st, j int) {
 				}
 			}
 		}
+		deps = append(deps, b.gatherWeights(st, i, fmt.Sprintf("#%d backward", j)))
 		bwd := fmt.Sprintf("bwd %s #%d", op.Name, j)
-		b.add(bwd, op.Name+" (backward)", simulate.Compute, 3*st, b.r.Costs[i].Backward, append(deps, b.launch(st, i, bwd, b.r.Costs[i].BackwardLaunch))...)
+		again, againLaunch := b.recompute(i)
+		b.add(bwd, op.Name+" (backward)", simulate.Compute, 3*st, b.r.Costs[i].Backward+again,
+			append(deps, b.launch(st, i, bwd, b.r.Costs[i].BackwardLaunch+againLaunch))...)
 		done := bwd
 		if l.BackwardAllReduce {
 			g := b.tpGroup(st)
@@ -259,10 +263,8 @@ func (b *builder) backward(st, j int) {
 		}
 		b.keys[gradKey(op.Name, j)] = b.keys[done]
 		b.sendBackward(st, i, j)
-		if last && op.ParamBytes > 0 && b.s.DP > 1 {
-			g := b.dpGroup(st)
-			b.add("dp "+op.Name, "all-reduce weight grads "+op.Name, simulate.Communication, b.link(st, g),
-				b.o.Machine.AllReduce(g, op.ParamBytes*l.cut(b.s.TP)), bwd)
+		if op.ParamBytes > 0 && b.s.DP > 1 && (last || b.s.ZeRO >= 2) {
+			b.reduceGradients(st, i, j, bwd)
 		}
 	}
 }
@@ -312,11 +314,20 @@ func (b *builder) update(st int) {
 	if params == 0 {
 		return
 	}
+	if b.s.ZeRO > 0 {
+		params /= float64(b.s.DP) // each replica updates its shard
+	}
 	t, src := b.c.adam(params/4, b.o.optimizer())
 	if t > b.r.Optimizer.Forward {
 		b.r.Optimizer = OpCost{Forward: t, Source: src}
 	}
-	b.add(fmt.Sprintf("adam %d", st), "optimizer step (Adam)", simulate.Compute, 3*st, t, deps...)
+	adam := fmt.Sprintf("adam %d", st)
+	b.add(adam, "optimizer step (Adam)", simulate.Compute, 3*st, t, deps...)
+	if b.s.ZeRO == 1 || b.s.ZeRO == 2 {
+		g := b.dpGroup(st)
+		b.add(fmt.Sprintf("gather updated weights %d", st), "all-gather updated weights", simulate.Communication, b.link(st, g),
+			b.o.Machine.AllGather(g, params*float64(b.s.DP)), adam)
+	}
 }
 
 // slowest is the simulated step of the stage whose device finishes last,

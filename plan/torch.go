@@ -55,6 +55,10 @@ func (c *Choice) Torch(g *training.Graph) (*TorchPlan, error) {
 	t := &TorchPlan{Format: TorchFormat, Model: c.Model, WorldSize: s.Devices(), Layers: layerCount(g),
 		Mesh:    TorchMesh{Shape: []int{s.DP, s.TP}, DimNames: []string{"dp", "tp"}},
 		Modules: map[string]string{}, Note: "layouts only; the times in the plan this came from are " + Simulated}
+	if ls := s.leverNames(); len(ls) > 0 {
+		// DTensor's plan has no place for them: the user applies them
+		t.Note += "; it fits only with memory levers this plan does not apply: " + strings.Join(ls, "; ")
+	}
 	for i, op := range g.Ops {
 		st := c.Chosen.Layouts[i].Style
 		if st != Colwise && st != Rowwise {

@@ -67,7 +67,8 @@ type Op struct {
 	// profile of the kernel is looked up by.
 	Attention *Attention
 
-	axis int64 // a Softmax's axis
+	axis int64   // a Softmax's axis
+	perm []int64 // a Transpose's permutation
 }
 
 // Graph is a model's training step at one batch size.

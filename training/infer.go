@@ -129,6 +129,9 @@ func (inf *inference) node(n *onnx.Node) error {
 	}
 	op := Op{Name: n.Name, Type: n.OpType, Module: ModulePath(n.Name), Inputs: n.Inputs, Outputs: n.Outputs,
 		NeedsAllFeatures: needsAllFeatures[n.OpType], axis: attrInt(n, "axis", -1)}
+	if a := n.Attr("perm"); a != nil && n.OpType == "Transpose" {
+		op.perm = a.Ints
+	}
 	allWeights := true
 	for _, v := range n.Inputs {
 		if _, w := inf.weights[v]; !w && v != "" {

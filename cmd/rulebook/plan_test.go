@@ -36,3 +36,18 @@ func TestPlanMemoryLimitFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanAttentionFlag: --attention names the mode in the header, and an
+// unknown mode is refused in one line before anything is read.
+func TestPlanAttentionFlag(t *testing.T) {
+	for _, c := range []struct{ mode, want string }{{"fused", "attention fused"}, {"unfused", "attention unfused"}} {
+		out, err := run(context.Background(), "plan", "bert-large", "--batch", "6", "--strategy", "dp", "--attention", c.mode)
+		if err != nil || !strings.Contains(out, c.want) {
+			t.Errorf("--attention %s: %v\n%s", c.mode, err, out)
+		}
+	}
+	_, err := run(context.Background(), "plan", "bert-large", "--batch", "6", "--attention", "flash")
+	if err == nil || err.Error() != `--attention: unknown attention "flash" (known: fused, unfused)` {
+		t.Errorf("--attention flash: %v", err)
+	}
+}
