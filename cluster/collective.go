@@ -1,6 +1,9 @@
 package cluster
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // Group is a set of device numbers taking part in a collective.
 type Group []int
@@ -14,16 +17,23 @@ type Placement struct {
 
 // Place is g's placement on the machine.
 func (m Machine) Place(g Group) Placement {
-	perNode := map[int]int{}
-	for _, d := range g {
-		perNode[d/m.DevicesPerNode]++
-	}
-	p := Placement{Members: len(g), Nodes: len(perNode), Least: len(g)}
-	for _, c := range perNode {
-		p.Least, p.Most = min(p.Least, c), max(p.Most, c)
-	}
 	if len(g) == 0 {
-		p.Least = 0
+		return Placement{}
+	}
+	if !slices.IsSorted(g) {
+		g = slices.Sorted(slices.Values(g))
+	}
+	// devices are numbered node by node, so a sorted group's members on one
+	// node are a run
+	p := Placement{Members: len(g), Least: len(g)}
+	run := 0
+	for i, d := range g {
+		run++
+		if i+1 == len(g) || g[i+1]/m.DevicesPerNode != d/m.DevicesPerNode {
+			p.Nodes++
+			p.Least, p.Most = min(p.Least, run), max(p.Most, run)
+			run = 0
+		}
 	}
 	return p
 }
