@@ -301,7 +301,7 @@ func (b *builder) backward(st, j int) {
 			bk.bytes += op.ParamBytes * l.cut(b.s.TP)
 			bk.ops = append(bk.ops, op.Name)
 			bk.deps = append(bk.deps, bwd)
-			if bk.bytes >= b.o.BucketBytes {
+			if bk.bytes >= b.bucketCap(st) {
 				b.reduceBucket(st, &bk)
 			}
 		}
@@ -313,11 +313,24 @@ func (b *builder) backward(st, j int) {
 
 // bucket is weight gradients that one data-parallel all-reduce carries, as
 // PyTorch DDP groups them: in the order backward makes them (the reverse of
-// the forward), closed once it holds Options.BucketBytes.
+// the forward), closed once it holds Options.BucketBytes (the first one
+// at 1 MiB).
 type bucket struct {
 	bytes float64
 	ops   []string // weights' operators, in the order filled
 	deps  []string // their backward tasks
+}
+
+// firstBucketBytes is PyTorch DDP's first bucket (1 MiB), smaller than the
+// rest so that the last layers' gradients start reducing early.
+const firstBucketBytes = 1 << 20
+
+// bucketCap is the size that closes the stage's next bucket.
+func (b *builder) bucketCap(st int) float64 {
+	if len(b.buckets[st]) == 0 {
+		return min(b.o.BucketBytes, firstBucketBytes)
+	}
+	return b.o.BucketBytes
 }
 
 // reduceBucket issues bk's all-reduce over the stage's data-parallel
