@@ -2,7 +2,10 @@ package plan
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -136,6 +139,25 @@ func TestGradientBuckets(t *testing.T) {
 	}
 	if _, err := Price(context.Background(), g, s, Options{Machine: m, BucketBytes: -1}); err == nil {
 		t.Error("a negative bucket is accepted")
+	}
+}
+
+// TestPlanFileRecordsBucket: plan.json says which gradient bucket its
+// times were priced with.
+func TestPlanFileRecordsBucket(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "plan.json")
+	if _, err := Run(context.Background(), Request{Model: "mlp", Machine: "h100:1x2", Batch: 64, BucketBytes: DefaultBucketBytes, Out: out}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		BucketBytes float64 `json:"gradient_bucket_bytes"`
+	}
+	if err := json.Unmarshal(data, &f); err != nil || f.BucketBytes != DefaultBucketBytes {
+		t.Errorf("plan.json: gradient_bucket_bytes %g, %v; want %d", f.BucketBytes, err, DefaultBucketBytes)
 	}
 }
 
