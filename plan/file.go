@@ -20,6 +20,7 @@ type File struct {
 	Time        Time            `json:"time"`
 	Memory      Memory          `json:"memory_per_device"`
 	MemoryLimit float64         `json:"memory_limit"`
+	BucketBytes float64         `json:"gradient_bucket_bytes"`
 	Fits        bool            `json:"fits"`
 	Stages      []StageFile     `json:"stages"`
 	Operators   []OperatorFile  `json:"operators"`
@@ -62,7 +63,8 @@ const FileFormat = "rulebook.plan/1"
 func (c *Choice) NewFile(g *training.Graph) *File {
 	r := c.Chosen
 	f := &File{Format: FileFormat, Simulated: Simulated, CostModel: CostModel, Model: c.Model, Machine: c.Machine,
-		Batch: c.Batch, Strategy: r.Strategy, Attention: c.Options.attention(), Levers: r.Strategy.leverNames(), Time: r.Time, Memory: r.Memory, MemoryLimit: c.Options.memoryLimit(), Fits: r.Fits}
+		Batch: c.Batch, Strategy: r.Strategy, Attention: c.Options.attention(), Levers: r.Strategy.leverNames(), Time: r.Time, Memory: r.Memory, MemoryLimit: c.Options.memoryLimit(),
+		BucketBytes: c.Options.BucketBytes, Fits: r.Fits}
 	s := r.Strategy
 	for st := 0; st < s.PP; st++ {
 		sf := StageFile{Stage: st}

@@ -58,6 +58,10 @@ type Options struct {
 	// Attention is how attention groups are priced: fused (the default)
 	// or unfused, as the graph writes them.
 	Attention Attention
+	// BucketBytes closes a data-parallel gradient bucket once it holds this
+	// many bytes, as PyTorch DDP's bucket_cap_mb does (DefaultBucketBytes);
+	// 0 gives every weight its own all-reduce.
+	BucketBytes float64
 }
 
 // Attention is how the planner prices the graph's attention groups
@@ -99,6 +103,13 @@ func (o Options) graph(g *training.Graph) *training.Graph {
 	return g.FuseAttention()
 }
 
+// DefaultBucketBytes is PyTorch DDP's default bucket, 25 MiB.
+const DefaultBucketBytes = 25 << 20
+
+// maxBucketBytes bounds --bucket-mb: a tebibyte, more than any model's
+// gradients, so one bucket holds them all.
+const maxBucketBytes = 1 << 40
+
 // MaxTasks bounds the simulator tasks of one strategy's step: operators
 // times micro-batches times forward and backward. A step past it (a huge
 // --microbatches, or a batch split that finely) is not priced, rather
@@ -122,6 +133,9 @@ func (o Options) validate() error {
 			return err
 		}
 	}
+	if err := checked.Real("the gradient bucket (bytes)", o.BucketBytes, 0, maxBucketBytes); err != nil {
+		return err
+	}
 	return checked.Count("the micro-batches", int64(o.Microbatches), 0, MaxTasks)
 }
 
@@ -139,7 +153,7 @@ func roofline(d cluster.Device, w training.Work, share float64) float64 {
 }
 
 // CostModel names how Price times operators, for every printed figure.
-const CostModel = "roofline (max of FLOPs at peak and bytes at memory bandwidth) with α–β collectives"
+const CostModel = "roofline (max of FLOPs at peak and bytes at memory bandwidth) with NCCL-style α–β collectives (ring or tree)"
 
 // Price simulates one training step of g under s.
 func Price(ctx context.Context, g *training.Graph, s Strategy, o Options) (*Result, error) {
