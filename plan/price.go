@@ -107,6 +107,9 @@ func Price(ctx context.Context, g *training.Graph, s Strategy, o Options) (*Resu
 		return &Result{Strategy: s, Err: err}, nil
 	}
 	r := &Result{Strategy: s, Layouts: assignTensorParallel(g, s.TP), Stage: stages(g, s.PP, o.Machine.Device)}
+	if err := cutsSomething(r.Layouts, s.TP); err != nil {
+		return &Result{Strategy: s, Err: err}, nil
+	}
 	b := newBuilder(g, s, o, r)
 	sched, err := b.run(ctx)
 	if err != nil {

@@ -57,6 +57,10 @@ func (c *Choice) Torch(g *training.Graph) (*TorchPlan, error) {
 		Modules: map[string]string{}, Note: "layouts only; the times in the plan this came from are " + Simulated}
 	for i, op := range g.Ops {
 		st := c.Chosen.Layouts[i].Style
+		if c.Chosen.Layouts[i].GatherInputs {
+			// a module given a local shard would compute on it as if whole
+			return nil, fmt.Errorf("--emit torch: %s (%s) gathers slices that tensor parallelism cut (a reshape that splits a head, or a normalization of cut features), which parallelize_module's styles do not express; choose --strategy dp or a degree that divides the heads: %w", op.Name, op.Type, ErrNotTorch)
+		}
 		if st != Colwise && st != Rowwise {
 			continue
 		}

@@ -56,6 +56,11 @@ type Op struct {
 	// (a normalization, reduction, flatten, concat or gather), so a
 	// tensor-parallel planner must gather feature slices first.
 	NeedsAllFeatures bool
+	// Perm is a Transpose's permutation; Reduces the axes an operator
+	// normalizes along (a Softmax's axis). Both let a planner follow a
+	// cut axis through the graph (readAxes).
+	Perm    []int
+	Reduces []int
 }
 
 // Graph is a model's training step at one batch size.

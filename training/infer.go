@@ -155,6 +155,9 @@ func (inf *inference) node(n *onnx.Node) error {
 	if n.OpType == "Identity" && allWeights {
 		op.OutputBytes = 0
 	}
+	if len(out) > 0 {
+		readAxes(n, &op, len(out[0]))
+	}
 	inf.work(n, &op, in, out)
 	idx := len(inf.g.Ops)
 	for _, v := range n.Inputs {
