@@ -152,13 +152,15 @@ func builtinMLPPlan(t *testing.T, devices string) string {
 	return torch
 }
 
-// TestTorchPlanRefused: a plan naming a module the model lacks, or an
-// unknown style, fails with one line.
+// TestTorchPlanRefused: a plan naming a module the model lacks, an
+// unknown style, or more processes than a runner starts (a plan for a
+// cluster) fails with one line, before any process starts.
 func TestTorchPlanRefused(t *testing.T) {
 	needPython(t, "torch")
 	for text, want := range map[string]string{
 		`{"format":"rulebook.torch-plan/1","world_size":2,"mesh":{"shape":[1,2],"dim_names":["dp","tp"]},"modules":{"layers.9":"colwise"}}`:  "module layers.9 is not in the mlp model",
 		`{"format":"rulebook.torch-plan/1","world_size":2,"mesh":{"shape":[1,2],"dim_names":["dp","tp"]},"modules":{"layers.0":"diagonal"}}`: "unknown style 'diagonal'",
+		`{"format":"rulebook.torch-plan/1","world_size":96,"mesh":{"shape":[1,96],"dim_names":["dp","tp"]},"modules":{}}`:                    "world_size 96, want 1 to 16 processes",
 	} {
 		path := filepath.Join(t.TempDir(), "bad.json")
 		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {

@@ -37,6 +37,8 @@ FORMAT = "rulebook.torch-plan/1"
 STYLES = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
 TOLERANCE = 1e-4
 MAX_LAYERS = 1024
+# one CPU process per device: a plan for a cluster would start hundreds
+MAX_WORLD = 16
 # built-in workloads whose PyTorch twin is another name's module
 TWINS = {"bert-large": "block"}
 
@@ -69,6 +71,8 @@ def load_plan(path, model):
         raise ValueError(f"{path}: mesh {mesh}, want dimensions dp and tp")
     if mesh["shape"][0] * mesh["shape"][1] != plan["world_size"]:
         raise ValueError(f"{path}: mesh {mesh['shape']} does not hold world_size {plan['world_size']}")
+    if not 1 <= plan["world_size"] <= MAX_WORLD:
+        raise ValueError(f"{path}: world_size {plan['world_size']}, want 1 to {MAX_WORLD} processes on this machine; plan for fewer devices")
     layers = plan.get("layers", 0)
     if type(layers) is not int or not 0 <= layers <= MAX_LAYERS:
         raise ValueError(f"{path}: layers {layers!r}, want a whole number from 0 to {MAX_LAYERS}")
