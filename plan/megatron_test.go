@@ -69,7 +69,8 @@ func sameModules(got, want map[string]string) error {
 // constants between the products) is Megatron's: column cuts on q, k, v
 // and f1, row cuts on o and f2 where the plan reduces. It used to get 72
 // column cuts and no row cut. Eight devices would split bert_base's 12
-// heads, so that plan gathers and DTensor cannot express it.
+// heads, so that plan gathers and DTensor cannot express it; an MLP of
+// three layers ends on a column cut, whose shard DTensor would return.
 func TestMegatronCuts(t *testing.T) {
 	bert, err := onnx.ReadModel(testfiles.Shared(t, "models", "bert_base.onnx"))
 	if err != nil {
@@ -79,6 +80,7 @@ func TestMegatronCuts(t *testing.T) {
 		"bert_base": bert,
 		"block":     training.Transformer(training.TransformerConfig{Layers: 2, Hidden: 64, Heads: 4, FFN: 256, Seq: 8}),
 		"mlp":       training.MLP(training.MLPConfig{Layers: 4, Width: 64}),
+		"mlp3":      training.MLP(training.MLPConfig{Layers: 3, Width: 64}),
 	}
 	for _, c := range []struct {
 		model  string
@@ -93,6 +95,7 @@ func TestMegatronCuts(t *testing.T) {
 		{"block", 1, 4, megatron(2), nil},
 		{"mlp", 1, 2, alternating(4), nil},
 		{"mlp", 1, 3, nil, ErrCutsNothing},
+		{"mlp3", 1, 2, nil, ErrNotTorch},
 	} {
 		g, err := training.FromONNX(models[c.model], c.model, 8)
 		if err != nil {
