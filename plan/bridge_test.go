@@ -36,7 +36,9 @@ func machine(n int) cluster.Machine {
 // exportSmall writes PyTorch's own torch.onnx export of the bridge's
 // small modules (scripts/torch_models.py: an MLP of 4 layers, an encoder
 // of 2 layers whose attention reshapes q, k and v to heads) into dir, at
-// batch 1: the planner takes a reshape traced at batch 1 to its batch.
+// batch 1 (the planner takes a reshape traced at batch 1 to its batch),
+// and again with a dynamic batch (NAME_dynamic.onnx), whose reshapes to
+// heads take shapes computed from Shape.
 func exportSmall(t *testing.T, dir string) {
 	t.Helper()
 	script := `import sys, torch
@@ -44,6 +46,9 @@ sys.path.insert(0, "../scripts")
 from torch_models import SMALL
 for name, (make, inputs) in SMALL.items():
     torch.onnx.export(make().eval(), (inputs(1),), sys.argv[1] + "/" + name + ".onnx", opset_version=17, dynamo=False)
+    # a dynamic batch keeps the shape arithmetic (Shape, Gather, Concat)
+    torch.onnx.export(make().eval(), (inputs(1),), sys.argv[1] + "/" + name + "_dynamic.onnx", opset_version=17, dynamo=False,
+                      input_names=["x"], dynamic_axes={"x": {0: "batch"}})
 `
 	if out, err := exec.Command("python3", "-W", "ignore", "-c", script, dir).CombinedOutput(); err != nil {
 		t.Fatalf("export: %v\n%s", err, out)
@@ -67,7 +72,8 @@ func writeTorchPlan(t *testing.T, tp *TorchPlan, model string) string {
 // runs the plans of one world size on one set of processes). The models:
 //   - PyTorch's own torch.onnx exports of an MLP and of an encoder whose
 //     heads are cut through its constant reshapes (Megatron's plan: q, k,
-//     v, f1 by columns, o, f2 by rows), at tp 2 and 4 and a 2 × 2 grid;
+//     v, f1 by columns, o, f2 by rows), at tp 2 and 4 and a 2 × 2 grid,
+//     and the encoder exported with a dynamic batch;
 //   - the Go builder's encoder;
 //   - the shared bert_base (a 12-layer export), on the bridge's encoder
 //     of its architecture at width 64;
@@ -81,7 +87,7 @@ func TestTorchPlansRun(t *testing.T) {
 	models := map[string]*onnx.Model{
 		"built block": training.Transformer(training.TransformerConfig{Layers: 2, Hidden: 64, Heads: 4, FFN: 256, Seq: 8}),
 	}
-	for _, name := range []string{"mlp", "block"} {
+	for _, name := range []string{"mlp", "block", "block_dynamic"} {
 		m, err := onnx.ReadModel(filepath.Join(dir, name+".onnx"))
 		if err != nil {
 			t.Fatal(err)
@@ -105,6 +111,7 @@ func TestTorchPlansRun(t *testing.T) {
 		{"exported", "block", 1, 2, megatron(2), "block"},
 		{"exported", "block", 1, 4, megatron(2), "block"},
 		{"exported", "block", 2, 2, megatron(2), "block"},
+		{"exported", "block_dynamic", 1, 2, megatron(2), "block"},
 		{"built", "block", 1, 2, megatron(2), "block"},
 		{"shared", "bert_base", 1, 2, megatron(12), "block"},
 	} {

@@ -80,7 +80,8 @@ func assignTensorParallel(g *training.Graph, tp int) []OpLayout {
 		switch {
 		case op.Product != nil && op.ParamBytes > 0:
 			l = productLayout(g, op, in, tp)
-		case len(in.cuts) == 0:
+		case len(in.cuts) == 0 || metadata[op.Type]:
+			// reading a shape needs no slice gathered
 		default:
 			if axis, ok := followCut(g, op, in, tp); ok {
 				l = OpLayout{Style: Sharded, Axis: axis}
@@ -89,7 +90,9 @@ func assignTensorParallel(g *training.Graph, tp int) []OpLayout {
 			}
 		}
 		out[i] = l
-		if !in.activation {
+		if !in.activation || metadata[op.Type] {
+			// a shape is metadata: a reshape to it (a dynamic export's
+			// heads) still carries its input's cut
 			continue
 		}
 		for _, v := range op.Outputs {
@@ -171,6 +174,9 @@ func featureAxisOf(op training.Op, rank int) int {
 	}
 	return rank - 1
 }
+
+// metadata operators read only their input's shape.
+var metadata = setOf("Shape", "Size")
 
 // elementwise operators keep a cut: each output element reads the same
 // element of its inputs (broadcast from the right).
