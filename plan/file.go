@@ -91,8 +91,8 @@ func (c *Choice) NewFile(g *training.Graph) *File {
 }
 
 // outputDegrees is the number of pieces each dimension of op's first
-// output is cut into: the batch (dimension 0) by DP, the last by TP when
-// the operator works on feature slices.
+// output is cut into: the batch (dimension 0) by DP, the layout's cut
+// axis by TP when the operator works on slices.
 func outputDegrees(g *training.Graph, op training.Op, s Strategy, l OpLayout) []int {
 	rank := len(g.ValueShape(op.Outputs[0]))
 	if rank == 0 {
@@ -105,8 +105,8 @@ func outputDegrees(g *training.Graph, op training.Op, s Strategy, l OpLayout) []
 	if g.HasBatch(op.Outputs[0]) {
 		d[0] = s.DP
 	}
-	if l.Style == Colwise || l.Style == Sharded {
-		d[rank-1] *= s.TP
+	if l.sliced() && l.Axis < rank {
+		d[l.Axis] *= s.TP
 	}
 	return d
 }

@@ -185,6 +185,9 @@ func prepare(g *training.Graph, s Strategy, o Options) (*Result, error) {
 		return &Result{Strategy: s, Err: err}, nil
 	}
 	r := &Result{Strategy: s, Layouts: assignTensorParallel(g, s.TP), Stage: stages(g, s.PP, o.Machine.Device), block: blocks(g)}
+	if err := cutsSomething(r.Layouts, s.TP); err != nil {
+		return &Result{Strategy: s, Err: err}, nil
+	}
 	r.Memory = memory(g, s, r)
 	r.Fits = r.Memory.Total() <= o.memoryLimit()
 	return r, nil
