@@ -29,15 +29,6 @@ func h200(t *testing.T) (cluster.Machine, *profile.Profile) {
 	return m, p
 }
 
-func mlpGraph(t *testing.T, layers, width, batch int64) *training.Graph {
-	t.Helper()
-	g, err := training.FromONNX(training.MLP(training.MLPConfig{Layers: layers, Width: width}), "mlp", batch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
-}
-
 func dp1() Strategy { return Strategy{Kind: DataParallel, DP: 1, TP: 1, PP: 1, Microbatches: 1} }
 
 // TestOperatorSources: each operator is priced by an exact profile match

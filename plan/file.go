@@ -21,6 +21,7 @@ type File struct {
 	Time        Time            `json:"time"`
 	Memory      Memory          `json:"memory_per_device"`
 	MemoryLimit float64         `json:"memory_limit"`
+	BucketBytes float64         `json:"gradient_bucket_bytes"`
 	Fits        bool            `json:"fits"`
 	Stages      []StageFile     `json:"stages"`
 	Operators   []OperatorFile  `json:"operators"`
@@ -67,7 +68,8 @@ const FileFormat = "rulebook.plan/1"
 func (c *Choice) NewFile(g *training.Graph) *File {
 	r := c.Chosen
 	f := &File{Format: FileFormat, Simulated: Simulated, CostModel: c.Options.CostModel(), Precision: string(c.Options.precision()), Model: c.Model, Machine: c.Machine,
-		Batch: c.Batch, Strategy: r.Strategy, Attention: c.Options.attention(), Levers: r.Strategy.leverNames(), Optimizer: r.Optimizer, Time: r.Time, Memory: r.Memory, MemoryLimit: c.Options.memoryLimit(), Fits: r.Fits}
+		Batch: c.Batch, Strategy: r.Strategy, Attention: c.Options.attention(), Levers: r.Strategy.leverNames(), Optimizer: r.Optimizer, Time: r.Time, Memory: r.Memory, MemoryLimit: c.Options.memoryLimit(),
+		BucketBytes: c.Options.BucketBytes, Fits: r.Fits}
 	s := r.Strategy
 	for st := 0; st < s.PP; st++ {
 		sf := StageFile{Stage: st}
@@ -94,8 +96,8 @@ func (c *Choice) NewFile(g *training.Graph) *File {
 }
 
 // outputDegrees is the number of pieces each dimension of op's first
-// output is cut into: the batch (dimension 0) by DP, the last by TP when
-// the operator works on feature slices.
+// output is cut into: the batch (dimension 0) by DP, the layout's cut
+// axis by TP when the operator works on slices.
 func outputDegrees(g *training.Graph, op training.Op, s Strategy, l OpLayout) []int {
 	rank := len(g.ValueShape(op.Outputs[0]))
 	if rank == 0 {
@@ -108,8 +110,8 @@ func outputDegrees(g *training.Graph, op training.Op, s Strategy, l OpLayout) []
 	if g.HasBatch(op.Outputs[0]) {
 		d[0] = s.DP
 	}
-	if l.Style == Colwise || l.Style == Sharded {
-		d[rank-1] *= s.TP
+	if l.sliced() && l.Axis < rank {
+		d[l.Axis] *= s.TP
 	}
 	return d
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"rulebook/cluster"
 	"slices"
 
 	"rulebook/simulate"
@@ -214,10 +215,10 @@ func (b *builder) gatherWeights(st, i int, when string) string {
 	if b.s.ZeRO < 3 || b.s.DP < 2 || op.ParamBytes == 0 {
 		return ""
 	}
-	g := b.dpGroup(st)
 	key := fmt.Sprintf("gather weights %s %s", op.Name, when)
-	b.add(key, "all-gather weights "+op.Name, simulate.Communication, b.link(st, g),
-		b.o.Machine.AllGather(g, op.ParamBytes*b.r.Layouts[i].cut(b.s.TP)))
+	bytes := op.ParamBytes * b.r.Layouts[i].cut(b.s.TP)
+	res, t := b.collective(st, b.dp[st], func(p cluster.Placement) float64 { return b.o.Machine.AllGatherAt(p, bytes) })
+	b.add(key, "all-gather weights "+op.Name, simulate.Communication, res, t)
 	return key
 }
 
@@ -228,24 +229,4 @@ func (b *builder) recompute(i int) (device, launch float64) {
 		return 0, 0
 	}
 	return b.r.Costs[i].Forward, b.r.Costs[i].Launch
-}
-
-// reduceGradients adds the data-parallel reduction of op i's weight
-// gradients after its backward (key bwd) of micro-batch j: an all-reduce,
-// or under ZeRO a reduce-scatter, since each replica keeps only its
-// shard's sum. ZeRO 2 and 3 hold no whole gradient to accumulate into, so
-// they reduce after every micro-batch; the others once, after the last.
-func (b *builder) reduceGradients(st, i, j int, bwd string) {
-	op, l := b.g.Ops[i], b.r.Layouts[i]
-	g := b.dpGroup(st)
-	bytes := op.ParamBytes * l.cut(b.s.TP)
-	name, seconds := "all-reduce weight grads ", b.o.Machine.AllReduce(g, bytes)
-	if b.s.ZeRO > 0 {
-		name, seconds = "reduce-scatter weight grads ", b.o.Machine.ReduceScatter(g, bytes)
-	}
-	key := "dp " + op.Name
-	if j != b.s.Microbatches-1 {
-		key += fmt.Sprintf(" #%d", j)
-	}
-	b.add(key, name+op.Name, simulate.Communication, b.link(st, g), seconds, bwd)
 }

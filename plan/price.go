@@ -65,6 +65,10 @@ type Options struct {
 	// Attention is how attention groups are priced: fused (the default)
 	// or unfused, as the graph writes them.
 	Attention Attention
+	// BucketBytes closes a data-parallel gradient bucket once it holds this
+	// many bytes, as PyTorch DDP's bucket_cap_mb does (DefaultBucketBytes);
+	// 0 gives every weight its own all-reduce.
+	BucketBytes float64
 	// Precision is the arithmetic priced; "" means the device's default
 	// (cluster.Device.DefaultPrecision).
 	Precision cluster.Precision
@@ -147,6 +151,13 @@ func (o Options) graph(g *training.Graph) *training.Graph {
 	return g.FuseAttention()
 }
 
+// DefaultBucketBytes is PyTorch DDP's default bucket, 25 MiB.
+const DefaultBucketBytes = 25 << 20
+
+// maxBucketBytes bounds --bucket-mb: a tebibyte, more than any model's
+// gradients, so one bucket holds them all.
+const maxBucketBytes = 1 << 40
+
 // MaxTasks bounds the simulator tasks of one strategy's step: operators
 // times micro-batches times forward and backward. A step past it (a huge
 // --microbatches, or a batch split that finely) is not priced, rather
@@ -184,6 +195,9 @@ func (o Options) validate() error {
 			return err
 		}
 	}
+	if err := checked.Real("the gradient bucket (bytes)", o.BucketBytes, 0, maxBucketBytes); err != nil {
+		return err
+	}
 	return checked.Count("the micro-batches", int64(o.Microbatches), 0, MaxTasks)
 }
 
@@ -206,7 +220,7 @@ func (o Options) CostModel() string {
 	if o.Profile != nil {
 		ops = "measured operator costs from " + o.Profile.Name + " (exact match, else a fit per operator class, else the roofline); Adam " + string(o.optimizer())
 	}
-	return prec + "; " + ops + "; α–β collectives"
+	return prec + "; " + ops + "; NCCL-style α–β collectives (ring or tree)"
 }
 
 // Price simulates one training step of g under s.
@@ -240,6 +254,9 @@ func prepare(g *training.Graph, s Strategy, o Options) (*Result, error) {
 	}
 	c := newCosts(o.Machine.Device, o.precision(), o.Profile)
 	r := &Result{Strategy: s, Layouts: assignTensorParallel(g, s.TP), Stage: stages(g, s.PP, c), block: blocks(g)}
+	if err := cutsSomething(r.Layouts, s.TP); err != nil {
+		return &Result{Strategy: s, Err: err}, nil
+	}
 	r.Memory = memory(g, s, r, o.precision().ActivationBytes())
 	r.Fits = r.Memory.Total() <= o.memoryLimit()
 	return r, nil

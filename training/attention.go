@@ -46,7 +46,7 @@ func (g *Graph) findAttention() {
 // nothing outside the group needs the scores.
 func (g *Graph) attentionAt(s int) *Attention {
 	scores := g.ValueShape(g.Ops[s].Inputs[0])
-	if r := int64(len(scores)); r < 2 || (g.Ops[s].axis != -1 && g.Ops[s].axis != r-1) {
+	if r := len(scores); r < 2 || !slices.Equal(g.Ops[s].Reduces, []int{r - 1}) {
 		return nil
 	}
 	a := &Attention{Ops: []int{s}}
@@ -193,7 +193,7 @@ func (g *Graph) FuseAttention() *Graph {
 // [B, S, H, D] and the Reshape to [B, S, H·D] after it copy nothing.
 func (g *Graph) mergeHeads(a *Attention) {
 	t, ok := g.only(g.producerOf(a.Out))
-	if !ok || g.Ops[t].Type != "Transpose" || !slices.Equal(g.Ops[t].perm, []int64{0, 2, 1, 3}) {
+	if !ok || g.Ops[t].Type != "Transpose" || !slices.Equal(g.Ops[t].Perm, []int{0, 2, 1, 3}) {
 		return
 	}
 	g.storage[g.Ops[t].Outputs[0]] = a.Out

@@ -26,13 +26,15 @@ func TestPlanEmitTorchPipeline(t *testing.T) {
 	}
 }
 
-// TestPlanMemoryLimitFlag: --memory-limit NaN, Inf and absurd sizes are
-// refused before anything is read.
+// TestPlanMemoryLimitFlag: --memory-limit and --bucket-mb NaN, Inf and
+// absurd sizes are refused before anything is read.
 func TestPlanMemoryLimitFlag(t *testing.T) {
-	for _, v := range []string{"NaN", "+Inf", "-1", "1e300"} {
-		_, err := run(context.Background(), "plan", "mlp", "--batch", "12", "--memory-limit", v)
-		if !errors.Is(err, checked.ErrRange) {
-			t.Errorf("--memory-limit %s: %v; want checked.ErrRange", v, err)
+	for _, flag := range []string{"--memory-limit", "--bucket-mb"} {
+		for _, v := range []string{"NaN", "+Inf", "-1", "1e300"} {
+			_, err := run(context.Background(), "plan", "mlp", "--batch", "12", flag, v)
+			if !errors.Is(err, checked.ErrRange) {
+				t.Errorf("%s %s: %v; want checked.ErrRange", flag, v, err)
+			}
 		}
 	}
 }
