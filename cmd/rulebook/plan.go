@@ -20,7 +20,7 @@ func newPlanCmd() *cobra.Command {
 		Short: "Price data, tensor, grid and pipeline parallel training plans in a simulator",
 		Long:  help("plan"),
 		Example: `  rulebook plan bert-large --machine summit:1 --batch 48
-  rulebook plan mlp --machine summit:4 --batch 1024 --strategy grid -o mlp-plan.json
+  rulebook plan mlp --machine summit:4 --batch 1536 --strategy grid -o mlp-plan.json
   rulebook plan ../shared/models/resnet50.onnx --machine dgx-a100:2 --batch 8 --per-device
   rulebook plan bert-large --machine summit:1 --batch 6 --memory-limit 6 --strategy grid -o bert.json --emit torch
   rulebook plan mlp --machine h200:1x1 --batch 256 --precision fp32 --explain`,
