@@ -147,13 +147,15 @@ func yesNo(b bool) string {
 }
 
 // WriteExplain prints what priced each operator of the chosen plan: its
-// simulated forward and backward for one micro-batch on one device of its
-// stage, and whether a profile match, a fit or the roofline gave them.
+// simulated forward and backward on the device for one micro-batch on one
+// device of its stage (the forward with autocast's weight copy, made once
+// a step), the host's time launching them, and whether a profile match, a
+// fit or the roofline gave them.
 func (c *Choice) WriteExplain(w io.Writer, g *training.Graph) error {
 	r := c.Chosen
 	fmt.Fprintf(w, "operator costs of %s, one micro-batch on one device (simulated, %s):\n", r.Strategy, c.Options.CostModel())
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "operator\ttype\tforward\tbackward\tsource\t")
+	fmt.Fprintln(tw, "operator\ttype\tforward\tbackward\thost launches\tsource\t")
 	counts := map[Source]int{}
 	for i, op := range g.Ops {
 		t := r.Costs[i]
@@ -161,10 +163,11 @@ func (c *Choice) WriteExplain(w io.Writer, g *training.Graph) error {
 			continue
 		}
 		counts[t.Source]++
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", safetext.Name(op.Name), safetext.Name(op.Type), us(t.Forward+t.Cast), us(t.Backward), t.Source)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", safetext.Name(op.Name), safetext.Name(op.Type), us(t.Forward+t.Cast), us(t.Backward),
+			us(t.Launch+t.CastLaunch+t.BackwardLaunch), t.Source)
 	}
 	if r.Optimizer.Source != "" {
-		fmt.Fprintf(tw, "optimizer step (Adam)\t\t%s\t\t%s\t\n", us(r.Optimizer.Forward), r.Optimizer.Source)
+		fmt.Fprintf(tw, "optimizer step (Adam)\t\t%s\t\t\t%s\t\n", us(r.Optimizer.Forward), r.Optimizer.Source)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
