@@ -87,6 +87,8 @@ func newCosts(d cluster.Device, prec cluster.Precision, prof *profile.Profile) *
 	return c
 }
 
+// rowKinds are the element-wise and row-wise kinds, pooled into the curve
+// of an operator the profile has no kind for.
 var rowKinds = map[profile.Kind]bool{profile.LayerNorm: true, profile.GELU: true, profile.ReLU: true, profile.Softmax: true, profile.Add: true}
 
 // launchCosts reads two fixed costs from a profile's precision. floor is
