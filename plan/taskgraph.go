@@ -203,15 +203,27 @@ func oneFOneB(stage, pp, m int) []unit {
 	return out
 }
 
-// launch adds the host's launch (t seconds) of operator i's task key on
-// stage st, in program order on the host, and is its key; "" (no wait)
-// where the cost model has no launch time.
-func (b *builder) launch(st, i int, key string, t float64) string {
+// launch adds the host's launch (t seconds) of operator i's next task on
+// stage st, in program order on the host, and is its task's index; −1
+// where the cost model has no launch time. It has no key: only the task
+// it launches waits for it (waitFor), which keeps a step of millions of
+// tasks from a map entry each.
+func (b *builder) launch(st, i int, t float64) int {
 	if t <= 0 {
-		return ""
+		return -1
 	}
-	b.add("launch "+key, "launch "+b.g.Ops[i].Name, simulate.Compute, 3*b.s.PP+st, t)
-	return "launch " + key
+	b.tasks = append(b.tasks, simulate.Task{Name: "launch " + b.g.Ops[i].Name, Category: simulate.Compute, Resource: 3*b.s.PP + st, Duration: t})
+	b.deps = append(b.deps, nil)
+	return len(b.tasks) - 1
+}
+
+// waitFor makes the task just added wait for task j as well (none if j
+// is −1).
+func (b *builder) waitFor(j int) {
+	if j >= 0 {
+		last := len(b.tasks) - 1
+		b.tasks[last].Deps = append(b.tasks[last].Deps, j)
+	}
 }
 
 func valueKey(v string, micro int) string { return fmt.Sprintf("value %s #%d", v, micro) }
@@ -244,7 +256,9 @@ func (b *builder) forward(st, j int) {
 			// autocast's 16-bit copy of the weights, kept for the step
 			t, launch = t+b.r.Costs[i].Cast, launch+b.r.Costs[i].CastLaunch
 		}
-		b.add(fwd, op.Name, simulate.Compute, 3*st, t, append(deps, b.launch(st, i, fwd, launch))...)
+		host := b.launch(st, i, launch)
+		b.add(fwd, op.Name, simulate.Compute, 3*st, t, deps...)
+		b.waitFor(host)
 		done := fwd
 		if l.ForwardAllReduce {
 			done = fmt.Sprintf("tp all-reduce %s #%d", op.Name, j)
@@ -315,8 +329,9 @@ func (b *builder) backward(st, j int) {
 		deps = append(deps, b.gatherWeights(st, i, fmt.Sprintf("#%d backward", j)))
 		bwd := fmt.Sprintf("bwd %s #%d", op.Name, j)
 		again, againLaunch := b.recompute(i)
-		b.add(bwd, op.Name+" (backward)", simulate.Compute, 3*st, b.r.Costs[i].Backward+again,
-			append(deps, b.launch(st, i, bwd, b.r.Costs[i].BackwardLaunch+againLaunch))...)
+		host := b.launch(st, i, b.r.Costs[i].BackwardLaunch+againLaunch)
+		b.add(bwd, op.Name+" (backward)", simulate.Compute, 3*st, b.r.Costs[i].Backward+again, deps...)
+		b.waitFor(host)
 		done := bwd
 		if l.BackwardAllReduce {
 			done = fmt.Sprintf("tp grad all-reduce %s #%d", op.Name, j)
