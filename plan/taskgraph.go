@@ -463,8 +463,11 @@ func (b *builder) update(st int) {
 // split into compute, exposed communication and idle time.
 func (b *builder) slowest(s *simulate.Schedule) Time {
 	var worst Time
-	for st := 0; st < b.s.PP; st++ {
-		bd := s.Breakdown(3 * st)
+	rs := make([]int, b.s.PP)
+	for st := range rs {
+		rs[st] = 3 * st
+	}
+	for st, bd := range s.Breakdowns(rs) {
 		t := Time{Step: s.Makespan, Compute: bd.Compute, ExposedCommunication: bd.ExposedCommunication, Idle: bd.Idle}
 		if st == 0 || t.Idle < worst.Idle {
 			worst = t

@@ -168,6 +168,38 @@ type Breakdown struct {
 	Compute, ExposedCommunication, Idle float64
 }
 
+// Breakdowns is Breakdown for each of the resources rs, in one pass over
+// the tasks (a planner asks for every pipeline stage of a step of
+// millions of tasks).
+func (s *Schedule) Breakdowns(rs []int) []Breakdown {
+	at := map[int]int{}         // resource -> its index in rs
+	byDevice := map[int][]int{} // device -> the indices in rs computing on it
+	for k, r := range rs {
+		at[r] = k
+		byDevice[s.Resources[r].Device] = append(byDevice[s.Resources[r].Device], k)
+	}
+	busy, comm := make([][]span, len(rs)), make([][]span, len(rs))
+	for i, t := range s.Tasks {
+		sp := span{s.Start[i], s.End[i]}
+		if k, ok := at[t.Resource]; ok {
+			busy[k] = append(busy[k], sp)
+			continue
+		}
+		if res := s.Resources[t.Resource]; res.Kind == Link {
+			for _, k := range byDevice[res.Device] {
+				comm[k] = append(comm[k], sp)
+			}
+		}
+	}
+	out := make([]Breakdown, len(rs))
+	for k := range rs {
+		compute := length(merge(busy[k]))
+		exposed := length(merge(append(busy[k], comm[k]...))) - compute
+		out[k] = Breakdown{Compute: compute, ExposedCommunication: exposed, Idle: max(0, s.Makespan-compute-exposed)}
+	}
+	return out
+}
+
 // Breakdown splits the makespan for the device whose compute resource is
 // resource r, counting communication on every link with the same Device.
 func (s *Schedule) Breakdown(r int) Breakdown {

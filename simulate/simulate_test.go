@@ -52,6 +52,10 @@ func TestRun(t *testing.T) {
 		if b != c.breakdown || math.Abs(b.Compute+b.ExposedCommunication+b.Idle-s.Makespan) > 1e-12 {
 			t.Errorf("%s: device 0 %+v of %g, want %+v", c.name, b, s.Makespan, c.breakdown)
 		}
+		// both devices at once, as Breakdown gives each
+		if all := s.Breakdowns([]int{0, 2}); all[0] != b || all[1] != s.Breakdown(2) {
+			t.Errorf("%s: Breakdowns %+v, Breakdown %+v and %+v", c.name, all, b, s.Breakdown(2))
+		}
 	}
 }
 
