@@ -19,10 +19,15 @@ import (
 	"rulebook/internal/infile"
 )
 
-// Device is one accelerator.
+// Device is one accelerator. PeakFLOPS is its fp32 peak without tensor
+// cores; the other peaks are its dense tensor-core peaks per precision,
+// 0 where it has none (a V100 has no bf16 and no tf32).
 type Device struct {
 	Name            string  `json:"name"`
 	PeakFLOPS       float64 `json:"peak_flops"`
+	PeakBF16        float64 `json:"peak_flops_bf16,omitempty"`
+	PeakFP16        float64 `json:"peak_flops_fp16,omitempty"`
+	PeakTF32        float64 `json:"peak_flops_tf32,omitempty"`
 	MemoryBandwidth float64 `json:"memory_bandwidth"`
 	MemoryBytes     float64 `json:"memory_bytes"`
 }
@@ -84,6 +89,9 @@ func (m Machine) Validate() error {
 	}{
 		{"device.peak_flops", m.Device.PeakFLOPS, minRate, maxRate},
 		{"device.memory_bandwidth", m.Device.MemoryBandwidth, minRate, maxRate},
+		{"device.peak_flops_bf16", m.Device.PeakBF16, 0, maxRate},
+		{"device.peak_flops_fp16", m.Device.PeakFP16, 0, maxRate},
+		{"device.peak_flops_tf32", m.Device.PeakTF32, 0, maxRate},
 		{"device.memory_bytes", m.Device.MemoryBytes, minMemory, maxMemory},
 		{"intra_node.bandwidth", m.IntraNode.Bandwidth, minRate, maxRate},
 		{"intra_node.latency", m.IntraNode.Latency, minLatency, maxLatency},
@@ -94,30 +102,50 @@ func (m Machine) Validate() error {
 		if err := checked.Real(r.field, r.value, r.lo, r.hi); err != nil {
 			return err
 		}
+		// a precision's peak is absent (0) or a rate like any other
+		if strings.HasPrefix(r.field, "device.peak_flops_") && r.value != 0 && r.value < minRate {
+			return fmt.Errorf("%s is %g; want 0 (none) or at least %g: %w", r.field, r.value, float64(minRate), checked.ErrRange)
+		}
 	}
 	return nil
 }
 
 // Presets are the built-in machines, one node each; Parse multiplies.
-// Figures are vendors' published peak numbers (fp32, non-tensor-core
-// FLOP/s, since the planner's graphs are fp32).
+// Figures are vendors' published peak numbers: fp32 without tensor
+// cores, and the dense (not 2:4 sparse) tensor-core peaks per precision
+// from each GPU's datasheet.
 var presets = map[string]Machine{
 	// Unity's testbed (Unity §6): Summit nodes, 6 V100 16 GB (15.7 TFLOP/s
-	// fp32, 900 GB/s HBM2), NVLink 2.0 within a node (50 GB/s per
-	// direction between GPU pairs), dual-rail EDR InfiniBand between
+	// fp32, 125 TFLOP/s fp16 tensor cores, no bf16 or tf32: NVIDIA Tesla
+	// V100 datasheet; 900 GB/s HBM2), NVLink 2.0 within a node (50 GB/s
+	// per direction between GPU pairs), dual-rail EDR InfiniBand between
 	// nodes (2 × 12.5 GB/s).
 	"summit": {Name: "summit", Nodes: 1, DevicesPerNode: 6,
-		Device:    Device{Name: "V100-SXM2-16GB", PeakFLOPS: 15.7e12, MemoryBandwidth: 900e9, MemoryBytes: 16 << 30},
+		Device:    Device{Name: "V100-SXM2-16GB", PeakFLOPS: 15.7e12, PeakFP16: 125e12, MemoryBandwidth: 900e9, MemoryBytes: 16 << 30},
 		IntraNode: Link{Bandwidth: 50e9, Latency: 5e-6}, InterNode: Link{Bandwidth: 25e9, Latency: 10e-6}},
-	// DGX A100: 8 A100 80 GB (19.5 TFLOP/s fp32, 2.0 TB/s) on NVSwitch
+	// DGX A100: 8 A100 80 GB (19.5 TFLOP/s fp32; 312 bf16 and fp16, 156
+	// tf32 dense tensor-core: NVIDIA A100 datasheet; 2.0 TB/s) on NVSwitch
 	// (300 GB/s per direction per GPU), 8 × 200 Gb/s HDR InfiniBand.
 	"dgx-a100": {Name: "dgx-a100", Nodes: 1, DevicesPerNode: 8,
-		Device:    Device{Name: "A100-SXM4-80GB", PeakFLOPS: 19.5e12, MemoryBandwidth: 2.0e12, MemoryBytes: 80 << 30},
+		Device: Device{Name: "A100-SXM4-80GB", PeakFLOPS: 19.5e12, PeakBF16: 312e12, PeakFP16: 312e12, PeakTF32: 156e12,
+			MemoryBandwidth: 2.0e12, MemoryBytes: 80 << 30},
 		IntraNode: Link{Bandwidth: 300e9, Latency: 3e-6}, InterNode: Link{Bandwidth: 200e9, Latency: 5e-6}},
-	// DGX H100: 8 H100 SXM 80 GB (67 TFLOP/s fp32, 3.35 TB/s) on NVSwitch
-	// (450 GB/s per direction per GPU), 8 × 400 Gb/s NDR InfiniBand.
+	// DGX H100: 8 H100 SXM 80 GB (67 TFLOP/s fp32; 989 bf16 and fp16, 494
+	// tf32 dense tensor-core: NVIDIA H100 datasheet, SXM; 3.35 TB/s) on
+	// NVSwitch (450 GB/s per direction per GPU), 8 × 400 Gb/s NDR
+	// InfiniBand.
 	"h100": {Name: "h100", Nodes: 1, DevicesPerNode: 8,
-		Device:    Device{Name: "H100-SXM5-80GB", PeakFLOPS: 67e12, MemoryBandwidth: 3.35e12, MemoryBytes: 80 << 30},
+		Device: Device{Name: "H100-SXM5-80GB", PeakFLOPS: 67e12, PeakBF16: 989e12, PeakFP16: 989e12, PeakTF32: 494e12,
+			MemoryBandwidth: 3.35e12, MemoryBytes: 80 << 30},
+		IntraNode: Link{Bandwidth: 450e9, Latency: 3e-6}, InterNode: Link{Bandwidth: 400e9, Latency: 5e-6}},
+	// HGX H200: 8 H200 SXM 141 GB (the H100's compute: 67 TFLOP/s fp32;
+	// 989 bf16 and fp16, 494 tf32 dense: NVIDIA H200 datasheet; 4.8 TB/s
+	// HBM3e) on NVLink/NVSwitch (450 GB/s per direction per GPU), 8 × 400
+	// Gb/s NDR InfiniBand. Its operators are priced from the shipped
+	// profile measured on one (profile.Builtin).
+	"h200": {Name: "h200", Nodes: 1, DevicesPerNode: 8,
+		Device: Device{Name: "H200-SXM-141GB", PeakFLOPS: 67e12, PeakBF16: 989e12, PeakFP16: 989e12, PeakTF32: 494e12,
+			MemoryBandwidth: 4.8e12, MemoryBytes: 141e9},
 		IntraNode: Link{Bandwidth: 450e9, Latency: 3e-6}, InterNode: Link{Bandwidth: 400e9, Latency: 5e-6}},
 	// One core pair of the development machine, roughly: 2 cores × 32
 	// fp32 FLOP/cycle × 2.5 GHz, about 10 GB/s of memory bandwidth.

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -43,4 +44,50 @@ func (p Precision) ActivationBytes() float64 {
 		return 2
 	}
 	return 4
+}
+
+// Peak is the device's peak FLOP/s for products and convolutions in p; 0
+// where it has none. fp32 is the plain peak without tensor cores.
+func (d Device) Peak(p Precision) float64 {
+	switch p {
+	case BF16:
+		return d.PeakBF16
+	case FP16:
+		return d.PeakFP16
+	case TF32:
+		return d.PeakTF32
+	}
+	return d.PeakFLOPS
+}
+
+// Has reports whether the device has a peak for p.
+func (d Device) Has(p Precision) bool { return d.Peak(p) > 0 }
+
+// DefaultPrecision is the precision the planner prices a device in unless
+// told: its best 16-bit mixed precision, as users train (bf16 where it has
+// it, fp16 on a V100), else fp32.
+func (d Device) DefaultPrecision() Precision {
+	for _, p := range []Precision{BF16, FP16} {
+		if d.Has(p) {
+			return p
+		}
+	}
+	return FP32
+}
+
+// ErrNoPeak marks a precision the device has no peak for.
+var ErrNoPeak = errors.New("no peak for this precision")
+
+// CheckPrecision refuses a precision the device has no peak for.
+func (d Device) CheckPrecision(p Precision) error {
+	if d.Has(p) {
+		return nil
+	}
+	var has []string
+	for _, q := range Precisions {
+		if d.Has(q) {
+			has = append(has, string(q))
+		}
+	}
+	return fmt.Errorf("precision %s: the %s has no %s peak (it has %s): %w", p, d.Name, p, strings.Join(has, ", "), ErrNoPeak)
 }

@@ -13,6 +13,7 @@ type File struct {
 	Format      string          `json:"format"`
 	Simulated   string          `json:"simulated"`
 	CostModel   string          `json:"cost_model"`
+	Precision   string          `json:"precision"`
 	Model       string          `json:"model"`
 	Machine     cluster.Machine `json:"machine"`
 	Batch       int64           `json:"global_batch"`
@@ -23,6 +24,7 @@ type File struct {
 	Fits        bool            `json:"fits"`
 	Stages      []StageFile     `json:"stages"`
 	Operators   []OperatorFile  `json:"operators"`
+	Optimizer   OpCost          `json:"optimizer_step"`
 	Compared    []Compared      `json:"compared"`
 }
 
@@ -42,6 +44,9 @@ type OperatorFile struct {
 	Style   Style  `json:"style"`
 	Stage   int    `json:"stage"`
 	Degrees []int  `json:"degrees"`
+	// Cost is the operator's simulated time for one micro-batch on one
+	// device of its stage, and what priced it.
+	Cost OpCost `json:"cost"`
 }
 
 // Compared is one line of the comparison table.
@@ -59,8 +64,8 @@ const FileFormat = "rulebook.plan/1"
 // NewFile is the chosen plan, ready to write.
 func (c *Choice) NewFile(g *training.Graph) *File {
 	r := c.Chosen
-	f := &File{Format: FileFormat, Simulated: Simulated, CostModel: CostModel, Model: c.Model, Machine: c.Machine,
-		Batch: c.Batch, Strategy: r.Strategy, Time: r.Time, Memory: r.Memory, MemoryLimit: c.Options.memoryLimit(), Fits: r.Fits}
+	f := &File{Format: FileFormat, Simulated: Simulated, CostModel: c.Options.CostModel(), Precision: string(c.Options.precision()), Model: c.Model, Machine: c.Machine,
+		Batch: c.Batch, Strategy: r.Strategy, Optimizer: r.Optimizer, Time: r.Time, Memory: r.Memory, MemoryLimit: c.Options.memoryLimit(), Fits: r.Fits}
 	s := r.Strategy
 	for st := 0; st < s.PP; st++ {
 		sf := StageFile{Stage: st}
@@ -71,7 +76,7 @@ func (c *Choice) NewFile(g *training.Graph) *File {
 	}
 	for i, op := range g.Ops {
 		f.Operators = append(f.Operators, OperatorFile{Name: op.Name, Module: op.Module, Type: op.Type,
-			Style: r.Layouts[i].Style, Stage: r.Stage[i], Degrees: outputDegrees(g, op, s, r.Layouts[i])})
+			Style: r.Layouts[i].Style, Stage: r.Stage[i], Degrees: outputDegrees(g, op, s, r.Layouts[i]), Cost: r.Costs[i]})
 	}
 	for _, x := range c.Results {
 		cf := Compared{Strategy: x.Strategy, Fits: x.Fits}

@@ -82,7 +82,7 @@ func Choose(ctx context.Context, g *training.Graph, kinds []Kind, o Options) (*C
 // WriteTable prints every strategy priced, one per line, and says which
 // was chosen and that the times are simulated.
 func (c *Choice) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "%s on %s (%s), batch %d: %s\ncost model: %s\n", safetext.Name(c.Model), safetext.Name(c.Machine.Name), english.Nouns(c.Machine.NumDevices(), "device"), c.Batch, Simulated, CostModel)
+	fmt.Fprintf(w, "%s on %s (%s), batch %d: %s\ncost model: %s\n", safetext.Name(c.Model), safetext.Name(c.Machine.Name), english.Nouns(c.Machine.NumDevices(), "device"), c.Batch, Simulated, c.Options.CostModel())
 	if c.Rules != nil {
 		fmt.Fprintf(w, "rules: %s, pinned; the strategies do not use them yet\n", safetext.Name(c.Rules.Describe()))
 	}
@@ -133,3 +133,32 @@ func yesNo(b bool) string {
 	}
 	return "no"
 }
+
+// WriteExplain prints what priced each operator of the chosen plan: its
+// simulated forward and backward for one micro-batch on one device of its
+// stage, and whether a profile match, a fit or the roofline gave them.
+func (c *Choice) WriteExplain(w io.Writer, g *training.Graph) error {
+	r := c.Chosen
+	fmt.Fprintf(w, "operator costs of %s, one micro-batch on one device (simulated, %s):\n", r.Strategy, c.Options.CostModel())
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "operator\ttype\tforward\tbackward\tsource\t")
+	counts := map[Source]int{}
+	for i, op := range g.Ops {
+		t := r.Costs[i]
+		if t.Source == "" {
+			continue
+		}
+		counts[t.Source]++
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", safetext.Name(op.Name), safetext.Name(op.Type), us(t.Forward), us(t.Backward), t.Source)
+	}
+	if r.Optimizer.Source != "" {
+		fmt.Fprintf(tw, "optimizer step (Adam)\t\t%s\t\t%s\t\n", us(r.Optimizer.Forward), r.Optimizer.Source)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "priced by: %d profile, %d fit, %d roofline\n", counts[FromProfile], counts[FromFit], counts[FromRoofline])
+	return err
+}
+
+func us(seconds float64) string { return fmt.Sprintf("%.1f µs", seconds*1e6) }

@@ -82,7 +82,7 @@ func TestStrategies(t *testing.T) {
 	if err := c.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(table.String(), "simulated") || !strings.Contains(table.String(), CostModel) {
+	if !strings.Contains(table.String(), "simulated") || !strings.Contains(table.String(), "α–β collectives") {
 		t.Errorf("the table does not say its times are simulated by which model:\n%s", table.String())
 	}
 	if err := simulate.WriteChromeTrace(&trace, c.Chosen.Schedule, "mlp"); err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"rulebook/cluster"
 	"rulebook/internal/checked"
+	"rulebook/profile"
 	"rulebook/simulate"
 	"rulebook/training"
 )
@@ -42,7 +43,12 @@ type Result struct {
 	Layouts  []OpLayout
 	Stage    []int // pipeline stage of each operator
 	Schedule *simulate.Schedule
-	Err      error // why the strategy cannot run (e.g. the batch does not divide)
+	// Costs are each operator's times for one micro-batch on its stage's
+	// device, and what priced them; Optimizer is the slowest stage's
+	// optimizer step.
+	Costs     []OpCost
+	Optimizer OpCost
+	Err       error // why the strategy cannot run (e.g. the batch does not divide)
 }
 
 // Options are what every strategy is priced under.
@@ -53,6 +59,20 @@ type Options struct {
 	MemoryLimit float64
 	// Microbatches per pipeline step; 0 means twice the stages.
 	Microbatches int
+	// Precision is the arithmetic priced; "" means the device's default
+	// (cluster.Device.DefaultPrecision).
+	Precision cluster.Precision
+	// Profile holds measured operator times for the device, or nil for
+	// the roofline alone.
+	Profile *profile.Profile
+}
+
+// precision is the precision priced.
+func (o Options) precision() cluster.Precision {
+	if o.Precision != "" {
+		return o.Precision
+	}
+	return o.Machine.Device.DefaultPrecision()
 }
 
 // MaxTasks bounds the simulator tasks of one strategy's step: operators
@@ -73,6 +93,15 @@ func (o Options) validate() error {
 	if err := checked.Real("the memory limit (bytes)", o.MemoryLimit, 0, maxMemoryLimit); err != nil {
 		return err
 	}
+	d := o.Machine.Device
+	if err := d.CheckPrecision(o.precision()); err != nil {
+		return fmt.Errorf("machine %s: %w", o.Machine.Name, err)
+	}
+	if o.Profile != nil {
+		if err := o.Profile.CheckPrecisions(d.Name, d.Has); err != nil {
+			return err
+		}
+	}
 	return checked.Count("the micro-batches", int64(o.Microbatches), 0, MaxTasks)
 }
 
@@ -83,14 +112,20 @@ func (o Options) memoryLimit() float64 {
 	return o.Machine.Device.MemoryBytes
 }
 
-// roofline is an operator's time on the device: the larger of its FLOPs
-// at peak and its bytes at memory bandwidth.
-func roofline(d cluster.Device, w training.Work, share float64) float64 {
-	return max(w.FLOPs/d.PeakFLOPS, w.Bytes/d.MemoryBandwidth) * share
+// CostModel names how Price times operators, for every printed figure:
+// the precision, and the profile where one is used.
+func (o Options) CostModel() string {
+	p := o.precision()
+	prec := string(p) + " mixed precision (autocast: products in " + string(p) + ", weights and Adam state in fp32)"
+	if p == cluster.TF32 || p == cluster.FP32 {
+		prec = string(p)
+	}
+	ops := "roofline (max of FLOPs at the " + string(p) + " peak and bytes at memory bandwidth)"
+	if o.Profile != nil {
+		ops = "measured operator costs from " + o.Profile.Name + " (exact match, else a fit per operator class, else the roofline)"
+	}
+	return prec + "; " + ops + "; α–β collectives"
 }
-
-// CostModel names how Price times operators, for every printed figure.
-const CostModel = "roofline (max of FLOPs at peak and bytes at memory bandwidth) with α–β collectives"
 
 // Price simulates one training step of g under s.
 func Price(ctx context.Context, g *training.Graph, s Strategy, o Options) (*Result, error) {
@@ -106,15 +141,16 @@ func Price(ctx context.Context, g *training.Graph, s Strategy, o Options) (*Resu
 	if err := s.taskBound(len(g.Ops)); err != nil {
 		return &Result{Strategy: s, Err: err}, nil
 	}
-	r := &Result{Strategy: s, Layouts: assignTensorParallel(g, s.TP), Stage: stages(g, s.PP, o.Machine.Device)}
-	b := newBuilder(g, s, o, r)
+	c := newCosts(o.Machine.Device, o.precision(), o.Profile)
+	r := &Result{Strategy: s, Layouts: assignTensorParallel(g, s.TP), Stage: stages(g, s.PP, c)}
+	b := newBuilder(g, s, o, r, c)
 	sched, err := b.run(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("simulate %s: %w", s, err)
 	}
 	r.Schedule = sched
 	r.Time = b.slowest(sched)
-	r.Memory = memory(g, s, r)
+	r.Memory = memory(g, s, r, o.precision().ActivationBytes())
 	r.Fits = r.Memory.Total() <= o.memoryLimit()
 	if !finite(r.Time.Step) || !finite(r.Memory.Total()) {
 		// never choose a plan whose figures are not numbers
@@ -124,9 +160,10 @@ func Price(ctx context.Context, g *training.Graph, s Strategy, o Options) (*Resu
 }
 
 // stages cuts the operators into pp contiguous stages of about equal
-// forward time; a graph with no work (or none the roofline can weigh) is
-// cut into stages of equal operator counts.
-func stages(g *training.Graph, pp int, d cluster.Device) []int {
+// forward and backward time at the whole batch; a graph with no work (or
+// none the cost model can weigh) is cut into stages of equal operator
+// counts.
+func stages(g *training.Graph, pp int, c *costs) []int {
 	out := make([]int, len(g.Ops))
 	if pp <= 1 {
 		return out
@@ -134,7 +171,8 @@ func stages(g *training.Graph, pp int, d cluster.Device) []int {
 	weight := make([]float64, len(g.Ops))
 	var total float64
 	for i, op := range g.Ops {
-		weight[i] = roofline(d, op.Forward, 1) + roofline(d, op.Backward, 1)
+		t := c.op(g, op, piece{share: 1, cut: 1})
+		weight[i] = t.Forward + t.Backward
 		total += weight[i]
 	}
 	if total <= 0 || !finite(total) {
@@ -157,17 +195,18 @@ func stages(g *training.Graph, pp int, d cluster.Device) []int {
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 // memory is the fullest device's memory: weights, gradients and Adam's two
-// moments for its stage's share of the parameters, and the activations
-// its stage saves for backward, for as many micro-batches as 1F1B keeps in
-// flight (pp − stage, the first stage holding most).
-func memory(g *training.Graph, s Strategy, r *Result) Memory {
+// moments for its stage's share of the parameters (fp32 in every
+// precision), and the activations its stage saves for backward, in elem
+// bytes an element, for as many micro-batches as 1F1B keeps in flight
+// (pp − stage, the first stage holding most).
+func memory(g *training.Graph, s Strategy, r *Result, elem float64) Memory {
 	per := make([]Memory, s.PP)
 	micro := 1 / (float64(s.DP) * float64(s.Microbatches))
 	for i, op := range g.Ops {
 		st, cut := r.Stage[i], r.Layouts[i].cut(s.TP)
 		per[st].Weights += op.ParamBytes * cut
 		inFlight := float64(min(s.PP-st, s.Microbatches))
-		per[st].Activations += op.ActivationBytes * cut * micro * inFlight
+		per[st].Activations += op.ActivationBytes * elem / 4 * cut * micro * inFlight
 	}
 	var worst Memory
 	for _, m := range per {

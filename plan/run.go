@@ -11,6 +11,7 @@ import (
 	"rulebook/internal/checked"
 	"rulebook/internal/outfile"
 	"rulebook/onnx"
+	"rulebook/profile"
 	"rulebook/simulate"
 	"rulebook/training"
 	"rulebook/version"
@@ -39,6 +40,36 @@ type Request struct {
 	// Rules is a pinned, hash-checked rule version, or nil. The header
 	// names it; the hand-coded strategies do not use its rules yet.
 	Rules *version.Set
+	// Precision is bf16, fp16, tf32 or fp32; "" is the device's default.
+	Precision string
+	// Profile is a device profile of measured operator times; "" uses the
+	// preset's shipped profile where it has one, NoProfile none.
+	Profile string
+}
+
+// NoProfile as Request.Profile prices with the roofline alone.
+const NoProfile = "none"
+
+// presetProfiles are the shipped profiles of the presets measured on real
+// hardware.
+var presetProfiles = map[string]string{"h200": "h200-torch2.11-ops.csv"}
+
+// loadProfile is the request's profile: its file, the preset's shipped
+// one, or nil.
+func loadProfile(req Request) (*profile.Profile, error) {
+	switch {
+	case req.Profile == NoProfile:
+		return nil, nil
+	case req.Profile != "":
+		return profile.Load(req.Profile)
+	case cluster.IsFile(req.Machine):
+		return nil, nil
+	}
+	preset, _, _ := strings.Cut(req.Machine, ":")
+	if name, ok := presetProfiles[preset]; ok {
+		return profile.Builtin(name)
+	}
+	return nil, nil
 }
 
 // Outcome is what Run priced and wrote.
@@ -65,6 +96,14 @@ func Run(ctx context.Context, req Request) (*Outcome, error) {
 		kinds = []Kind{k}
 	}
 	opts := Options{Machine: m, MemoryLimit: req.MemoryLimit, Microbatches: req.Microbatches}
+	if req.Precision != "" {
+		if opts.Precision, err = cluster.ParsePrecision(req.Precision); err != nil {
+			return nil, fmt.Errorf("--precision: %w", err)
+		}
+	}
+	if opts.Profile, err = loadProfile(req); err != nil {
+		return nil, err
+	}
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
@@ -133,6 +172,9 @@ func inputs(req Request) []outfile.Named {
 	}
 	if cluster.IsFile(req.Machine) {
 		in = append(in, outfile.Named{Path: req.Machine, Role: "the machine file"})
+	}
+	if req.Profile != "" && req.Profile != NoProfile {
+		in = append(in, outfile.Named{Path: req.Profile, Role: "the profile"})
 	}
 	return in
 }

@@ -23,6 +23,7 @@ type builder struct {
 	s     Strategy
 	o     Options
 	r     *Result
+	c     *costs
 	micro float64 // one micro-batch per replica, as a share of the graph's batch
 
 	resources []simulate.Resource
@@ -31,15 +32,26 @@ type builder struct {
 	deps      [][]string
 }
 
-func newBuilder(g *training.Graph, s Strategy, o Options, r *Result) *builder {
-	b := &builder{g: g, s: s, o: o, r: r, keys: map[string]int{},
+func newBuilder(g *training.Graph, s Strategy, o Options, r *Result, c *costs) *builder {
+	b := &builder{g: g, s: s, o: o, r: r, c: c, keys: map[string]int{},
 		micro: 1 / float64(s.DP*s.Microbatches)}
+	r.Costs = make([]OpCost, len(g.Ops))
+	for i, op := range g.Ops {
+		l := r.Layouts[i]
+		r.Costs[i] = c.op(g, op, piece{share: b.micro, cut: l.cut(s.TP), style: l.Style})
+	}
 	for st := 0; st < s.PP; st++ {
 		dev := b.base(st)
 		b.resources = append(b.resources,
 			simulate.Resource{Name: fmt.Sprintf("stage %d: device %d", st, dev), Kind: simulate.Device, Device: dev},
 			simulate.Resource{Name: fmt.Sprintf("stage %d: device %d intra-node link", st, dev), Kind: simulate.Link, Device: dev},
 			simulate.Resource{Name: fmt.Sprintf("stage %d: device %d network", st, dev), Kind: simulate.Link, Device: dev})
+	}
+	// each stage's host, which launches its operators in order ahead of
+	// the device (after every stage's own resources, so indices 3·stage
+	// to 3·stage+2 stay the device's and its links')
+	for st := 0; st < s.PP; st++ {
+		b.resources = append(b.resources, simulate.Resource{Name: fmt.Sprintf("stage %d: host", st), Kind: simulate.Device, Device: -1})
 	}
 	return b
 }
@@ -133,17 +145,27 @@ func oneFOneB(stage, pp, m int) []unit {
 	return out
 }
 
+// launch adds the host's launch of operator i's task key on stage st, in
+// program order on the host, and is its key; "" (no wait) where the cost
+// model has no launch time.
+func (b *builder) launch(st, i int, key string) string {
+	t := b.r.Costs[i].Launch
+	if t <= 0 {
+		return ""
+	}
+	b.add("launch "+key, "launch "+b.g.Ops[i].Name, simulate.Compute, 3*b.s.PP+st, t)
+	return "launch " + key
+}
+
 func valueKey(v string, micro int) string { return fmt.Sprintf("value %s #%d", v, micro) }
 func gradKey(v string, micro int) string  { return fmt.Sprintf("grad %s #%d", v, micro) }
 
 func (b *builder) forward(st, j int) {
-	d := b.o.Machine.Device
 	for i, op := range b.g.Ops {
 		if b.r.Stage[i] != st {
 			continue
 		}
 		l := b.r.Layouts[i]
-		share := l.cut(b.s.TP) * b.micro
 		var deps []string
 		for _, v := range op.Inputs {
 			if p, ok := b.g.Producer(v); ok {
@@ -157,7 +179,7 @@ func (b *builder) forward(st, j int) {
 			deps = []string{key}
 		}
 		fwd := fmt.Sprintf("fwd %s #%d", op.Name, j)
-		b.add(fwd, op.Name, simulate.Compute, 3*st, roofline(d, op.Forward, share), deps...)
+		b.add(fwd, op.Name, simulate.Compute, 3*st, b.r.Costs[i].Forward, append(deps, b.launch(st, i, fwd))...)
 		done := fwd
 		if l.ForwardAllReduce {
 			g := b.tpGroup(st)
@@ -205,7 +227,6 @@ func (b *builder) inputBytes(op training.Op) float64 {
 }
 
 func (b *builder) backward(st, j int) {
-	d := b.o.Machine.Device
 	last := j == b.s.Microbatches-1
 	for i := len(b.g.Ops) - 1; i >= 0; i-- {
 		op := b.g.Ops[i]
@@ -224,7 +245,7 @@ func (b *builder) backward(st, j int) {
 			}
 		}
 		bwd := fmt.Sprintf("bwd %s #%d", op.Name, j)
-		b.add(bwd, op.Name+" (backward)", simulate.Compute, 3*st, roofline(d, op.Backward, l.cut(b.s.TP)*b.micro), deps...)
+		b.add(bwd, op.Name+" (backward)", simulate.Compute, 3*st, b.r.Costs[i].Backward, append(deps, b.launch(st, i, bwd))...)
 		done := bwd
 		if l.BackwardAllReduce {
 			g := b.tpGroup(st)
@@ -268,8 +289,8 @@ func (b *builder) sendBackward(st, i, j int) {
 }
 
 // update is Adam on the stage's share of the weights once their gradients
-// are reduced: it reads weights, gradients and two moments and writes
-// weights and moments back.
+// are reduced: fused Adam as the profile measured it, or the roofline of
+// its traffic (costs.adam).
 func (b *builder) update(st int) {
 	var params float64
 	deps := []string{}
@@ -286,8 +307,11 @@ func (b *builder) update(st int) {
 	if params == 0 {
 		return
 	}
-	work := training.Work{FLOPs: 10 * params / 4, Bytes: 7 * params}
-	b.add(fmt.Sprintf("adam %d", st), "optimizer step (Adam)", simulate.Compute, 3*st, roofline(b.o.Machine.Device, work, 1), deps...)
+	t, src := b.c.adam(params / 4)
+	if t > b.r.Optimizer.Forward {
+		b.r.Optimizer = OpCost{Forward: t, Source: src}
+	}
+	b.add(fmt.Sprintf("adam %d", st), "optimizer step (Adam)", simulate.Compute, 3*st, t, deps...)
 }
 
 // slowest is the simulated step of the stage whose device finishes last,

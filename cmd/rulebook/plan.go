@@ -14,6 +14,7 @@ func newPlanCmd() *cobra.Command {
 	var req plan.Request
 	var memGiB float64
 	var emit, ref string
+	var explain bool
 	cmd := &cobra.Command{
 		Use:   "plan MODEL.onnx|mlp|bert-large|dlrm",
 		Short: "Price data, tensor, grid and pipeline parallel training plans in a simulator",
@@ -21,7 +22,8 @@ func newPlanCmd() *cobra.Command {
 		Example: `  rulebook plan bert-large --machine summit:1 --batch 48
   rulebook plan mlp --machine summit:4 --batch 1024 --strategy grid -o mlp-plan.json
   rulebook plan ../shared/models/resnet50.onnx --machine dgx-a100:2 --batch 8 --per-device
-  rulebook plan bert-large --machine summit:1 --batch 6 --memory-limit 6 --strategy grid -o bert.json --emit torch`,
+  rulebook plan bert-large --machine summit:1 --batch 6 --memory-limit 6 --strategy grid -o bert.json --emit torch
+  rulebook plan mlp --machine h200:1x1 --batch 256 --precision fp32 --explain`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if req.Batch < 0 || req.Microbatches < 0 {
@@ -47,6 +49,11 @@ func newPlanCmd() *cobra.Command {
 				if werr := out.Choice.WriteTable(cmd.OutOrStdout()); werr != nil && err == nil {
 					err = werr
 				}
+				if explain {
+					if werr := out.Choice.WriteExplain(cmd.OutOrStdout(), out.Graph); werr != nil && err == nil {
+						err = werr
+					}
+				}
 			}
 			if err != nil {
 				return err
@@ -67,5 +74,8 @@ func newPlanCmd() *cobra.Command {
 	f.StringVarP(&req.Out, "output", "o", "", "write the chosen plan here (with .trace.json and .sharded.onnx beside it)")
 	f.StringVar(&ref, "rules", "", "a rule version to name in the plan (tag, hash prefix or bundle); not used by the strategies yet")
 	f.StringVar(&emit, "emit", "", "also write the plan for an engine: torch (a DTensor plan)")
+	f.StringVar(&req.Precision, "precision", "", "bf16, fp16, tf32 or fp32 (default: the device's best 16-bit mixed precision, bf16, or fp16 on a V100)")
+	f.StringVar(&req.Profile, "profile", "", "a device profile of measured operator times (CSV; default: the preset's shipped one, for h200; none: the roofline alone)")
+	f.BoolVar(&explain, "explain", false, "also print each operator's simulated forward and backward and what priced it (profile, fit or roofline)")
 	return cmd
 }
