@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"rulebook/profile"
 )
 
 // TestProfileRefuses: a missing interpreter, one without torch (a real
@@ -35,6 +38,59 @@ func TestProfileRefuses(t *testing.T) {
 		}
 		if _, serr := os.Stat(out); serr == nil {
 			t.Errorf("%v: wrote %s", c.args, out)
+		}
+	}
+}
+
+// TestMeasuredProfilePlans measures a small CPU profile with PyTorch, reads
+// it back, and plans with it in both its precisions: the plan's header
+// and plan.json name the profile as the cost model, and operators are
+// priced from it (an exact match or a fit), not by the roofline alone.
+func TestMeasuredProfilePlans(t *testing.T) {
+	if err := exec.Command("python3", "-c", "import torch").Run(); err != nil {
+		t.Skipf("python3 cannot import torch (pip install -r scripts/requirements-bridge.txt): %v", err)
+	}
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "cpu.csv")
+	ctx := context.Background()
+	out, err := run(ctx, "profile", "--out", prof, "--sizes", "small", "--device", "cpu", "--threads", "1", "--no-progress")
+	if err != nil {
+		t.Fatalf("profile: %v\n%s", err, out)
+	}
+	if _, err := profile.Load(prof); err != nil {
+		t.Fatalf("the written profile does not read back: %v", err)
+	}
+	for _, prec := range []string{"fp32", "bf16"} {
+		planFile := filepath.Join(dir, "plan-"+prec+".json")
+		out, err := run(ctx, "plan", "mlp", "--machine", "cpu", "--batch", "64", "--profile", prof, "--precision", prec, "--explain", "-o", planFile)
+		if err != nil {
+			t.Fatalf("plan --precision %s: %v\n%s", prec, err, out)
+		}
+		cites := "measured operator costs from " + prof
+		if !strings.Contains(out, cites) {
+			t.Errorf("plan --precision %s does not say %q:\n%s", prec, cites, out)
+		}
+		var f struct {
+			CostModel string `json:"cost_model"`
+			Operators []struct {
+				Cost struct{ Source string } `json:"cost"`
+			} `json:"operators"`
+		}
+		data, err := os.ReadFile(planFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(data, &f); err != nil {
+			t.Fatal(err)
+		}
+		measured := 0
+		for _, op := range f.Operators {
+			if op.Cost.Source == "profile" || op.Cost.Source == "fit" {
+				measured++
+			}
+		}
+		if !strings.Contains(f.CostModel, cites) || measured == 0 {
+			t.Errorf("%s: cost model %q, %d operators priced from the profile", planFile, f.CostModel, measured)
 		}
 	}
 }
