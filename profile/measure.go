@@ -55,6 +55,10 @@ type MeasureOptions struct {
 	// Device is "cpu" or "cuda"; empty picks a CUDA GPU if torch sees
 	// one, else the CPU.
 	Device string
+	// CPUClock times with the process's CPU time instead of the wall
+	// clock (on a CPU only): a machine shared with other work then does
+	// not inflate the times.
+	CPUClock bool
 	// Progress, when set, is told of each operator as its timing starts:
 	// done of total, and what it is ("linear 512x1024->1024 fp32").
 	Progress func(done, total int, what string)
@@ -111,6 +115,9 @@ func Measure(ctx context.Context, opt MeasureOptions) (*Measurement, error) {
 	if opt.Device != "" && opt.Device != "cpu" && opt.Device != "cuda" {
 		return nil, fmt.Errorf("unknown device %q (known: cpu, cuda)", opt.Device)
 	}
+	if opt.CPUClock && opt.Device != "cpu" {
+		return nil, fmt.Errorf("the CPU clock (--clock cpu) times the CPU only: name the device (--device cpu)")
+	}
 	path, err := writeScript()
 	if err != nil {
 		return nil, err
@@ -123,6 +130,9 @@ func Measure(ctx context.Context, opt MeasureOptions) (*Measurement, error) {
 	args := []string{"-u", path, "--sizes", string(sizes)}
 	if opt.Device != "" {
 		args = append(args, "--device", opt.Device)
+	}
+	if opt.CPUClock {
+		args = append(args, "--clock", "cpu")
 	}
 	if opt.Threads > 0 {
 		args = append(args, "--threads", strconv.Itoa(opt.Threads))

@@ -15,6 +15,7 @@ func newProfileCmd() *cobra.Command {
 		opt        profile.MeasureOptions
 		out, sizes string
 		noProgress bool
+		clock      string
 	)
 	cmd := &cobra.Command{
 		Use:     "profile --out FILE",
@@ -29,6 +30,10 @@ func newProfileCmd() *cobra.Command {
 			if opt.Threads < 0 {
 				return fmt.Errorf("--threads must not be negative, got %d", opt.Threads)
 			}
+			if clock != "wall" && clock != "cpu" {
+				return fmt.Errorf("--clock: unknown clock %q (known: wall, cpu)", clock)
+			}
+			opt.CPUClock = clock == "cpu"
 			var err error
 			if opt.Sizes, err = profile.ParseSizes(sizes); err != nil {
 				return fmt.Errorf("--sizes: %w", err)
@@ -56,6 +61,7 @@ func newProfileCmd() *cobra.Command {
 	f.StringVar(&opt.Python, "python", "python3", "the Python interpreter, with torch installed")
 	f.StringVar(&opt.Device, "device", "", "cpu or cuda (default: a CUDA GPU if torch sees one, else the CPU)")
 	f.IntVar(&opt.Threads, "threads", 0, "CPU threads for torch (default: torch's own choice)")
+	f.StringVar(&clock, "clock", "wall", "wall, or cpu: the process's CPU time, which other work on a shared machine does not inflate (with --device cpu)")
 	f.BoolVar(&noProgress, "no-progress", false, "draw no progress bar")
 	return cmd
 }

@@ -13,8 +13,8 @@ import (
 )
 
 // TestProfileRefuses: a missing interpreter, one without torch (a real
-// venv with nothing installed) and a bad size set each give one line
-// saying so, and no profile is written.
+// venv with nothing installed), a bad size set, thread count or clock each
+// give one line saying so, and no profile is written.
 func TestProfileRefuses(t *testing.T) {
 	dir := t.TempDir()
 	venv := filepath.Join(dir, "venv")
@@ -29,6 +29,8 @@ func TestProfileRefuses(t *testing.T) {
 		{[]string{"--python", filepath.Join(venv, "bin", "python")}, "cannot import torch"},
 		{[]string{"--sizes", "huge"}, `--sizes: unknown size set "huge"`},
 		{[]string{"--threads", "-1"}, "--threads must not be negative"},
+		{[]string{"--clock", "gpu"}, `--clock: unknown clock "gpu"`},
+		{[]string{"--clock", "cpu"}, "the CPU clock (--clock cpu) times the CPU only"},
 	}
 	for _, c := range cases {
 		out := filepath.Join(dir, "p.csv")
