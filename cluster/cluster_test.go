@@ -24,7 +24,7 @@ func TestParse(t *testing.T) {
 		{"h100:4", 32, ""},
 		{"cpu", 1, ""},
 		{"testdata/good.json", 16, ""},
-		{"tpu:4", 0, `unknown machine preset "tpu" (known: cpu, dgx-a100, h100, summit; or a machine .json file)`},
+		{"tpu:4", 0, `unknown machine preset "tpu" (known: cpu, dgx-a100, h100, h200, summit; or a machine .json file)`},
 		{"summit:x", 0, `node count "x" is not a number`},
 		{"summit:0", 0, "want at least 1 node"},
 		{"testdata/zero-devices.json", 0, "testdata/zero-devices.json: devices_per_node is 0; want 1 to 65536"},

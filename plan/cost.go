@@ -24,15 +24,16 @@ const (
 
 // OpCost is one operator's simulated time on one device for one
 // micro-batch, in seconds, and what priced it. Forward and Backward are
-// the device's time; Launch is the host's time to issue each of them,
-// which overlaps the device's work on earlier operators (the profile's
-// launch floor; 0 under the roofline). An operator that moves nothing (a
-// Reshape) has no source.
+// the device's time; Launch and BackwardLaunch are the host's time to
+// issue them, which overlaps the device's work on earlier operators (the
+// profile's launch floor per kernel; 0 under the roofline). An operator
+// that moves nothing (a Reshape) has no source.
 type OpCost struct {
-	Forward  float64 `json:"forward_s"`
-	Backward float64 `json:"backward_s"`
-	Launch   float64 `json:"launch_s,omitempty"`
-	Source   Source  `json:"source,omitempty"`
+	Forward        float64 `json:"forward_s"`
+	Backward       float64 `json:"backward_s"`
+	Launch         float64 `json:"launch_s,omitempty"`
+	BackwardLaunch float64 `json:"backward_launch_s,omitempty"`
+	Source         Source  `json:"source,omitempty"`
 }
 
 // costs prices operators on one device in one precision, from a
@@ -75,7 +76,9 @@ func newCosts(d cluster.Device, prec cluster.Precision, prof *profile.Profile) *
 	}
 	c.rows = newCurve(pooled, profile.Add, floor, call)
 	fl32, call32 := launchCosts(prof.Entries, cluster.FP32)
-	c.curves[profile.AdamFused] = newCurve(prof.Of(profile.AdamFused, cluster.FP32), profile.AdamFused, fl32, call32)
+	for _, k := range []profile.Kind{profile.AdamFused, profile.AdamForeach} {
+		c.curves[k] = newCurve(prof.Of(k, cluster.FP32), k, fl32, call32)
+	}
 	return c
 }
 
@@ -235,15 +238,41 @@ func (c *costs) op(g *training.Graph, op training.Op, p piece) OpCost {
 	if fwd.FLOPs == 0 && fwd.Bytes == 0 {
 		return OpCost{}
 	}
-	rf, rb := c.roofline(op, fwd), c.roofline(op, bwd)
 	out := c.measured(g, op, p, fwd, bwd)
+	return c.finish(out, c.roofline(op, fwd), c.roofline(op, bwd), c.castBytes(op, p), backwardRatio(fwd, bwd))
+}
+
+// backwardRatio is how many times the forward's work the backward does.
+func backwardRatio(fwd, bwd training.Work) float64 {
+	r := 1.0
+	if fwd.FLOPs > 0 {
+		r = max(r, bwd.FLOPs/fwd.FLOPs)
+	}
+	if fwd.Bytes > 0 {
+		r = max(r, bwd.Bytes/fwd.Bytes)
+	}
+	return r
+}
+
+// finish splits a measured time into the host's launch and the device's
+// rest, never less than the roofline (rf, rb), and adds autocast's weight
+// copies; an operator the profile says nothing of gets the roofline.
+//
+// A small operator's measured backward is mostly the fixed costs of the
+// separate backward() call the profile times it with, which the launch
+// floor and the call's estimate (launchCosts) take out only in part. The
+// backward's device time is therefore held to ratio times the forward's:
+// it does ratio times the forward's work (the larger of the FLOPs and
+// bytes ratios: two products of the forward's size for a product, a read
+// of the gradient besides the input for an element-wise operator).
+func (c *costs) finish(out OpCost, rf, rb, cast, ratio float64) OpCost {
 	if out.Source == "" {
 		return OpCost{Forward: rf, Backward: rb, Source: FromRoofline}
 	}
-	// the device's share of a measured time: what is left after the
-	// launch, and never less than the roofline
-	out.Forward, out.Backward, out.Launch = max(out.Forward-c.launch, rf), max(out.Backward-c.launch, rb), c.launch
-	if cast := c.castBytes(op, p); cast > 0 {
+	fwd := max(out.Forward-c.launch, rf)
+	out.Forward, out.Backward, out.Launch = fwd, max(min(out.Backward-c.launch, ratio*fwd), rb), c.launch
+	out.BackwardLaunch = c.launch
+	if cast > 0 {
 		t := cast / c.dev.MemoryBandwidth
 		if c.rows != nil {
 			t, _ = c.rows.at(cast)
@@ -252,6 +281,7 @@ func (c *costs) op(g *training.Graph, op training.Op, p piece) OpCost {
 		out.Forward += t
 		out.Backward += t
 		out.Launch += c.launch
+		out.BackwardLaunch += c.launch
 	}
 	return out
 }
@@ -314,14 +344,19 @@ func (c *costs) castBytes(op training.Op, p piece) float64 {
 	return 1.5 * op.ParamBytes * p.cut
 }
 
-// adam prices the optimizer step over params fp32 parameters: fused Adam
-// from the profile, else the roofline of its traffic (weights, gradients
-// and two moments read, three written: 28 bytes a parameter).
-func (c *costs) adam(params float64) (float64, Source) {
+// adam prices the optimizer step over params fp32 parameters: Adam as
+// the profile measured the implementation asked for, else the roofline
+// of its traffic (weights, gradients and two moments read, three
+// written: 28 bytes a parameter).
+func (c *costs) adam(params float64, impl Optimizer) (float64, Source) {
 	if params <= 0 {
 		return 0, ""
 	}
-	if cv := c.curves[profile.AdamFused]; cv != nil {
+	k := profile.AdamFused
+	if impl == ForeachAdam {
+		k = profile.AdamForeach
+	}
+	if cv := c.curves[k]; cv != nil {
 		f, _ := cv.at(params)
 		return f, FromFit
 	}
@@ -350,13 +385,7 @@ func exactShape(g *training.Graph, op training.Op, k profile.Kind, p piece) (pro
 	case profile.Conv2D:
 		return convShape(g, op, p)
 	case profile.LayerNorm, profile.GELU, profile.ReLU, profile.Softmax, profile.Add:
-		s := g.ValueShape(op.Outputs[0])
-		if len(s) == 0 || p.cut != 1 {
-			return profile.Shape{}, false
-		}
-		feats := s[len(s)-1]
-		rows, ok := whole(float64(runtime.Elements(s)/max(feats, 1)) * p.share)
-		return profile.RowsShape(k, rows, feats), ok && feats > 0
+		return rowsShape(g, op.Outputs[0], k, p)
 	}
 	return profile.Shape{}, false
 }
@@ -377,4 +406,147 @@ func convShape(g *training.Graph, op training.Op, p piece) (profile.Shape, bool)
 func whole(x float64) (int64, bool) {
 	r := math.Round(x)
 	return int64(r), r >= 1 && math.Abs(x-r) < 1e-6*max(1, r)
+}
+
+// group is operators PyTorch runs as one kernel (a GELU as torch.onnx
+// writes it; an attention), priced as one at its first operator.
+type group struct {
+	kind profile.Kind
+	ops  []int
+	x    string // a GELU's input
+	att  *training.Attention
+}
+
+// groups finds the graph's kernels of several operators, by operator. An
+// attention fused by the graph (training.Graph.FuseAttention) already
+// carries its work on its first operator; one kept as written is priced
+// from the profile's unfused attention where it has that, else operator
+// by operator.
+func (c *costs) groups(g *training.Graph) map[int]*group {
+	out := map[int]*group{}
+	add := func(gr *group) {
+		for _, i := range gr.ops {
+			out[i] = gr
+		}
+	}
+	for i, op := range g.Ops {
+		if ops, x, ok := g.GELU(i); ok {
+			add(&group{kind: profile.GELU, ops: ops, x: x})
+		}
+		if a := op.Attention; a != nil && a.Ops[0] == i {
+			add(&group{kind: profile.AttentionFused, ops: a.Ops, att: a})
+		}
+	}
+	if !g.Fused() && c.curves[profile.AttentionUnfused] != nil {
+		for _, a := range g.Attentions() {
+			add(&group{kind: profile.AttentionUnfused, ops: a.Ops, att: a})
+		}
+	}
+	return out
+}
+
+// all prices every operator's piece, each kernel of several operators at
+// its first (the others cost nothing).
+func (c *costs) all(g *training.Graph, layouts []OpLayout, tp int, share float64) []OpCost {
+	groups := c.groups(g)
+	out := make([]OpCost, len(g.Ops))
+	for i, op := range g.Ops {
+		l := layouts[i]
+		p := piece{share: share, cut: l.cut(tp), style: l.Style}
+		gr := groups[i]
+		switch {
+		case gr == nil && biasEpilogue(g, op):
+			// addmm adds the bias as the product writes its output; the
+			// bias's gradient (a sum over rows) is a kernel of its own
+			t := c.op(g, op, p)
+			out[i] = OpCost{Backward: t.Backward, BackwardLaunch: t.BackwardLaunch, Source: t.Source}
+		case gr == nil:
+			out[i] = c.op(g, op, p)
+		case gr.ops[0] == i:
+			out[i] = c.group(g, gr, p)
+		}
+	}
+	return out
+}
+
+// biasEpilogue reports whether op adds a bias to a weight product's only
+// output, as torch.onnx writes nn.Linear on more than two dimensions
+// (MatMul, then Add): PyTorch runs it as one addmm.
+func biasEpilogue(g *training.Graph, op training.Op) bool {
+	if op.Type != "Add" || op.ParamBytes == 0 || len(op.Inputs) != 2 {
+		return false
+	}
+	for _, v := range op.Inputs {
+		if p, ok := g.Producer(v); ok && g.Ops[p].Product != nil && g.Ops[p].Product.Linear && len(g.Consumers(v)) == 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// group prices a kernel of several operators: from the profile's entry
+// or curve for its kind, else its roofline.
+func (c *costs) group(g *training.Graph, gr *group, p piece) OpCost {
+	var fwd, bwd training.Work
+	for _, i := range gr.ops {
+		f, b := p.work(g.Ops[i])
+		fwd.FLOPs, bwd.FLOPs = fwd.FLOPs+f.FLOPs, bwd.FLOPs+b.FLOPs
+		fwd.Bytes, bwd.Bytes = fwd.Bytes+f.Bytes, bwd.Bytes+b.Bytes
+	}
+	var shape profile.Shape
+	ok := false
+	size := fwd.FLOPs
+	switch gr.kind {
+	case profile.GELU:
+		// one pass: read x, write the output
+		last := g.Ops[gr.ops[len(gr.ops)-1]].Outputs[0]
+		fwd.Bytes = (g.ValueBytes(gr.x) + g.ValueBytes(last)) * p.share * p.cut
+		bwd.Bytes = 3 * fwd.Bytes / 2
+		size = fwd.Bytes * c.elem / 4
+		shape, ok = rowsShape(g, last, profile.GELU, p)
+	default:
+		shape, ok = attentionShape(gr.kind, gr.att, p)
+	}
+	rf := max(fwd.FLOPs/c.dev.PeakFLOPS, fwd.Bytes*c.elem/4/c.dev.MemoryBandwidth)
+	rb := max(bwd.FLOPs/c.dev.PeakFLOPS, bwd.Bytes*c.elem/4/c.dev.MemoryBandwidth)
+	if gr.att != nil && c.dev.Has(c.prec) {
+		rf, rb = max(fwd.FLOPs/c.dev.Peak(c.prec), fwd.Bytes*c.elem/4/c.dev.MemoryBandwidth), max(bwd.FLOPs/c.dev.Peak(c.prec), bwd.Bytes*c.elem/4/c.dev.MemoryBandwidth)
+	}
+	var out OpCost
+	cv := c.curves[gr.kind]
+	if e, found := c.find(gr.kind, shape, ok); found {
+		out = OpCost{Forward: e.Forward(), Backward: max(e.Backward()-cv.call, cv.floor), Source: FromProfile}
+	} else if cv != nil {
+		f, b := cv.at(size)
+		out = OpCost{Forward: f, Backward: b, Source: FromFit}
+	}
+	return c.finish(out, rf, rb, 0, backwardRatio(fwd, bwd))
+}
+
+// find is the profile's entry for an exact shape, if ok and measured.
+func (c *costs) find(k profile.Kind, s profile.Shape, ok bool) (profile.Entry, bool) {
+	if !ok || c.exact == nil {
+		return profile.Entry{}, false
+	}
+	return c.exact(k, s)
+}
+
+// attentionShape is an attention's piece as the profile spells it: the
+// micro-batch's samples, the device's heads, square scores.
+func attentionShape(k profile.Kind, a *training.Attention, p piece) (profile.Shape, bool) {
+	b, ok1 := whole(float64(a.Batch) * p.share)
+	h, ok2 := whole(float64(a.Heads) * p.cut)
+	return profile.AttentionShape(k, b, h, a.SeqQ, a.HeadDim), ok1 && ok2 && a.SeqQ == a.SeqK
+}
+
+// rowsShape is value v's piece as rows × features, where the piece has
+// whole rows and all the features.
+func rowsShape(g *training.Graph, v string, k profile.Kind, p piece) (profile.Shape, bool) {
+	s := g.ValueShape(v)
+	if len(s) == 0 || p.cut != 1 || s[len(s)-1] < 1 {
+		return profile.Shape{}, false
+	}
+	feats := s[len(s)-1]
+	rows, ok := whole(float64(runtime.Elements(s)/feats) * p.share)
+	return profile.RowsShape(k, rows, feats), ok
 }

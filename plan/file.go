@@ -18,6 +18,7 @@ type File struct {
 	Machine     cluster.Machine `json:"machine"`
 	Batch       int64           `json:"global_batch"`
 	Strategy    Strategy        `json:"strategy"`
+	Attention   Attention       `json:"attention"`
 	Time        Time            `json:"time"`
 	Memory      Memory          `json:"memory_per_device"`
 	MemoryLimit float64         `json:"memory_limit"`
@@ -65,7 +66,7 @@ const FileFormat = "rulebook.plan/1"
 func (c *Choice) NewFile(g *training.Graph) *File {
 	r := c.Chosen
 	f := &File{Format: FileFormat, Simulated: Simulated, CostModel: c.Options.CostModel(), Precision: string(c.Options.precision()), Model: c.Model, Machine: c.Machine,
-		Batch: c.Batch, Strategy: r.Strategy, Optimizer: r.Optimizer, Time: r.Time, Memory: r.Memory, MemoryLimit: c.Options.memoryLimit(), Fits: r.Fits}
+		Batch: c.Batch, Strategy: r.Strategy, Attention: c.Options.attention(), Optimizer: r.Optimizer, Time: r.Time, Memory: r.Memory, MemoryLimit: c.Options.memoryLimit(), Fits: r.Fits}
 	s := r.Strategy
 	for st := 0; st < s.PP; st++ {
 		sf := StageFile{Stage: st}

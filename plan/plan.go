@@ -39,6 +39,7 @@ func Choose(ctx context.Context, g *training.Graph, kinds []Kind, o Options) (*C
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
+	g = o.graph(g)
 	c := &Choice{Model: g.Model, Machine: o.Machine, Batch: g.Batch, Options: o}
 	for _, k := range kinds {
 		var rs []*Result
@@ -82,7 +83,7 @@ func Choose(ctx context.Context, g *training.Graph, kinds []Kind, o Options) (*C
 // WriteTable prints every strategy priced, one per line, and says which
 // was chosen and that the times are simulated.
 func (c *Choice) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "%s on %s (%s), batch %d: %s\ncost model: %s\n", safetext.Name(c.Model), safetext.Name(c.Machine.Name), english.Nouns(c.Machine.NumDevices(), "device"), c.Batch, Simulated, c.Options.CostModel())
+	fmt.Fprintf(w, "%s on %s (%s), batch %d: %s\ncost model: %s; attention %s\n", safetext.Name(c.Model), safetext.Name(c.Machine.Name), english.Nouns(c.Machine.NumDevices(), "device"), c.Batch, Simulated, c.Options.CostModel(), c.Options.attention())
 	if c.Rules != nil {
 		fmt.Fprintf(w, "rules: %s, pinned; the strategies do not use them yet\n", safetext.Name(c.Rules.Describe()))
 	}

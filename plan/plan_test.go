@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"rulebook/cluster"
 	"rulebook/onnx"
 	"rulebook/simulate"
 	"rulebook/training"
@@ -102,7 +103,7 @@ func TestMemoryLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := Choose(context.Background(), g, []Kind{DataParallel, Grid}, Options{Machine: machine(6), MemoryLimit: 6 << 30})
+	c, err := Choose(context.Background(), g, []Kind{DataParallel, Grid}, Options{Machine: machine(6), MemoryLimit: 5 << 30, Precision: cluster.FP32})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestMemoryLimit(t *testing.T) {
 	if !strings.Contains(table.String(), "chosen: grid dp3×tp2") {
 		t.Errorf("table:\n%s", table.String())
 	}
-	c, _ = Choose(context.Background(), g, []Kind{DataParallel, Grid}, Options{Machine: machine(6), MemoryLimit: 1 << 30})
+	c, _ = Choose(context.Background(), g, []Kind{DataParallel, Grid}, Options{Machine: machine(6), MemoryLimit: 1 << 30, Precision: cluster.FP32})
 	table.Reset()
 	c.WriteTable(&table)
 	if c.Fits || !strings.Contains(table.String(), "no strategy fits in 1.00 GiB per device") {
@@ -239,5 +240,36 @@ func TestPartOfANode(t *testing.T) {
 				t.Errorf("%s: %s uses dp%d×tp%d×pp%d, not the %d devices", c.machine, s.Kind, s.DP, s.TP, s.PP, c.devices)
 			}
 		}
+	}
+}
+
+// TestAttentionMode: fused attention (the default) keeps less for
+// backward than the graph as written and moves fewer bytes, and plan.json
+// says which was priced.
+func TestAttentionMode(t *testing.T) {
+	m, _ := training.Builtin("bert-large")
+	g, err := training.FromONNX(m, "bert-large", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Strategy{Kind: DataParallel, DP: 1, TP: 1, PP: 1, Microbatches: 1}
+	var rs []*Result
+	for _, a := range []Attention{"", UnfusedAttention} {
+		r, err := Price(context.Background(), g, s, Options{Machine: machine(1), Attention: a})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	fused, unfused := rs[0], rs[1]
+	if fused.Memory.Activations >= unfused.Memory.Activations || fused.Time.Step >= unfused.Time.Step || fused.Memory.Weights != unfused.Memory.Weights {
+		t.Errorf("fused %+v %+v; unfused %+v %+v", fused.Memory, fused.Time, unfused.Memory, unfused.Time)
+	}
+	c := &Choice{Model: "bert-large", Chosen: fused, Options: Options{Machine: machine(1)}}
+	if f := c.NewFile(g); f.Attention != FusedAttention {
+		t.Errorf("plan.json attention %q", f.Attention)
+	}
+	if _, err := Price(context.Background(), g, s, Options{Machine: machine(1), Attention: "flash"}); err == nil {
+		t.Error("attention flash was accepted")
 	}
 }

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -59,13 +60,43 @@ type Options struct {
 	MemoryLimit float64
 	// Microbatches per pipeline step; 0 means twice the stages.
 	Microbatches int
+	// Attention is how attention groups are priced: fused (the default)
+	// or unfused, as the graph writes them.
+	Attention Attention
 	// Precision is the arithmetic priced; "" means the device's default
 	// (cluster.Device.DefaultPrecision).
 	Precision cluster.Precision
 	// Profile holds measured operator times for the device, or nil for
 	// the roofline alone.
 	Profile *profile.Profile
+	// Optimizer is the Adam implementation priced; "" is DefaultOptimizer.
+	Optimizer Optimizer
 }
+
+// Optimizer is the implementation of torch.optim.Adam priced: fused
+// (fused=True, one kernel for every tensor) or foreach (grouped kernels).
+type Optimizer string
+
+// The Adam implementations, as --optimizer spells them.
+const (
+	FusedAdam   Optimizer = "fused"
+	ForeachAdam Optimizer = "foreach"
+	// DefaultOptimizer is what the planner prices unless told:
+	// torch.optim.Adam's own default on a GPU when neither flag is given
+	// (foreach; fused is opt-in).
+	DefaultOptimizer = ForeachAdam
+)
+
+// ParseOptimizer reads an --optimizer value.
+func ParseOptimizer(s string) (Optimizer, error) {
+	switch o := Optimizer(s); o {
+	case FusedAdam, ForeachAdam:
+		return o, nil
+	}
+	return "", fmt.Errorf("unknown optimizer %q (known: fused, foreach)", s)
+}
+
+func (o Options) optimizer() Optimizer { return cmp.Or(o.Optimizer, DefaultOptimizer) }
 
 // precision is the precision priced.
 func (o Options) precision() cluster.Precision {
@@ -73,6 +104,45 @@ func (o Options) precision() cluster.Precision {
 		return o.Precision
 	}
 	return o.Machine.Device.DefaultPrecision()
+}
+
+// Attention is how the planner prices the graph's attention groups
+// (training.Attention).
+type Attention string
+
+// The attention modes, as --attention spells them.
+const (
+	// FusedAttention prices each group as one fused kernel, as PyTorch's
+	// scaled_dot_product_attention runs it: no scores kept for backward.
+	FusedAttention Attention = "fused"
+	// UnfusedAttention keeps the graph as written.
+	UnfusedAttention Attention = "unfused"
+)
+
+// ParseAttention reads an --attention value.
+func ParseAttention(s string) (Attention, error) {
+	switch a := Attention(s); a {
+	case FusedAttention, UnfusedAttention:
+		return a, nil
+	}
+	return "", fmt.Errorf("unknown attention %q (known: fused, unfused)", s)
+}
+
+// attention is the mode in force: fused unless unfused is asked for.
+func (o Options) attention() Attention {
+	if o.Attention == UnfusedAttention {
+		return UnfusedAttention
+	}
+	return FusedAttention
+}
+
+// graph is g as the options price it: with its attention fused unless
+// they say unfused.
+func (o Options) graph(g *training.Graph) *training.Graph {
+	if o.attention() == UnfusedAttention {
+		return g
+	}
+	return g.FuseAttention()
 }
 
 // MaxTasks bounds the simulator tasks of one strategy's step: operators
@@ -102,6 +172,16 @@ func (o Options) validate() error {
 			return err
 		}
 	}
+	if o.Optimizer != "" {
+		if _, err := ParseOptimizer(string(o.Optimizer)); err != nil {
+			return err
+		}
+	}
+	if o.Attention != "" {
+		if _, err := ParseAttention(string(o.Attention)); err != nil {
+			return err
+		}
+	}
 	return checked.Count("the micro-batches", int64(o.Microbatches), 0, MaxTasks)
 }
 
@@ -122,7 +202,7 @@ func (o Options) CostModel() string {
 	}
 	ops := "roofline (max of FLOPs at the " + string(p) + " peak and bytes at memory bandwidth)"
 	if o.Profile != nil {
-		ops = "measured operator costs from " + o.Profile.Name + " (exact match, else a fit per operator class, else the roofline)"
+		ops = "measured operator costs from " + o.Profile.Name + " (exact match, else a fit per operator class, else the roofline); Adam " + string(o.optimizer())
 	}
 	return prec + "; " + ops + "; α–β collectives"
 }
@@ -132,6 +212,7 @@ func Price(ctx context.Context, g *training.Graph, s Strategy, o Options) (*Resu
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
+	g = o.graph(g)
 	if err := s.divides(g.Batch); err != nil {
 		return &Result{Strategy: s, Err: err}, nil
 	}
@@ -170,8 +251,7 @@ func stages(g *training.Graph, pp int, c *costs) []int {
 	}
 	weight := make([]float64, len(g.Ops))
 	var total float64
-	for i, op := range g.Ops {
-		t := c.op(g, op, piece{share: 1, cut: 1})
+	for i, t := range c.all(g, make([]OpLayout, len(g.Ops)), 1, 1) {
 		weight[i] = t.Forward + t.Backward
 		total += weight[i]
 	}

@@ -32,6 +32,8 @@ type Request struct {
 	Strategy     string
 	MemoryLimit  float64
 	Microbatches int
+	// Attention is fused (the default, also for "") or unfused.
+	Attention Attention
 	// Out is plan.json's path; beside it go NAME.trace.json (Chrome
 	// trace) and NAME.sharded.onnx (IR 11 sharding). "" writes nothing.
 	Out string
@@ -45,6 +47,8 @@ type Request struct {
 	// Profile is a device profile of measured operator times; "" uses the
 	// preset's shipped profile where it has one, NoProfile none.
 	Profile string
+	// Optimizer is fused or foreach Adam; "" is DefaultOptimizer.
+	Optimizer string
 }
 
 // NoProfile as Request.Profile prices with the roofline alone.
@@ -95,10 +99,15 @@ func Run(ctx context.Context, req Request) (*Outcome, error) {
 		}
 		kinds = []Kind{k}
 	}
-	opts := Options{Machine: m, MemoryLimit: req.MemoryLimit, Microbatches: req.Microbatches}
+	opts := Options{Machine: m, MemoryLimit: req.MemoryLimit, Microbatches: req.Microbatches, Attention: req.Attention}
 	if req.Precision != "" {
 		if opts.Precision, err = cluster.ParsePrecision(req.Precision); err != nil {
 			return nil, fmt.Errorf("--precision: %w", err)
+		}
+	}
+	if req.Optimizer != "" {
+		if opts.Optimizer, err = ParseOptimizer(req.Optimizer); err != nil {
+			return nil, fmt.Errorf("--optimizer: %w", err)
 		}
 	}
 	if opts.Profile, err = loadProfile(req); err != nil {

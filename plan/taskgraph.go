@@ -35,11 +35,7 @@ type builder struct {
 func newBuilder(g *training.Graph, s Strategy, o Options, r *Result, c *costs) *builder {
 	b := &builder{g: g, s: s, o: o, r: r, c: c, keys: map[string]int{},
 		micro: 1 / float64(s.DP*s.Microbatches)}
-	r.Costs = make([]OpCost, len(g.Ops))
-	for i, op := range g.Ops {
-		l := r.Layouts[i]
-		r.Costs[i] = c.op(g, op, piece{share: b.micro, cut: l.cut(s.TP), style: l.Style})
-	}
+	r.Costs = c.all(g, r.Layouts, s.TP, b.micro)
 	for st := 0; st < s.PP; st++ {
 		dev := b.base(st)
 		b.resources = append(b.resources,
@@ -145,11 +141,10 @@ func oneFOneB(stage, pp, m int) []unit {
 	return out
 }
 
-// launch adds the host's launch of operator i's task key on stage st, in
-// program order on the host, and is its key; "" (no wait) where the cost
-// model has no launch time.
-func (b *builder) launch(st, i int, key string) string {
-	t := b.r.Costs[i].Launch
+// launch adds the host's launch (t seconds) of operator i's task key on
+// stage st, in program order on the host, and is its key; "" (no wait)
+// where the cost model has no launch time.
+func (b *builder) launch(st, i int, key string, t float64) string {
 	if t <= 0 {
 		return ""
 	}
@@ -179,7 +174,7 @@ func (b *builder) forward(st, j int) {
 			deps = []string{key}
 		}
 		fwd := fmt.Sprintf("fwd %s #%d", op.Name, j)
-		b.add(fwd, op.Name, simulate.Compute, 3*st, b.r.Costs[i].Forward, append(deps, b.launch(st, i, fwd))...)
+		b.add(fwd, op.Name, simulate.Compute, 3*st, b.r.Costs[i].Forward, append(deps, b.launch(st, i, fwd, b.r.Costs[i].Launch))...)
 		done := fwd
 		if l.ForwardAllReduce {
 			g := b.tpGroup(st)
@@ -245,7 +240,7 @@ func (b *builder) backward(st, j int) {
 			}
 		}
 		bwd := fmt.Sprintf("bwd %s #%d", op.Name, j)
-		b.add(bwd, op.Name+" (backward)", simulate.Compute, 3*st, b.r.Costs[i].Backward, append(deps, b.launch(st, i, bwd))...)
+		b.add(bwd, op.Name+" (backward)", simulate.Compute, 3*st, b.r.Costs[i].Backward, append(deps, b.launch(st, i, bwd, b.r.Costs[i].BackwardLaunch))...)
 		done := bwd
 		if l.BackwardAllReduce {
 			g := b.tpGroup(st)
@@ -289,8 +284,8 @@ func (b *builder) sendBackward(st, i, j int) {
 }
 
 // update is Adam on the stage's share of the weights once their gradients
-// are reduced: fused Adam as the profile measured it, or the roofline of
-// its traffic (costs.adam).
+// are reduced: Adam as the profile measured it (fused or foreach), or the
+// roofline of its traffic (costs.adam).
 func (b *builder) update(st int) {
 	var params float64
 	deps := []string{}
@@ -307,7 +302,7 @@ func (b *builder) update(st int) {
 	if params == 0 {
 		return
 	}
-	t, src := b.c.adam(params / 4)
+	t, src := b.c.adam(params/4, b.o.optimizer())
 	if t > b.r.Optimizer.Forward {
 		b.r.Optimizer = OpCost{Forward: t, Source: src}
 	}

@@ -48,14 +48,26 @@ type Op struct {
 	Forward, Backward Work
 	// ParamBytes are the weights the operator owns (each weight belongs to
 	// its first reader).
-	ParamBytes      float64
-	ActivationBytes float64 // saved for the backward pass
+	ParamBytes float64
+	// Saved is what the operator keeps for its backward pass, as PyTorch's
+	// autograd does; ActivationBytes counts the part of it no earlier
+	// operator saved already (one storage is kept once).
+	Saved           []Saved
+	ActivationBytes float64
 	OutputBytes     float64
 	Product         *Product // nil unless a weight product
 	// NeedsAllFeatures: the operator reads every feature of its input
 	// (a normalization, reduction, flatten, concat or gather), so a
 	// tensor-parallel planner must gather feature slices first.
 	NeedsAllFeatures bool
+	// Attention is set on every operator of a fused attention group
+	// (Graph.FuseAttention): the group's first operator, Attention.Ops[0],
+	// carries the fused kernel's work and saved tensors, the others none.
+	// Its sizes (Batch, Heads, SeqQ, SeqK, HeadDim) are what a measured
+	// profile of the kernel is looked up by.
+	Attention *Attention
+
+	axis int64 // a Softmax's axis
 }
 
 // Graph is a model's training step at one batch size.
@@ -69,6 +81,10 @@ type Graph struct {
 	inputs    map[string]bool
 	producer  map[string]int
 	consumers map[string][]int
+	storage   map[string]string // a view's value -> the value whose memory it shares
+	constant  map[string]bool   // constants and what is computed from them alone
+	attention []*Attention
+	fused     bool
 }
 
 // Producer is the operator writing value v, if any.
@@ -176,7 +192,7 @@ func FromONNX(m *onnx.Model, name string, batch int64) (*Graph, error) {
 		return nil, fmt.Errorf("%s: no batch dimension (input %s has fixed shape %v); pass --batch N to treat dimension 0 as the batch", name, first.Name, first.Shape)
 	}
 	g := &Graph{Model: name, Batch: batch, shapes: map[string][]int64{}, batched: map[string]bool{},
-		inputs: map[string]bool{}, producer: map[string]int{}, consumers: map[string][]int{}}
+		inputs: map[string]bool{}, producer: map[string]int{}, consumers: map[string][]int{}, storage: map[string]string{}}
 	inf, err := newInference(m, g, batch)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -186,6 +202,10 @@ func FromONNX(m *onnx.Model, name string, batch int64) (*Graph, error) {
 			return nil, fmt.Errorf("%s: node %s (%s): %w", name, n.Name, n.OpType, err)
 		}
 	}
+	g.constant = inf.consts
+	g.fuseGELU()
+	g.countSaved()
+	g.findAttention()
 	return g, nil
 }
 

@@ -16,9 +16,10 @@ type inference struct {
 	g       *Graph
 	onnx    *onnx.Graph
 	shapes  *runtime.Shapes
-	consts  map[string]bool   // integer initializers and Constants
+	consts  map[string]bool   // integer initializers, Constants and what is computed from them alone
 	weights map[string]string // weight value -> the initializer it is
 	owned   map[string]bool   // initializers already given to an operator
+	strided map[string]bool   // transposed views, which a Reshape copies
 }
 
 // newInference reads the initializers and gives every graph input its
@@ -27,7 +28,7 @@ type inference struct {
 // batch 1 to the batch.
 func newInference(m *onnx.Model, g *Graph, batch int64) (*inference, error) {
 	og := m.Graph
-	inf := &inference{g: g, onnx: og, consts: map[string]bool{}, weights: map[string]string{}, owned: map[string]bool{}}
+	inf := &inference{g: g, onnx: og, consts: map[string]bool{}, weights: map[string]string{}, owned: map[string]bool{}, strided: map[string]bool{}}
 	for _, t := range og.Initializers {
 		if err := checkShape("initializer "+t.Name, t.Dims); err != nil {
 			return nil, err
@@ -127,7 +128,7 @@ func (inf *inference) node(n *onnx.Node) error {
 		}
 	}
 	op := Op{Name: n.Name, Type: n.OpType, Module: ModulePath(n.Name), Inputs: n.Inputs, Outputs: n.Outputs,
-		NeedsAllFeatures: needsAllFeatures[n.OpType]}
+		NeedsAllFeatures: needsAllFeatures[n.OpType], axis: attrInt(n, "axis", -1)}
 	allWeights := true
 	for _, v := range n.Inputs {
 		if _, w := inf.weights[v]; !w && v != "" {
@@ -145,17 +146,16 @@ func (inf *inference) node(n *onnx.Node) error {
 			inf.weights[v] = inf.weights[n.Inputs[0]]
 		}
 	}
-	if n.OpType == "Constant" {
-		if a := n.Attr("value"); a != nil && a.T != nil && (a.T.DataType == onnx.Int64 || a.T.DataType == onnx.Int32) {
-			if _, err := a.T.Float64s(); err == nil {
-				inf.consts[n.Outputs[0]] = true
-			}
+	if inf.folds(n) {
+		for _, v := range n.Outputs {
+			inf.consts[v] = true
 		}
 	}
 	if n.OpType == "Identity" && allWeights {
 		op.OutputBytes = 0
 	}
 	inf.work(n, &op, in, out)
+	inf.view(n)
 	idx := len(inf.g.Ops)
 	for _, v := range n.Inputs {
 		if v != "" {
@@ -167,6 +167,21 @@ func (inf *inference) node(n *onnx.Node) error {
 	}
 	inf.g.Ops = append(inf.g.Ops, op)
 	return nil
+}
+
+// folds reports whether n's outputs are constants: a Constant, or an
+// operator reading only constants (torch.onnx's Pow(Constant, Constant)
+// for a scale).
+func (inf *inference) folds(n *onnx.Node) bool {
+	if n.OpType == "Constant" {
+		return true
+	}
+	for _, v := range n.Inputs {
+		if v != "" && !inf.consts[v] {
+			return false
+		}
+	}
+	return len(n.Inputs) > 0
 }
 
 // activation reports whether v is data flowing from the graph input (not
@@ -182,21 +197,13 @@ func (inf *inference) activation(v string) bool {
 var needsAllFeatures = map[string]bool{"LayerNormalization": true, "ReduceMean": true, "ReduceSum": true,
 	"ReduceMax": true, "Flatten": true, "Gemm": true, "Concat": true, "Split": true, "Gather": true}
 
-// savesNothing lists operators whose gradients do not read their inputs.
-var savesNothing = map[string]bool{"Add": true, "Sub": true, "Concat": true, "Transpose": true, "Flatten": true,
-	"Pad": true, "Reshape": true, "Identity": true, "Constant": true, "Shape": true, "Squeeze": true, "Unsqueeze": true}
-
 // work sets the node's forward and backward work from the ONNX count,
 // and what training keeps: the weights it owns and the activations it
 // saves for the backward pass.
 func (inf *inference) work(n *onnx.Node, op *Op, in, out [][]int64) {
-	var actBytes float64
-	for i, v := range n.Inputs {
+	for _, v := range n.Inputs {
 		if v == "" {
 			continue
-		}
-		if inf.activation(v) {
-			actBytes += 4 * float64(runtime.Elements(in[i]))
 		}
 		if w, ok := inf.weights[v]; ok && !inf.owned[w] && n.OpType != "Identity" {
 			inf.owned[w] = true
@@ -215,9 +222,23 @@ func (inf *inference) work(n *onnx.Node, op *Op, in, out [][]int64) {
 	if op.Product != nil || n.OpType == "MatMul" {
 		op.Backward.FLOPs = 2 * op.Forward.FLOPs
 	}
-	if !savesNothing[n.OpType] {
-		op.ActivationBytes = actBytes
+	if n.OpType == "Gather" && len(n.Inputs) > 1 {
+		if _, table := inf.weights[n.Inputs[0]]; table {
+			op.Forward, op.Backward = inf.lookup(in, out)
+		}
 	}
+	op.Saved = inf.saved(n, in, out)
+}
+
+// lookup is an embedding lookup's work: it reads the indices and only the
+// rows it gathers, not the table; backward adds the output's gradient
+// into those rows.
+func (inf *inference) lookup(in, out [][]int64) (fwd, bwd Work) {
+	rows := 4 * float64(runtime.Elements(out[0]))
+	idx := 8 * float64(runtime.Elements(in[1]))
+	fwd = Work{FLOPs: 0, Bytes: idx + 2*rows}
+	bwd = Work{FLOPs: float64(runtime.Elements(out[0])), Bytes: idx + 3*rows}
+	return fwd, bwd
 }
 
 // product describes n as a weight product when its second input is a

@@ -119,3 +119,109 @@ func TestNoBatch(t *testing.T) {
 		t.Errorf("mlp without a batch: %v", err)
 	}
 }
+
+// TestSaved: what a training step keeps for backward, each storage once,
+// as PyTorch's autograd keeps it: a Linear its input, ReLU its output
+// (the next Linear's input, counted once), the encoder its 24 S×H-sized
+// tensors per layer and sequence with the scores' softmax (8 of them) and
+// GELU's input only, and an embedding lookup its indices, not its table.
+func TestSaved(t *testing.T) {
+	const sh = 512 * 1024 * 4 // one [seq, hidden] tensor in bytes
+	for _, c := range []struct {
+		name  string
+		model *onnx.Model
+		batch int64
+		want  float64
+	}{
+		{"mlp", MLP(MLPConfig{Layers: 4, Width: 64}), 8, 4 * 8 * 64 * 4},
+		{"encoder layer", Transformer(TransformerConfig{Layers: 1, Hidden: 1024, Heads: 16, FFN: 4096, Seq: 512}), 1,
+			24*sh + 2*2*512*4}, // + LayerNorm's mean and rstd per row, twice
+		{"dlrm", DLRM(DLRMConfig{Dense: 4, Bottom: []int64{8}, Top: []int64{8, 1}, Tables: 2, Rows: 1000, Dim: 8}), 16,
+			16*4*4 + 16*8*4 + 2*16*8 + 16*24*4 + 16*8*4 + 16*1*4}, // dense, ReLU, indices, concat, ReLU, sigmoid
+	} {
+		g, err := FromONNX(c.model, c.name, c.batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := g.SavedBytes(); got != c.want {
+			t.Errorf("%s: %.0f bytes saved, want %.0f", c.name, got, c.want)
+		}
+	}
+}
+
+// TestLookupWork: an embedding lookup reads the rows it gathers, so its
+// work does not grow with the table.
+func TestLookupWork(t *testing.T) {
+	var work []Work
+	for _, rows := range []int64{1000, 1_000_000} {
+		g, err := FromONNX(DLRM(DLRMConfig{Dense: 4, Bottom: []int64{8}, Top: []int64{1}, Tables: 1, Rows: rows, Dim: 8}), "dlrm", 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range g.Ops {
+			if op.Type == "Gather" {
+				work = append(work, op.Forward, op.Backward)
+			}
+		}
+	}
+	if len(work) != 4 || work[0] != work[2] || work[1] != work[3] || work[0].Bytes != 8*16+2*16*8*4 {
+		t.Errorf("lookup work at 1000 and 1,000,000 rows: %+v", work)
+	}
+}
+
+// TestAttention: attention groups are found in the built-in encoder and
+// in the shared bert_base export (whose scale is Pow of two Constants),
+// with their sizes; fused, they keep Q, K, V, the output and a
+// log-sum-exp instead of the scores, and the graph as written is
+// unchanged.
+func TestAttention(t *testing.T) {
+	bert, err := onnx.ReadModel(testfiles.Shared(t, "models", "bert_base.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		model  *onnx.Model
+		batch  int64
+		groups int
+		want   Attention // sizes only
+		saved  float64   // bytes, fused
+	}{
+		{"encoder", Transformer(TransformerConfig{Layers: 2, Hidden: 1024, Heads: 16, FFN: 4096, Seq: 512}), 1, 2,
+			Attention{Batch: 1, Heads: 16, SeqQ: 512, SeqK: 512, HeadDim: 64},
+			2 * (17*512*1024*4 + 2*2*512*4 + 16*512*4)}, // + LayerNorm's statistics and the log-sum-exp
+		{"bert_base", bert, 2, 12, Attention{Batch: 2, Heads: 12, SeqQ: 64, SeqK: 64, HeadDim: 64}, 0},
+	} {
+		g, err := FromONNX(c.model, c.name, c.batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		as := g.Attentions()
+		if len(as) != c.groups {
+			t.Fatalf("%s: %d attention groups, want %d", c.name, len(as), c.groups)
+		}
+		a := *as[0]
+		if a.Batch != c.want.Batch || a.Heads != c.want.Heads || a.SeqQ != c.want.SeqQ || a.SeqK != c.want.SeqK || a.HeadDim != c.want.HeadDim {
+			t.Errorf("%s: attention %+v, want sizes %+v", c.name, a, c.want)
+		}
+		before := g.SavedBytes()
+		f := g.FuseAttention()
+		if g.SavedBytes() != before || g.Fused() || !f.Fused() || f.FuseAttention() != f {
+			t.Errorf("%s: fusing changed the graph as written, or fused twice", c.name)
+		}
+		for _, i := range a.Ops {
+			op := f.Ops[i]
+			if op.Attention == nil || (i != a.Ops[0] && (op.Forward != Work{} || op.Saved != nil)) || g.Ops[i].Attention != nil {
+				t.Errorf("%s: %s in the fused group: %+v", c.name, op.Name, op)
+			}
+		}
+		ff, _ := f.Total()
+		gf, _ := g.Total()
+		if ff.FLOPs != gf.FLOPs || ff.Bytes >= gf.Bytes {
+			t.Errorf("%s: fused forward %+v against %+v as written: same FLOPs, fewer bytes expected", c.name, ff, gf)
+		}
+		if c.saved > 0 && f.SavedBytes() != c.saved {
+			t.Errorf("%s: %.0f bytes saved fused, want %.0f", c.name, f.SavedBytes(), c.saved)
+		}
+	}
+}

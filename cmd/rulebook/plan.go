@@ -13,7 +13,7 @@ import (
 func newPlanCmd() *cobra.Command {
 	var req plan.Request
 	var memGiB float64
-	var emit, ref string
+	var emit, ref, attention string
 	var explain bool
 	cmd := &cobra.Command{
 		Use:   "plan MODEL.onnx|mlp|bert-large|dlrm",
@@ -35,9 +35,13 @@ func newPlanCmd() *cobra.Command {
 			if emit != "" && emit != "torch" {
 				return fmt.Errorf("--emit: unknown engine %q (known: torch)", emit)
 			}
+			a, err := plan.ParseAttention(attention)
+			if err != nil {
+				return fmt.Errorf("--attention: %w", err)
+			}
+			req.Attention = a
 			req.Model, req.MemoryLimit, req.EmitTorch = args[0], memGiB*(1<<30), emit == "torch"
 			if ref != "" {
-				var err error
 				if req.Rules, err = version.Open(cmd.Context(), dbPath(cmd), ref); err != nil {
 					return fmt.Errorf("--rules: %w", err)
 				}
@@ -73,9 +77,11 @@ func newPlanCmd() *cobra.Command {
 	f.IntVar(&req.Microbatches, "microbatches", 0, "micro-batches per pipeline step (default: twice the stages)")
 	f.StringVarP(&req.Out, "output", "o", "", "write the chosen plan here (with .trace.json and .sharded.onnx beside it)")
 	f.StringVar(&ref, "rules", "", "a rule version to name in the plan (tag, hash prefix or bundle); not used by the strategies yet")
+	f.StringVar(&attention, "attention", "fused", "price attention as one fused kernel (fused: no scores kept for backward) or as the graph writes it (unfused)")
 	f.StringVar(&emit, "emit", "", "also write the plan for an engine: torch (a DTensor plan)")
 	f.StringVar(&req.Precision, "precision", "", "bf16, fp16, tf32 or fp32 (default: the device's best 16-bit mixed precision, bf16, or fp16 on a V100)")
 	f.StringVar(&req.Profile, "profile", "", "a device profile of measured operator times (CSV; default: the preset's shipped one, for h200; none: the roofline alone)")
+	f.StringVar(&req.Optimizer, "optimizer", "", "Adam as torch.optim.Adam runs it: fused (fused=True) or foreach (default: foreach, torch.optim.Adam's own default)")
 	f.BoolVar(&explain, "explain", false, "also print each operator's simulated forward and backward and what priced it (profile, fit or roofline)")
 	return cmd
 }
