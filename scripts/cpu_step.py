@@ -8,7 +8,9 @@ Workloads (scripts/torch_models.py's modules, so the exported graphs are
 the ones PyTorch runs):
 - mlp: 4 × Linear(1024, 1024), ReLU between, batch 256;
 - encoder: 2 post-LN encoder layers, hidden 256, 4 heads, feed-forward
-  1024, sequence 128, batch 8.
+  1024, sequence 128, batch 8, as users write them: attention by
+  F.scaled_dot_product_attention and F.gelu, each one kernel (torch_models'
+  Block spells both out, as separate kernels, for the bridge's tests).
 
 A step is forward, loss = sum of the outputs, backward, and a fused Adam
 step (torch.optim.Adam(fused=True)), in fp32 and in bf16 autocast
@@ -28,15 +30,42 @@ import sys
 import time
 
 import torch
+import torch.nn.functional as F
+from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_models import MLP, Encoder  # noqa: E402
+from torch_models import MLP, Block  # noqa: E402
+
+
+class FusedBlock(Block):
+    """torch_models.Block with fused attention and one GELU kernel."""
+
+    def forward(self, x):
+        b, s, _ = x.shape
+
+        def heads(t):
+            return t.view(b, s, t.shape[-1] // self.head_dim, self.head_dim).transpose(1, 2)
+
+        ctx = F.scaled_dot_product_attention(heads(self.q(x)), heads(self.k(x)), heads(self.v(x)))
+        x = self.ln1(x + self.o(ctx.transpose(1, 2).reshape(b, s, -1)))
+        return self.ln2(x + self.f2(F.gelu(self.f1(x))))
+
+
+class FusedEncoder(nn.Module):
+    def __init__(self, layers, hidden, heads, ffn):
+        super().__init__()
+        self.layers = nn.ModuleList([FusedBlock(hidden, heads, ffn) for _ in range(layers)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
 
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 WORKLOADS = {
     "mlp": (lambda: MLP(layers=4, width=1024), lambda: torch.randn(256, 1024)),
-    "encoder": (lambda: Encoder(layers=2, hidden=256, heads=4, ffn=1024), lambda: torch.randn(8, 128, 256)),
+    "encoder": (lambda: FusedEncoder(layers=2, hidden=256, heads=4, ffn=1024), lambda: torch.randn(8, 128, 256)),
 }
 
 
