@@ -105,6 +105,9 @@ const noTorchStatus = 3
 // Measure runs the measuring script with PyTorch and checks what it wrote
 // with Parse: a profile comes back only if every line is valid.
 func Measure(ctx context.Context, opt MeasureOptions) (*Measurement, error) {
+	if err := opt.check(); err != nil {
+		return nil, err
+	}
 	python := opt.Python
 	if python == "" {
 		python = "python3"
@@ -112,31 +115,12 @@ func Measure(ctx context.Context, opt MeasureOptions) (*Measurement, error) {
 	if _, err := exec.LookPath(python); err != nil {
 		return nil, &MissingError{Python: python, What: "python", Detail: unwrapExec(err).Error()}
 	}
-	if opt.Device != "" && opt.Device != "cpu" && opt.Device != "cuda" {
-		return nil, fmt.Errorf("unknown device %q (known: cpu, cuda)", opt.Device)
-	}
-	if opt.CPUClock && opt.Device != "cpu" {
-		return nil, fmt.Errorf("the CPU clock (--clock cpu) times the CPU only: name the device (--device cpu)")
-	}
 	path, err := writeScript()
 	if err != nil {
 		return nil, err
 	}
 	defer os.Remove(path)
-	sizes := opt.Sizes
-	if sizes == "" {
-		sizes = Full
-	}
-	args := []string{"-u", path, "--sizes", string(sizes)}
-	if opt.Device != "" {
-		args = append(args, "--device", opt.Device)
-	}
-	if opt.CPUClock {
-		args = append(args, "--clock", "cpu")
-	}
-	if opt.Threads > 0 {
-		args = append(args, "--threads", strconv.Itoa(opt.Threads))
-	}
+	args := append([]string{"-u", path}, opt.scriptArgs()...)
 	if opt.Started != nil {
 		opt.Started()
 	}
@@ -149,6 +133,38 @@ func Measure(ctx context.Context, opt MeasureOptions) (*Measurement, error) {
 		return nil, fmt.Errorf("the measurement is not a valid profile: %w", err)
 	}
 	return &Measurement{Profile: p, Text: out}, nil
+}
+
+// check refuses options the script would refuse, before it starts.
+func (opt MeasureOptions) check() error {
+	switch {
+	case opt.Device != "" && opt.Device != "cpu" && opt.Device != "cuda":
+		return fmt.Errorf("unknown device %q (known: cpu, cuda)", opt.Device)
+	case opt.CPUClock && opt.Device != "cpu":
+		return fmt.Errorf("the CPU clock (--clock cpu) times the CPU only: name the device (--device cpu)")
+	case opt.Threads < 0:
+		return fmt.Errorf("threads %d: want 0 (torch's choice) or more", opt.Threads)
+	}
+	return nil
+}
+
+// scriptArgs are the script's flags for the options.
+func (opt MeasureOptions) scriptArgs() []string {
+	sizes := opt.Sizes
+	if sizes == "" {
+		sizes = Full
+	}
+	args := []string{"--sizes", string(sizes)}
+	if opt.Device != "" {
+		args = append(args, "--device", opt.Device)
+	}
+	if opt.CPUClock {
+		args = append(args, "--clock", "cpu")
+	}
+	if opt.Threads > 0 {
+		args = append(args, "--threads", strconv.Itoa(opt.Threads))
+	}
+	return args
 }
 
 // writeScript puts the embedded script in a temporary file for the

@@ -132,3 +132,26 @@ func TestMeasureWithoutTorch(t *testing.T) {
 		t.Error("size set huge accepted")
 	}
 }
+
+// TestProgressLines: the script's progress lines are read, and anything
+// else on its standard error is not taken for one.
+func TestProgressLines(t *testing.T) {
+	cases := []struct {
+		line        string
+		done, total int
+		what        string
+		ok          bool
+	}{
+		{"progress 3/48 linear 32x64->64 fp32", 3, 48, "linear 32x64->64 fp32", true},
+		{"progress 48/48 adam_fused 100000 fp32", 48, 48, "adam_fused 100000 fp32", true},
+		{"progress x/48 linear", 0, 0, "", false},
+		{"progress 3 linear", 0, 0, "", false},
+		{"Traceback (most recent call last):", 0, 0, "", false},
+	}
+	for _, c := range cases {
+		done, total, what, ok := parseProgress(c.line)
+		if done != c.done || total != c.total || what != c.what || ok != c.ok {
+			t.Errorf("%q: %d/%d %q %v, want %d/%d %q %v", c.line, done, total, what, ok, c.done, c.total, c.what, c.ok)
+		}
+	}
+}
