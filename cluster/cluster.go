@@ -1,7 +1,8 @@
 // Package cluster describes a machine for the planner and prices
 // collectives on it. A machine is nodes of identical devices, a link inside
 // each node and a network between nodes. Collectives over device groups
-// cost α–β times. Parse reads a preset or a JSON machine file, and Validate
+// are priced as NCCL runs them: rings or trees, whichever is cheaper, with
+// a ring that crosses nodes using its members' share of the node's NICs. Parse reads a preset or a JSON machine file, and Validate
 // states the range of every field. docs/planner.md ("Machine model" and
 // "Cost model") gives the file format and the formulas.
 package cluster
@@ -111,42 +112,56 @@ func (m Machine) Validate() error {
 }
 
 // Presets are the built-in machines, one node each; Parse multiplies.
-// Figures are vendors' published peak numbers: fp32 without tensor
+// Device figures are vendors' published peak numbers: fp32 without tensor
 // cores, and the dense (not 2:4 sparse) tensor-core peaks per precision
-// from each GPU's datasheet.
+// from each GPU's datasheet. Link bandwidths are what NCCL achieves, a
+// public nccl-tests bus bandwidth, where one is published; the line rate
+// otherwise (docs/planner.md, "Machine model").
 var presets = map[string]Machine{
 	// Unity's testbed (Unity §6): Summit nodes, 6 V100 16 GB (15.7 TFLOP/s
 	// fp32, 125 TFLOP/s fp16 tensor cores, no bf16 or tf32: NVIDIA Tesla
 	// V100 datasheet; 900 GB/s HBM2), NVLink 2.0 within a node (50 GB/s
 	// per direction between GPU pairs), dual-rail EDR InfiniBand between
-	// nodes (2 × 12.5 GB/s).
+	// nodes (2 × 100 Gb/s = 25 GB/s per node). No nccl-tests figure for
+	// Summit is public: these are line rates.
 	"summit": {Name: "summit", Nodes: 1, DevicesPerNode: 6,
 		Device:    Device{Name: "V100-SXM2-16GB", PeakFLOPS: 15.7e12, PeakFP16: 125e12, MemoryBandwidth: 900e9, MemoryBytes: 16 << 30},
 		IntraNode: Link{Bandwidth: 50e9, Latency: 5e-6}, InterNode: Link{Bandwidth: 25e9, Latency: 10e-6}},
 	// DGX A100: 8 A100 80 GB (19.5 TFLOP/s fp32; 312 bf16 and fp16, 156
 	// tf32 dense tensor-core: NVIDIA A100 datasheet; 2.0 TB/s) on NVSwitch
-	// (300 GB/s per direction per GPU), 8 × 200 Gb/s HDR InfiniBand.
+	// (300 GB/s per direction per GPU, line rate), and 8 single-port
+	// ConnectX-6 HDR InfiniBand NICs for compute, one per GPU (8 × 200
+	// Gb/s = 200 GB/s, line rate). Measured: all_reduce_perf on one
+	// 8-A100 NVSwitch node reaches a bus bandwidth of 232.5 GB/s
+	// (NVIDIA/nccl#1048); on two DGX A100, NVIDIA measures 192 GB/s
+	// (NVIDIA/nccl#812, comment of 2023-03-31).
 	"dgx-a100": {Name: "dgx-a100", Nodes: 1, DevicesPerNode: 8,
 		Device: Device{Name: "A100-SXM4-80GB", PeakFLOPS: 19.5e12, PeakBF16: 312e12, PeakFP16: 312e12, PeakTF32: 156e12,
 			MemoryBandwidth: 2.0e12, MemoryBytes: 80 << 30},
-		IntraNode: Link{Bandwidth: 300e9, Latency: 3e-6}, InterNode: Link{Bandwidth: 200e9, Latency: 5e-6}},
+		IntraNode: Link{Bandwidth: 232e9, Latency: 3e-6}, InterNode: Link{Bandwidth: 192e9, Latency: 5e-6}},
 	// DGX H100: 8 H100 SXM 80 GB (67 TFLOP/s fp32; 989 bf16 and fp16, 494
 	// tf32 dense tensor-core: NVIDIA H100 datasheet, SXM; 3.35 TB/s) on
-	// NVSwitch (450 GB/s per direction per GPU), 8 × 400 Gb/s NDR
-	// InfiniBand.
+	// NVSwitch (450 GB/s per direction per GPU, line rate) and 8
+	// ConnectX-7 NDR NICs (8 × 400 Gb/s = 400 GB/s, line rate). Measured:
+	// a ring all-reduce over NVLink reaches 370 GB/s
+	// (NVIDIA/nccl-tests#212, NVIDIA/nccl#1455); an NDR NIC 46–48 GB/s
+	// under nccl-tests (NVIDIA/nccl-tests#290), so 8 × 47 = 376 GB/s per
+	// node.
 	"h100": {Name: "h100", Nodes: 1, DevicesPerNode: 8,
 		Device: Device{Name: "H100-SXM5-80GB", PeakFLOPS: 67e12, PeakBF16: 989e12, PeakFP16: 989e12, PeakTF32: 494e12,
 			MemoryBandwidth: 3.35e12, MemoryBytes: 80 << 30},
-		IntraNode: Link{Bandwidth: 450e9, Latency: 3e-6}, InterNode: Link{Bandwidth: 400e9, Latency: 5e-6}},
+		IntraNode: Link{Bandwidth: 370e9, Latency: 3e-6}, InterNode: Link{Bandwidth: 376e9, Latency: 5e-6}},
 	// HGX H200: 8 H200 SXM 141 GB (the H100's compute: 67 TFLOP/s fp32;
 	// 989 bf16 and fp16, 494 tf32 dense: NVIDIA H200 datasheet; 4.8 TB/s
-	// HBM3e) on NVLink/NVSwitch (450 GB/s per direction per GPU), 8 × 400
-	// Gb/s NDR InfiniBand. Its operators are priced from the shipped
-	// profile measured on one (profile.Builtin).
+	// HBM3e) on NVLink/NVSwitch (450 GB/s per direction per GPU, line
+	// rate) and 8 × 400 Gb/s NDR NICs: the DGX H100's NVLink and NICs,
+	// priced at the same measured bus bandwidths (370 and 376 GB/s). Its
+	// operators are priced from the shipped profile measured on one
+	// (profile.Builtin).
 	"h200": {Name: "h200", Nodes: 1, DevicesPerNode: 8,
 		Device: Device{Name: "H200-SXM-141GB", PeakFLOPS: 67e12, PeakBF16: 989e12, PeakFP16: 989e12, PeakTF32: 494e12,
 			MemoryBandwidth: 4.8e12, MemoryBytes: 141e9},
-		IntraNode: Link{Bandwidth: 450e9, Latency: 3e-6}, InterNode: Link{Bandwidth: 400e9, Latency: 5e-6}},
+		IntraNode: Link{Bandwidth: 370e9, Latency: 3e-6}, InterNode: Link{Bandwidth: 376e9, Latency: 5e-6}},
 	// One core pair of the development machine, roughly: 2 cores × 32
 	// fp32 FLOP/cycle × 2.5 GHz, about 10 GB/s of memory bandwidth. It
 	// has AVX-512 BF16, whose dot products run at twice the fp32 rate, and

@@ -33,58 +33,141 @@ func machine(n int) cluster.Machine {
 	return m
 }
 
-// TestTorchPlansRun: tensor-parallel plans the planner writes for the
-// small MLP and encoder run under DTensor on 2 and 4 gloo processes,
-// and a data × tensor grid on 4, with outputs and gradients matching the
-// unsharded modules within 1e-4 (scripts/torch_plan_run.py).
-func TestTorchPlansRun(t *testing.T) {
-	needPython(t, "torch")
-	models := map[string]*onnx.Model{
-		"mlp":   training.MLP(training.MLPConfig{Layers: 4, Width: 64}),
-		"block": training.Transformer(training.TransformerConfig{Layers: 2, Hidden: 64, Heads: 4, FFN: 256, Seq: 8}),
-	}
-	for _, c := range []struct {
-		model   string
-		dp, tp  int
-		modules int
-	}{{"mlp", 1, 2, 4}, {"mlp", 1, 4, 4}, {"block", 1, 2, 12}, {"block", 1, 4, 12}, {"block", 2, 2, 12}} {
-		g, err := training.FromONNX(models[c.model], c.model, 8)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := Strategy{Kind: Grid, DP: c.dp, TP: c.tp, PP: 1, Microbatches: 1}
-		r, err := Price(context.Background(), g, s, Options{Machine: machine(c.dp * c.tp)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tp, err := (&Choice{Model: c.model, Chosen: r}).Torch(g)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(tp.Modules) != c.modules {
-			t.Errorf("%s %s: %d modules cut, want %d: %v", c.model, s, len(tp.Modules), c.modules, tp.Modules)
-		}
-		path := filepath.Join(t.TempDir(), "plan.torch.json")
-		if err := outfile.Write(path, tp.Write); err != nil {
-			t.Fatal(err)
-		}
-		start := time.Now()
-		out, err := exec.Command("python3", "../scripts/torch_plan_run.py", path, "--model", c.model).CombinedOutput()
-		if err != nil {
-			t.Errorf("%s %s: %v\n%s", c.model, s, err, out)
-			continue
-		}
-		t.Logf("%s %s: %s (%.1f s)", c.model, s, strings.TrimSpace(string(out)), time.Since(start).Seconds())
+// exportSmall writes PyTorch's own torch.onnx export of the bridge's
+// small modules (scripts/torch_models.py: an MLP of 4 layers, an encoder
+// of 2 layers whose attention reshapes q, k and v to heads) into dir, at
+// batch 1 (the planner takes a reshape traced at batch 1 to its batch),
+// and again with a dynamic batch (NAME_dynamic.onnx), whose reshapes to
+// heads take shapes computed from Shape.
+func exportSmall(t *testing.T, dir string) {
+	t.Helper()
+	script := `import sys, torch
+sys.path.insert(0, "../scripts")
+from torch_models import SMALL
+for name, (make, inputs) in SMALL.items():
+    torch.onnx.export(make().eval(), (inputs(1),), sys.argv[1] + "/" + name + ".onnx", opset_version=17, dynamo=False)
+    # a dynamic batch keeps the shape arithmetic (Shape, Gather, Concat)
+    torch.onnx.export(make().eval(), (inputs(1),), sys.argv[1] + "/" + name + "_dynamic.onnx", opset_version=17, dynamo=False,
+                      input_names=["x"], dynamic_axes={"x": {0: "batch"}})
+`
+	if out, err := exec.Command("python3", "-W", "ignore", "-c", script, dir).CombinedOutput(); err != nil {
+		t.Fatalf("export: %v\n%s", err, out)
 	}
 }
 
-// TestTorchPlanRefused: a plan naming a module the model lacks, or an
-// unknown style, fails with one line.
+// writeTorchPlan writes tp for the bridge's module named model.
+func writeTorchPlan(t *testing.T, tp *TorchPlan, model string) string {
+	t.Helper()
+	tp.Model = model
+	path := filepath.Join(t.TempDir(), "plan.torch.json")
+	if err := outfile.Write(path, tp.Write); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestTorchPlansRun: the planner's tensor-parallel plans run under
+// DTensor on 2 and 4 gloo processes, with outputs and gradients matching
+// the unsharded modules within 1e-4 (scripts/torch_plan_run.py, which
+// runs the plans of one world size on one set of processes). The models:
+//   - PyTorch's own torch.onnx exports of an MLP and of an encoder whose
+//     heads are cut through its constant reshapes (Megatron's plan: q, k,
+//     v, f1 by columns, o, f2 by rows), at tp 2 and 4 and a 2 × 2 grid,
+//     and the encoder exported with a dynamic batch;
+//   - the Go builder's encoder;
+//   - the shared bert_base (a 12-layer export), on the bridge's encoder
+//     of its architecture at width 64;
+//   - the built-in mlp (16 layers of width 8192), planned by Run with
+//     --emit torch, on its twin at width 64; the bridge used to refuse
+//     it ("module layers.10 is not in the mlp model").
+func TestTorchPlansRun(t *testing.T) {
+	needPython(t, "torch, onnx")
+	dir := t.TempDir()
+	exportSmall(t, dir)
+	models := map[string]*onnx.Model{
+		"built block": training.Transformer(training.TransformerConfig{Layers: 2, Hidden: 64, Heads: 4, FFN: 256, Seq: 8}),
+	}
+	for _, name := range []string{"mlp", "block", "block_dynamic"} {
+		m, err := onnx.ReadModel(filepath.Join(dir, name+".onnx"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		models["exported "+name] = m
+	}
+	bert, err := onnx.ReadModel(testfiles.Shared(t, "models", "bert_base.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	models["shared bert_base"] = bert
+	var plans []string
+	for _, c := range []struct {
+		source, model string
+		dp, tp        int
+		want          map[string]string
+		twin          string // the bridge's module it runs on
+	}{
+		{"exported", "mlp", 1, 2, alternating(4), "mlp"},
+		{"exported", "mlp", 1, 4, alternating(4), "mlp"},
+		{"exported", "block", 1, 2, megatron(2), "block"},
+		{"exported", "block", 1, 4, megatron(2), "block"},
+		{"exported", "block", 2, 2, megatron(2), "block"},
+		{"exported", "block_dynamic", 1, 2, megatron(2), "block"},
+		{"built", "block", 1, 2, megatron(2), "block"},
+		{"shared", "bert_base", 1, 2, megatron(12), "block"},
+	} {
+		name := c.source + " " + c.model
+		g, err := training.FromONNX(models[name], c.model, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tp, err := torchPlan(t, g, c.dp, c.tp)
+		if err != nil {
+			t.Fatalf("%s dp%d×tp%d: %v", name, c.dp, c.tp, err)
+		}
+		if err := sameModules(tp.Modules, c.want); err != nil {
+			t.Errorf("%s dp%d×tp%d: %v", name, c.dp, c.tp, err)
+		}
+		plans = append(plans, writeTorchPlan(t, tp, c.twin))
+	}
+	for _, devices := range []string{"2", "4"} {
+		plans = append(plans, builtinMLPPlan(t, devices))
+	}
+	start := time.Now()
+	out, err := exec.Command("python3", append([]string{"../scripts/torch_plan_run.py"}, plans...)...).CombinedOutput()
+	text := strings.TrimSpace(string(out))
+	if err != nil || strings.Count(text, "outputs and gradients match") != len(plans) {
+		t.Fatalf("%d plans: %v\n%s", len(plans), err, text)
+	}
+	t.Logf("%d plans (%.1f s):\n%s", len(plans), time.Since(start).Seconds(), text)
+}
+
+// builtinMLPPlan plans the built-in mlp on one node of the given devices
+// with Run, --strategy tp and --emit torch, and returns the torch plan.
+func builtinMLPPlan(t *testing.T, devices string) string {
+	t.Helper()
+	dir := t.TempDir()
+	machine := machineFile(t, dir, "node", "1", devices, "1e12", "1e10")
+	path := filepath.Join(dir, "mlp.json")
+	out, err := Run(context.Background(), Request{Model: "mlp", Machine: machine, Batch: 8, Strategy: "tp", Out: path, EmitTorch: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	torch := strings.TrimSuffix(path, ".json") + ".torch.json"
+	if len(out.Written) != 4 || out.Written[3] != torch {
+		t.Fatalf("wrote %v", out.Written)
+	}
+	return torch
+}
+
+// TestTorchPlanRefused: a plan naming a module the model lacks, an
+// unknown style, or more processes than a runner starts (a plan for a
+// cluster) fails with one line, before any process starts.
 func TestTorchPlanRefused(t *testing.T) {
 	needPython(t, "torch")
 	for text, want := range map[string]string{
 		`{"format":"rulebook.torch-plan/1","world_size":2,"mesh":{"shape":[1,2],"dim_names":["dp","tp"]},"modules":{"layers.9":"colwise"}}`:  "module layers.9 is not in the mlp model",
 		`{"format":"rulebook.torch-plan/1","world_size":2,"mesh":{"shape":[1,2],"dim_names":["dp","tp"]},"modules":{"layers.0":"diagonal"}}`: "unknown style 'diagonal'",
+		`{"format":"rulebook.torch-plan/1","world_size":96,"mesh":{"shape":[1,96],"dim_names":["dp","tp"]},"modules":{}}`:                    "world_size 96, want 1 to 16 processes",
 	} {
 		path := filepath.Join(t.TempDir(), "bad.json")
 		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
@@ -123,15 +206,7 @@ func TestShardedONNXChecks(t *testing.T) {
 func TestExportedModulePaths(t *testing.T) {
 	needPython(t, "torch, onnx")
 	dir := t.TempDir()
-	script := `import sys, torch
-sys.path.insert(0, "../scripts")
-from torch_models import SMALL
-for name, (make, inputs) in SMALL.items():
-    torch.onnx.export(make().eval(), (inputs(2),), sys.argv[1] + "/" + name + ".onnx", opset_version=17, dynamo=False)
-`
-	if out, err := exec.Command("python3", "-W", "ignore", "-c", script, dir).CombinedOutput(); err != nil {
-		t.Fatalf("export: %v\n%s", err, out)
-	}
+	exportSmall(t, dir)
 	built := map[string]*onnx.Model{
 		"mlp":   training.MLP(training.MLPConfig{Layers: 4, Width: 64}),
 		"block": training.Transformer(training.TransformerConfig{Layers: 2, Hidden: 64, Heads: 4, FFN: 256, Seq: 8}),
@@ -155,27 +230,4 @@ for name, (make, inputs) in SMALL.items():
 			}
 		}
 	}
-}
-
-// TestBuiltinMLPPlanRuns: a tensor-parallel plan of the built-in mlp (16
-// layers) runs in the bridge, which builds its small MLP at the plan's
-// depth; it used to refuse "module layers.10 is not in the mlp model".
-func TestBuiltinMLPPlanRuns(t *testing.T) {
-	dir := t.TempDir()
-	machine := machineFile(t, dir, "two", "1", "2", "1e12", "1e10")
-	path := filepath.Join(dir, "mlp.json")
-	out, err := Run(context.Background(), Request{Model: "mlp", Machine: machine, Batch: 8, Strategy: "tp", Out: path, EmitTorch: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	torch := strings.TrimSuffix(path, ".json") + ".torch.json"
-	if len(out.Written) != 4 || out.Written[3] != torch {
-		t.Fatalf("wrote %v", out.Written)
-	}
-	needPython(t, "torch")
-	run, err := exec.Command("python3", "../scripts/torch_plan_run.py", torch, "--model", "mlp").CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v: %s", err, run)
-	}
-	t.Log(strings.TrimSpace(string(run)))
 }

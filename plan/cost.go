@@ -26,13 +26,18 @@ const (
 // micro-batch, in seconds, and what priced it. Forward and Backward are
 // the device's time; Launch and BackwardLaunch are the host's time to
 // issue them, which overlaps the device's work on earlier operators (the
-// profile's launch floor per kernel; 0 under the roofline). An operator
-// that moves nothing (a Reshape) has no source.
+// profile's launch floor per kernel; 0 under the roofline). Cast and
+// CastLaunch are autocast's copy of the weights into 16 bits, made once a
+// step, before the first micro-batch's forward (autocast keeps the copy
+// for the step). An operator that moves nothing (a Reshape) has no
+// source.
 type OpCost struct {
 	Forward        float64 `json:"forward_s"`
 	Backward       float64 `json:"backward_s"`
 	Launch         float64 `json:"launch_s,omitempty"`
 	BackwardLaunch float64 `json:"backward_launch_s,omitempty"`
+	Cast           float64 `json:"cast_s,omitempty"`
+	CastLaunch     float64 `json:"cast_launch_s,omitempty"`
 	Source         Source  `json:"source,omitempty"`
 }
 
@@ -204,10 +209,13 @@ func opKind(op training.Op) profile.Kind {
 	case op.Type == "MatMul" || op.Type == "Gemm":
 		return profile.Linear
 	}
-	return map[string]profile.Kind{"LayerNormalization": profile.LayerNorm, "Softmax": profile.Softmax, "LogSoftmax": profile.Softmax,
-		"Relu": profile.ReLU, "Gelu": profile.GELU, "Erf": profile.GELU, "Add": profile.Add, "Sub": profile.Add,
-		"Mul": profile.Add, "Div": profile.Add}[op.Type]
+	return kindOf[op.Type]
 }
+
+// kindOf is the profile's class of each ONNX operator measured as one.
+var kindOf = map[string]profile.Kind{"LayerNormalization": profile.LayerNorm, "Softmax": profile.Softmax, "LogSoftmax": profile.Softmax,
+	"Relu": profile.ReLU, "Gelu": profile.GELU, "Erf": profile.GELU, "Add": profile.Add, "Sub": profile.Add,
+	"Mul": profile.Add, "Div": profile.Add}
 
 // isProduct says whether op runs on tensor cores in a reduced precision.
 func isProduct(op training.Op) bool {
@@ -266,22 +274,23 @@ func backwardRatio(fwd, bwd training.Work) float64 {
 // bytes ratios: two products of the forward's size for a product, a read
 // of the gradient besides the input for an element-wise operator).
 func (c *costs) finish(out OpCost, rf, rb, cast, ratio float64) OpCost {
+	launch := c.launch
 	if out.Source == "" {
-		return OpCost{Forward: rf, Backward: rb, Source: FromRoofline}
+		out, launch = OpCost{Forward: rf, Backward: rb, Source: FromRoofline}, 0
+	} else {
+		fwd := max(out.Forward-launch, rf)
+		out.Forward, out.Backward = fwd, max(min(out.Backward-launch, ratio*fwd), rb)
+		out.Launch, out.BackwardLaunch = launch, launch
 	}
-	fwd := max(out.Forward-c.launch, rf)
-	out.Forward, out.Backward, out.Launch = fwd, max(min(out.Backward-c.launch, ratio*fwd), rb), c.launch
-	out.BackwardLaunch = c.launch
 	if cast > 0 {
 		t := cast / c.dev.MemoryBandwidth
-		if c.rows != nil {
-			t, _ = c.rows.at(cast)
+		if c.rows != nil && launch > 0 {
+			f, _ := c.rows.at(cast)
+			t = max(f-launch, t)
 		}
-		t = max(t-c.launch, cast/c.dev.MemoryBandwidth)
-		out.Forward += t
+		out.Cast, out.CastLaunch = t, launch
 		out.Backward += t
-		out.Launch += c.launch
-		out.BackwardLaunch += c.launch
+		out.BackwardLaunch += launch
 	}
 	return out
 }
@@ -334,9 +343,9 @@ func (c *costs) roofline(op training.Op, w training.Work) float64 {
 }
 
 // castBytes is autocast's copy of a product's fp32 weights into 16 bits
-// before each forward (read 4, write 2 bytes a parameter), and of the
-// 16-bit weight gradient back into the fp32 one in the backward: the
-// same traffic again, one more kernel each way.
+// (read 4, write 2 bytes a parameter), once a step, and of each
+// micro-batch's 16-bit weight gradient back into the fp32 one in its
+// backward: the same traffic again, one more kernel each.
 func (c *costs) castBytes(op training.Op, p piece) float64 {
 	if c.elem >= 4 || op.Product == nil || op.ParamBytes == 0 {
 		return 0

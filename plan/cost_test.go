@@ -29,15 +29,6 @@ func h200(t *testing.T) (cluster.Machine, *profile.Profile) {
 	return m, p
 }
 
-func mlpGraph(t *testing.T, layers, width, batch int64) *training.Graph {
-	t.Helper()
-	g, err := training.FromONNX(training.MLP(training.MLPConfig{Layers: layers, Width: width}), "mlp", batch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
-}
-
 func dp1() Strategy { return Strategy{Kind: DataParallel, DP: 1, TP: 1, PP: 1, Microbatches: 1} }
 
 // TestOperatorSources: each operator is priced by an exact profile match
@@ -241,5 +232,48 @@ func TestPrecisionRefused(t *testing.T) {
 		if entries, _ := filepath.Glob(filepath.Join(dir, "plan*")); len(entries) > 0 {
 			t.Errorf("%+v wrote %v", c.req, entries)
 		}
+	}
+}
+
+// TestFitBetweenMeasuredPoints: a linear layer the profile did not
+// measure is priced between the measured shapes of the same weight
+// around it, in every precision the profile has.
+func TestFitBetweenMeasuredPoints(t *testing.T) {
+	m, prof := h200(t)
+	for _, prec := range []cluster.Precision{cluster.FP32, cluster.TF32, cluster.BF16} {
+		for _, c := range []struct{ tokens, lo, hi int64 }{{1024, 512, 2048}, {4096, 2048, 8192}, {12288, 8192, 16384}} {
+			g := mlpGraph(t, 2, 8192, c.tokens)
+			r, err := Price(context.Background(), g, dp1(), Options{Machine: m, Precision: prec, Profile: prof})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lo, _ := prof.Find(profile.Linear, profile.LinearShape(c.lo, 8192, 8192), prec)
+			hi, _ := prof.Find(profile.Linear, profile.LinearShape(c.hi, 8192, 8192), prec)
+			got := r.Costs[0].Forward + r.Costs[0].Launch
+			if r.Costs[0].Source != FromFit || got < lo.Forward() || got > hi.Forward() {
+				t.Errorf("%s, %d tokens: %s %g s, want between %g and %g", prec, c.tokens, r.Costs[0].Source, got, lo.Forward(), hi.Forward())
+			}
+		}
+	}
+}
+
+// TestHostRunsAhead: with a profile, the host launches each kernel ahead
+// of the device, so a step of tiny operators takes about their launches,
+// not their launches and device times in turn.
+func TestHostRunsAhead(t *testing.T) {
+	m, prof := h200(t)
+	g := mlpGraph(t, 16, 64, 8)
+	r, err := Price(context.Background(), g, dp1(), Options{Machine: m, Profile: prof})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var launches, serial float64
+	for _, c := range r.Costs {
+		launches += c.Launch + c.BackwardLaunch + c.CastLaunch
+		serial += c.Launch + c.BackwardLaunch + c.CastLaunch + c.Forward + c.Backward + c.Cast
+	}
+	serial += r.Optimizer.Forward
+	if r.Time.Step < launches || r.Time.Step >= serial {
+		t.Errorf("step %g s, launches %g s, launch and device in turn %g s", r.Time.Step, launches, serial)
 	}
 }

@@ -18,15 +18,17 @@ type File struct {
 	Machine     cluster.Machine `json:"machine"`
 	Batch       int64           `json:"global_batch"`
 	Strategy    Strategy        `json:"strategy"`
-	Attention   Attention       `json:"attention"`
 	Time        Time            `json:"time"`
 	Memory      Memory          `json:"memory_per_device"`
 	MemoryLimit float64         `json:"memory_limit"`
+	BucketBytes float64         `json:"gradient_bucket_bytes"`
 	Fits        bool            `json:"fits"`
 	Stages      []StageFile     `json:"stages"`
 	Operators   []OperatorFile  `json:"operators"`
 	Optimizer   OpCost          `json:"optimizer_step"`
 	Compared    []Compared      `json:"compared"`
+	Attention   Attention       `json:"attention"`
+	Levers      []string        `json:"memory_levers,omitempty"` // what the chosen strategy needs to fit
 }
 
 // StageFile is one pipeline stage: its devices, node-major.
@@ -66,7 +68,8 @@ const FileFormat = "rulebook.plan/1"
 func (c *Choice) NewFile(g *training.Graph) *File {
 	r := c.Chosen
 	f := &File{Format: FileFormat, Simulated: Simulated, CostModel: c.Options.CostModel(), Precision: string(c.Options.precision()), Model: c.Model, Machine: c.Machine,
-		Batch: c.Batch, Strategy: r.Strategy, Attention: c.Options.attention(), Optimizer: r.Optimizer, Time: r.Time, Memory: r.Memory, MemoryLimit: c.Options.memoryLimit(), Fits: r.Fits}
+		Batch: c.Batch, Strategy: r.Strategy, Attention: c.Options.attention(), Levers: r.Strategy.leverNames(), Optimizer: r.Optimizer, Time: r.Time, Memory: r.Memory, MemoryLimit: c.Options.memoryLimit(),
+		BucketBytes: c.Options.BucketBytes, Fits: r.Fits}
 	s := r.Strategy
 	for st := 0; st < s.PP; st++ {
 		sf := StageFile{Stage: st}
@@ -93,8 +96,8 @@ func (c *Choice) NewFile(g *training.Graph) *File {
 }
 
 // outputDegrees is the number of pieces each dimension of op's first
-// output is cut into: the batch (dimension 0) by DP, the last by TP when
-// the operator works on feature slices.
+// output is cut into: the batch (dimension 0) by DP, the layout's cut
+// axis by TP when the operator works on slices.
 func outputDegrees(g *training.Graph, op training.Op, s Strategy, l OpLayout) []int {
 	rank := len(g.ValueShape(op.Outputs[0]))
 	if rank == 0 {
@@ -107,8 +110,8 @@ func outputDegrees(g *training.Graph, op training.Op, s Strategy, l OpLayout) []
 	if g.HasBatch(op.Outputs[0]) {
 		d[0] = s.DP
 	}
-	if l.Style == Colwise || l.Style == Sharded {
-		d[rank-1] *= s.TP
+	if l.sliced() && l.Axis < rank {
+		d[l.Axis] *= s.TP
 	}
 	return d
 }

@@ -1,6 +1,10 @@
 package plan
 
 import (
+	"errors"
+	"fmt"
+	"slices"
+
 	"rulebook/rules"
 	"rulebook/training"
 )
@@ -35,6 +39,10 @@ func (s Style) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 // OpLayout is the tensor-parallel treatment of one operator.
 type OpLayout struct {
 	Style Style
+	// Axis is the axis of the outputs that is cut, for Colwise and
+	// Sharded operators: a product's output features, a head axis after
+	// attention's reshape and transpose.
+	Axis int
 	// ForwardAllReduce: the output holds partial sums to all-reduce
 	// (rowwise products).
 	ForwardAllReduce bool
@@ -45,69 +53,219 @@ type OpLayout struct {
 	GatherInputs bool
 }
 
+// sliced reports whether the operator's outputs are cut (on Axis).
+func (l OpLayout) sliced() bool { return l.Style == Colwise || l.Style == Sharded }
+
 // assignTensorParallel walks the graph in order and gives each operator a
 // Megatron-style layout for a tensor-parallel degree tp: a weight product
-// on replicated input is cut column-wise, one on sliced input row-wise (its
-// output all-reduced); operators on slices keep them, unless they need
-// every feature (Op.NeedsAllFeatures) or mix slices with replicated values.
+// on replicated input is cut column-wise, one whose input is cut on its
+// contraction axis row-wise (its output all-reduced). Other operators keep
+// a cut where they can follow its axis (followCut): elementwise ones, a
+// reshape that splits features into whole heads, a transpose, a product of
+// two activations cut on the same batch axis (attention's heads), a
+// softmax along another axis. Anything else gathers the slices first.
+// Weights, constants and values computed from them alone are neither cut
+// nor replicated activations, so a scalar constant does not stop a cut.
 func assignTensorParallel(g *training.Graph, tp int) []OpLayout {
 	out := make([]OpLayout, len(g.Ops))
 	if tp <= 1 {
 		return out
 	}
-	sliced := map[string]bool{}
+	// cut holds each activation's cut axis, or -1 when every device holds
+	// all of it
+	cut := map[string]int{}
 	for i, op := range g.Ops {
-		in := slicedInputs(op, sliced)
+		in := inputCuts(g, op, cut)
 		var l OpLayout
 		switch {
 		case op.Product != nil && op.ParamBytes > 0:
-			l = productLayout(op, in, tp)
-		case in.any && (op.NeedsAllFeatures || in.mixed):
-			l = OpLayout{Style: Replicated, GatherInputs: true}
-		case in.any:
-			l = OpLayout{Style: Sharded}
+			l = productLayout(g, op, in, tp)
+		case len(in.cuts) == 0 || metadata[op.Type]:
+			// reading a shape needs no slice gathered
+		default:
+			if axis, ok := followCut(g, op, in, tp); ok {
+				l = OpLayout{Style: Sharded, Axis: axis}
+			} else {
+				l = OpLayout{Style: Replicated, GatherInputs: true}
+			}
 		}
 		out[i] = l
+		if !in.activation || metadata[op.Type] {
+			// a shape is metadata: a reshape to it (a dynamic export's
+			// heads) still carries its input's cut
+			continue
+		}
 		for _, v := range op.Outputs {
-			sliced[v] = l.Style == Colwise || l.Style == Sharded
+			cut[v] = -1
+			if l.sliced() {
+				cut[v] = l.Axis
+			}
 		}
 	}
 	return out
 }
 
-type inputSlices struct{ any, mixed bool }
+// ErrCutsNothing marks a tensor-parallel degree that divides no weight
+// product's features: every operator would be replicated, and the plan's
+// label (tp3) would not say what runs.
+var ErrCutsNothing = errors.New("the tensor-parallel degree cuts no operator")
 
-// slicedInputs says whether any activation input of op is sliced, and
-// whether sliced and replicated activations meet (a residual add).
-func slicedInputs(op training.Op, sliced map[string]bool) inputSlices {
-	var s, r bool
-	for _, v := range op.Inputs {
-		cut, produced := sliced[v]
-		switch {
-		case !produced:
-			// a weight, constant or graph input
-		case cut:
-			s = true
-		default:
-			r = true
+// cutsSomething refuses a degree above 1 under which every operator is
+// replicated.
+func cutsSomething(layouts []OpLayout, tp int) error {
+	if tp <= 1 {
+		return nil
+	}
+	for _, l := range layouts {
+		if l.Style != Replicated {
+			return nil
 		}
 	}
-	return inputSlices{any: s, mixed: s && r}
+	return fmt.Errorf("no weight product's features divide by %d, so every operator would be replicated: %w", tp, ErrCutsNothing)
 }
 
-func productLayout(op training.Op, in inputSlices, tp int) OpLayout {
+// inputSlices are what an operator's inputs hold: cuts maps the index of
+// each input cut by tensor parallelism to its axis.
+type inputSlices struct {
+	activation bool // some input is data from the graph's inputs
+	replicated bool // some such input is whole on every device
+	cuts       map[int]int
+}
+
+func inputCuts(g *training.Graph, op training.Op, cut map[string]int) inputSlices {
+	s := inputSlices{cuts: map[int]int{}}
+	for i, v := range op.Inputs {
+		axis, ok := cut[v]
+		switch {
+		case g.IsInput(v):
+			s.activation, s.replicated = true, true
+		case !ok:
+			// a weight, a constant, or computed from them alone
+		case axis < 0:
+			s.activation, s.replicated = true, true
+		default:
+			s.activation = true
+			s.cuts[i] = axis
+		}
+	}
+	return s
+}
+
+func productLayout(g *training.Graph, op training.Op, in inputSlices, tp int) OpLayout {
 	p := op.Product
-	switch {
-	case in.mixed:
+	if len(in.cuts) > 0 {
+		axis, ok := in.cuts[0]
+		if ok && !in.replicated && len(in.cuts) == 1 && axis == featureAxisOf(op, len(g.ValueShape(op.Inputs[0]))) && p.K%int64(tp) == 0 {
+			return OpLayout{Style: Rowwise, ForwardAllReduce: true}
+		}
 		return OpLayout{Style: Replicated, GatherInputs: true}
-	case in.any && p.K%int64(tp) == 0:
-		return OpLayout{Style: Rowwise, ForwardAllReduce: true}
-	case in.any:
-		return OpLayout{Style: Replicated, GatherInputs: true}
-	case p.N%int64(tp) == 0:
-		return OpLayout{Style: Colwise, BackwardAllReduce: true}
+	}
+	if p.N%int64(tp) == 0 {
+		return OpLayout{Style: Colwise, Axis: featureAxisOf(op, len(g.ValueShape(op.Outputs[0]))), BackwardAllReduce: true}
 	}
 	return OpLayout{Style: Replicated}
+}
+
+// featureAxisOf is the feature axis of a product's input or output of
+// the given rank: the channels of a convolution, else the last axis.
+func featureAxisOf(op training.Op, rank int) int {
+	if op.Type == "Conv" {
+		return 1
+	}
+	return rank - 1
+}
+
+// metadata operators read only their input's shape.
+var metadata = setOf("Shape", "Size")
+
+// elementwise operators keep a cut: each output element reads the same
+// element of its inputs (broadcast from the right).
+var elementwise = setOf("Add", "Sub", "Mul", "Div", "Pow", "Relu", "LeakyRelu", "Elu", "Selu", "Gelu",
+	"Erf", "Sqrt", "Tanh", "Sigmoid", "HardSigmoid", "HardSwish", "Softplus", "Exp", "Log", "Neg", "Abs",
+	"Reciprocal", "Cast", "Dropout", "Identity", "Where", "Clip", "Min", "Max", "Sum", "Mean")
+
+// perChannel operators keep a cut of the channels (axis 1): they work on
+// each channel alone.
+var perChannel = setOf("BatchNormalization", "InstanceNormalization", "MaxPool", "AveragePool",
+	"GlobalAveragePool", "GlobalMaxPool", "LpPool")
+
+func setOf(names ...string) map[string]bool {
+	m := map[string]bool{}
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// followCut is the axis of op's output that its cut inputs' slices land
+// on, or ok false when the operator needs whole inputs.
+func followCut(g *training.Graph, op training.Op, in inputSlices, tp int) (axis int, ok bool) {
+	rank := len(g.ValueShape(op.Outputs[0]))
+	if in.replicated || op.NeedsAllFeatures || rank == 0 {
+		return 0, false
+	}
+	a, first := in.cuts[0]
+	switch {
+	case elementwise[op.Type]:
+		return alignedCut(g, op, in, rank)
+	case perChannel[op.Type]:
+		return a, first && a == 1 && len(in.cuts) == 1
+	case op.Type == "Reshape" || op.Type == "Squeeze" || op.Type == "Unsqueeze":
+		if !first || len(in.cuts) != 1 {
+			return 0, false
+		}
+		return reshapedCut(g.ValueShape(op.Inputs[0]), g.ValueShape(op.Outputs[0]), a, tp)
+	case op.Type == "Transpose":
+		j := slices.Index(op.Perm, a)
+		return j, first && j >= 0
+	case op.Type == "Softmax" || op.Type == "LogSoftmax":
+		return a, first && !slices.Contains(op.Reduces, a)
+	case op.Type == "MatMul" && len(in.cuts) == 2:
+		// both operands cut on one batch axis: attention's heads
+		b := in.cuts[1] + rank - len(g.ValueShape(op.Inputs[1]))
+		a += rank - len(g.ValueShape(op.Inputs[0]))
+		return a, a == b && a < rank-2
+	}
+	return 0, false
+}
+
+// alignedCut is the output axis of an elementwise operator whose cut
+// inputs, aligned from the right, are all cut on that one axis.
+func alignedCut(g *training.Graph, op training.Op, in inputSlices, rank int) (int, bool) {
+	axis := -1
+	for i, a := range in.cuts {
+		o := a + rank - len(g.ValueShape(op.Inputs[i]))
+		if axis >= 0 && o != axis {
+			return 0, false
+		}
+		axis = o
+	}
+	return axis, axis >= 0
+}
+
+// reshapedCut is the axis of a reshape's output that carries input axis
+// a's tp slices whole: the first output axis after the same leading
+// elements, if it divides by tp. Features [b, s, 768] cut in two go to
+// the heads of [b, s, 12, 64]; cut in eight they would split a head.
+func reshapedCut(in, out []int64, a, tp int) (int, bool) {
+	if a >= len(in) {
+		return 0, false
+	}
+	outer := int64(1)
+	for _, d := range in[:a] {
+		outer *= d
+	}
+	acc := int64(1)
+	for j, d := range out {
+		if acc == outer && d > 1 {
+			return j, d%int64(tp) == 0
+		}
+		acc *= d
+		if acc > outer {
+			break
+		}
+	}
+	return 0, false
 }
 
 // cut is the share of an operator's work and weights one device of the

@@ -41,8 +41,8 @@ func Choose(ctx context.Context, g *training.Graph, kinds []Kind, o Options) (*C
 	}
 	g = o.graph(g)
 	c := &Choice{Model: g.Model, Machine: o.Machine, Batch: g.Batch, Options: o}
-	for _, k := range kinds {
-		var rs []*Result
+	families := make([][]*Result, len(kinds))
+	for f, k := range kinds {
 		var skipped *Result
 		for _, s := range candidates(k, o.Machine.NumDevices(), o.Machine.DevicesPerNode, o.Microbatches) {
 			if err := ctx.Err(); err != nil {
@@ -56,16 +56,20 @@ func Choose(ctx context.Context, g *training.Graph, kinds []Kind, o Options) (*C
 				skipped = r
 				continue
 			}
-			rs = append(rs, r)
+			families[f] = append(families[f], r)
 		}
-		if len(rs) == 0 {
-			if skipped != nil {
-				c.Results = append(c.Results, skipped)
-			}
-			continue
+		if len(families[f]) == 0 && skipped != nil {
+			families[f] = []*Result{skipped}
 		}
-		r, _ := best(rs)
-		c.Results = append(c.Results, r)
+	}
+	if err := relieveAll(ctx, g, families, o); err != nil {
+		return nil, err
+	}
+	for _, rs := range families {
+		if len(rs) > 0 {
+			r, _ := best(rs)
+			c.Results = append(c.Results, r)
+		}
 	}
 	var priced []*Result
 	for _, r := range c.Results {
@@ -114,8 +118,15 @@ func (c *Choice) WriteTable(w io.Writer) error {
 		_, err := fmt.Fprintf(w, "no strategy fits in %s per device; the one needing least memory is shown\n", gib(limit))
 		return err
 	}
-	_, err := fmt.Fprintf(w, "* chosen: %s, %s per step (simulated), %s of %s per device\n", c.Chosen.Strategy, ms(c.Chosen.Time.Step), gib(c.Chosen.Memory.Total()), gib(limit))
-	return err
+	if _, err := fmt.Fprintf(w, "* chosen: %s, %s per step (simulated), %s of %s per device\n", c.Chosen.Strategy, ms(c.Chosen.Time.Step), gib(c.Chosen.Memory.Total()), gib(limit)); err != nil {
+		return err
+	}
+	for _, l := range c.Chosen.Strategy.leverNames() {
+		if _, err := fmt.Fprintf(w, "  memory lever (it does not fit without): %s\n", l); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func layoutText(s Strategy) string {
@@ -123,7 +134,7 @@ func layoutText(s Strategy) string {
 	if s.PP > 1 {
 		t += fmt.Sprintf("×pp%d/m%d", s.PP, s.Microbatches)
 	}
-	return t
+	return t + s.levers()
 }
 
 func ms(seconds float64) string { return fmt.Sprintf("%.2f ms", seconds*1e3) }
@@ -150,7 +161,7 @@ func (c *Choice) WriteExplain(w io.Writer, g *training.Graph) error {
 			continue
 		}
 		counts[t.Source]++
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", safetext.Name(op.Name), safetext.Name(op.Type), us(t.Forward), us(t.Backward), t.Source)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", safetext.Name(op.Name), safetext.Name(op.Type), us(t.Forward+t.Cast), us(t.Backward), t.Source)
 	}
 	if r.Optimizer.Source != "" {
 		fmt.Fprintf(tw, "optimizer step (Adam)\t\t%s\t\t%s\t\n", us(r.Optimizer.Forward), r.Optimizer.Source)

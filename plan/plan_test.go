@@ -94,34 +94,41 @@ func TestStrategies(t *testing.T) {
 	}
 }
 
-// TestMemoryLimit: BERT-Large on summit:1 with less memory per device than
-// data parallelism needs: data parallel does not fit, a data × tensor grid
-// does and is chosen.
+// TestMemoryLimit: BERT-Large on summit:1 with less memory per device
+// than plain data parallelism needs. Priced alone, data parallel fits
+// through a lever its label names; beside the grid, which fits without
+// one and is faster than data parallel without levers, data parallel is
+// not relieved. At 1 GiB only ZeRO-3 with recomputation fits; at 100 MiB
+// nothing does, and the table says so.
 func TestMemoryLimit(t *testing.T) {
 	m, _ := training.Builtin("bert-large")
 	g, err := training.FromONNX(m, "bert-large", 6)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := Choose(context.Background(), g, []Kind{DataParallel, Grid}, Options{Machine: machine(6), MemoryLimit: 5 << 30, Precision: cluster.FP32})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dp, grid := c.Results[0], c.Results[1]
-	if dp.Fits || !grid.Fits || c.Chosen != grid || grid.Strategy.TP < 2 {
-		t.Errorf("dp %s fits %v (%.2f GiB); grid %s fits %v (%.2f GiB); chosen %s", dp.Strategy, dp.Fits, dp.Memory.Total()/(1<<30),
-			grid.Strategy, grid.Fits, grid.Memory.Total()/(1<<30), c.Chosen.Strategy)
-	}
-	var table bytes.Buffer
-	c.WriteTable(&table)
-	if !strings.Contains(table.String(), "chosen: grid dp3×tp2") {
-		t.Errorf("table:\n%s", table.String())
-	}
-	c, _ = Choose(context.Background(), g, []Kind{DataParallel, Grid}, Options{Machine: machine(6), MemoryLimit: 1 << 30, Precision: cluster.FP32})
-	table.Reset()
-	c.WriteTable(&table)
-	if c.Fits || !strings.Contains(table.String(), "no strategy fits in 1.00 GiB per device") {
-		t.Errorf("with 1 GiB: fits %v\n%s", c.Fits, table.String())
+	both := []Kind{DataParallel, Grid}
+	for _, c := range []struct {
+		kinds  []Kind
+		limit  float64
+		fits   bool
+		dp     string // data parallel's layout label
+		chosen string
+	}{
+		{[]Kind{DataParallel}, 5 << 30, true, "dp6×tp1+zero1", "chosen: dp dp6×tp1+zero1,"},
+		{both, 5 << 30, true, "dp6×tp1", "chosen: grid dp3×tp2,"},
+		{both, 1 << 30, true, "dp6×tp1+zero3+recompute", "chosen: grid dp3×tp2+zero3+recompute"},
+		{both, 100 << 20, false, "", "no strategy fits in 0.10 GiB per device"},
+	} {
+		c2, err := Choose(context.Background(), g, c.kinds, Options{Machine: machine(6), MemoryLimit: c.limit, Precision: cluster.FP32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var table bytes.Buffer
+		c2.WriteTable(&table)
+		dp := c2.Results[0]
+		if c2.Fits != c.fits || (c.fits && layoutText(dp.Strategy) != c.dp) || !strings.Contains(table.String(), c.chosen) {
+			t.Errorf("limit %.2f GiB: fits %v, dp %s; want %v, %s, %q\n%s", c.limit/(1<<30), c2.Fits, layoutText(dp.Strategy), c.fits, c.dp, c.chosen, table.String())
+		}
 	}
 }
 
@@ -272,4 +279,94 @@ func TestAttentionMode(t *testing.T) {
 	if _, err := Price(context.Background(), g, s, Options{Machine: machine(1), Attention: "flash"}); err == nil {
 		t.Error("attention flash was accepted")
 	}
+}
+
+// TestLevers: each memory lever's effect on BERT-Large's memory and
+// simulated step, against plain data parallelism on six V100s at batch 24,
+// in fp32 (where compute, not the exposed all-reduce, sets the step).
+func TestLevers(t *testing.T) {
+	m, _ := training.Builtin("bert-large")
+	g, err := training.FromONNX(m, "bert-large", 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	price := func(s Strategy) *Result {
+		s.Kind, s.DP, s.TP, s.PP = DataParallel, 6, 1, 1
+		if s.Microbatches == 0 {
+			s.Microbatches = 1
+		}
+		r, err := Price(context.Background(), g, s, Options{Machine: machine(6), Precision: cluster.FP32})
+		if err != nil || r.Err != nil {
+			t.Fatalf("%s: %v %v", s, err, r.Err)
+		}
+		return r
+	}
+	base := price(Strategy{})
+	bm, bt := base.Memory, base.Time
+	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b)) }
+	for _, c := range []struct {
+		s    Strategy
+		want func(m Memory, t Time) bool
+	}{
+		// ZeRO-1: Adam's state sharded six ways; the update's weights are
+		// gathered after the step
+		{Strategy{ZeRO: 1}, func(m Memory, t Time) bool {
+			return near(m.Optimizer, bm.Optimizer/6) && m.Gradients == bm.Gradients && m.Weights == bm.Weights && t.Step > bt.Step
+		}},
+		// ZeRO-2: the gradients as well
+		{Strategy{ZeRO: 2}, func(m Memory, t Time) bool {
+			return near(m.Gradients, bm.Gradients/6) && near(m.Optimizer, bm.Optimizer/6) && m.Weights == bm.Weights
+		}},
+		// ZeRO-3: the weights too, but for one layer gathered at a time;
+		// the gathers before each forward and backward cost time
+		{Strategy{ZeRO: 3}, func(m Memory, t Time) bool {
+			return m.Weights < bm.Weights/4 && m.Weights > bm.Weights/6 && t.ExposedCommunication > bt.ExposedCommunication
+		}},
+		// recomputation: only each layer's input kept, one layer's tensors
+		// back at a time; about a third more compute
+		{Strategy{Recompute: true}, func(m Memory, t Time) bool {
+			return m.Activations < bm.Activations/8 && t.Compute > 1.25*bt.Compute && t.Compute < 1.4*bt.Compute
+		}},
+		// accumulation over 4 steps: a quarter of the activations, about
+		// the same compute
+		{Strategy{Microbatches: 4}, func(m Memory, t Time) bool {
+			return near(m.Activations, bm.Activations/4) && m.Weights == bm.Weights && math.Abs(t.Compute-bt.Compute) < 0.01*bt.Compute
+		}},
+	} {
+		r := price(c.s)
+		if !c.want(r.Memory, r.Time) {
+			t.Errorf("%s: memory %+v time %+v; plain %+v %+v", layoutText(r.Strategy), r.Memory, r.Time, bm, bt)
+		}
+	}
+}
+
+// TestLeverChosen: BERT-Large at batch 96 on summit:1 fits (it did not
+// before saved activations were counted once), and a strategy that needs
+// a lever to fit names it in its label.
+func TestLeverChosen(t *testing.T) {
+	out, err := Run(context.Background(), Request{Model: "bert-large", Machine: "summit:1", Batch: 96})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := out.Choice
+	if !c.Fits || !c.Chosen.Fits {
+		t.Fatalf("bert-large at batch 96 on summit:1 does not fit: %s", c.Chosen.Strategy)
+	}
+	for _, r := range c.Results {
+		plain := r.Strategy
+		plain.ZeRO, plain.Recompute = 0, false
+		if plain.PP == 1 {
+			plain.Microbatches = 1
+		}
+		if plain == r.Strategy {
+			continue
+		}
+		p, err := Price(context.Background(), out.Graph, plain, c.Options)
+		if err != nil || p.Fits || r.Strategy.levers() == "" {
+			t.Errorf("%s uses a lever, though %s fits: %v, or its label names none", layoutText(r.Strategy), layoutText(plain), err)
+		}
+	}
+	var table bytes.Buffer
+	c.WriteTable(&table)
+	t.Log(table.String())
 }

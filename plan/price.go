@@ -50,6 +50,8 @@ type Result struct {
 	Costs     []OpCost
 	Optimizer OpCost
 	Err       error // why the strategy cannot run (e.g. the batch does not divide)
+
+	block []int // each operator's block (recomputation's unit), −1 outside any
 }
 
 // Options are what every strategy is priced under.
@@ -63,6 +65,10 @@ type Options struct {
 	// Attention is how attention groups are priced: fused (the default)
 	// or unfused, as the graph writes them.
 	Attention Attention
+	// BucketBytes closes a data-parallel gradient bucket once it holds this
+	// many bytes, as PyTorch DDP's bucket_cap_mb does (DefaultBucketBytes);
+	// 0 gives every weight its own all-reduce.
+	BucketBytes float64
 	// Precision is the arithmetic priced; "" means the device's default
 	// (cluster.Device.DefaultPrecision).
 	Precision cluster.Precision
@@ -145,6 +151,13 @@ func (o Options) graph(g *training.Graph) *training.Graph {
 	return g.FuseAttention()
 }
 
+// DefaultBucketBytes is PyTorch DDP's default bucket, 25 MiB.
+const DefaultBucketBytes = 25 << 20
+
+// maxBucketBytes bounds --bucket-mb: a tebibyte, more than any model's
+// gradients, so one bucket holds them all.
+const maxBucketBytes = 1 << 40
+
 // MaxTasks bounds the simulator tasks of one strategy's step: operators
 // times micro-batches times forward and backward. A step past it (a huge
 // --microbatches, or a batch split that finely) is not priced, rather
@@ -182,6 +195,9 @@ func (o Options) validate() error {
 			return err
 		}
 	}
+	if err := checked.Real("the gradient bucket (bytes)", o.BucketBytes, 0, maxBucketBytes); err != nil {
+		return err
+	}
 	return checked.Count("the micro-batches", int64(o.Microbatches), 0, MaxTasks)
 }
 
@@ -204,7 +220,7 @@ func (o Options) CostModel() string {
 	if o.Profile != nil {
 		ops = "measured operator costs from " + o.Profile.Name + " (exact match, else a fit per operator class, else the roofline); Adam " + string(o.optimizer())
 	}
-	return prec + "; " + ops + "; α–β collectives"
+	return prec + "; " + ops + "; NCCL-style α–β collectives (ring or tree)"
 }
 
 // Price simulates one training step of g under s.
@@ -213,6 +229,20 @@ func Price(ctx context.Context, g *training.Graph, s Strategy, o Options) (*Resu
 		return nil, err
 	}
 	g = o.graph(g)
+	r, err := prepare(g, s, o)
+	if err != nil || r.Err != nil {
+		return r, err
+	}
+	if err := simulateStep(ctx, g, r, o); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// prepare lays the strategy out (tensor-parallel layouts, pipeline
+// stages, blocks) and counts its memory, all before any simulation: a
+// lever that does not fit is never simulated.
+func prepare(g *training.Graph, s Strategy, o Options) (*Result, error) {
 	if err := s.divides(g.Batch); err != nil {
 		return &Result{Strategy: s, Err: err}, nil
 	}
@@ -223,21 +253,29 @@ func Price(ctx context.Context, g *training.Graph, s Strategy, o Options) (*Resu
 		return &Result{Strategy: s, Err: err}, nil
 	}
 	c := newCosts(o.Machine.Device, o.precision(), o.Profile)
-	r := &Result{Strategy: s, Layouts: assignTensorParallel(g, s.TP), Stage: stages(g, s.PP, c)}
-	b := newBuilder(g, s, o, r, c)
+	r := &Result{Strategy: s, Layouts: assignTensorParallel(g, s.TP), Stage: stages(g, s.PP, c), block: blocks(g)}
+	if err := cutsSomething(r.Layouts, s.TP); err != nil {
+		return &Result{Strategy: s, Err: err}, nil
+	}
+	r.Memory = memory(g, s, r, o.precision().ActivationBytes())
+	r.Fits = r.Memory.Total() <= o.memoryLimit()
+	return r, nil
+}
+
+// simulateStep runs the step's task graph and sets r's time.
+func simulateStep(ctx context.Context, g *training.Graph, r *Result, o Options) error {
+	b := newBuilder(g, r.Strategy, o, r, newCosts(o.Machine.Device, o.precision(), o.Profile))
 	sched, err := b.run(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("simulate %s: %w", s, err)
+		return fmt.Errorf("simulate %s: %w", r.Strategy, err)
 	}
 	r.Schedule = sched
 	r.Time = b.slowest(sched)
-	r.Memory = memory(g, s, r, o.precision().ActivationBytes())
-	r.Fits = r.Memory.Total() <= o.memoryLimit()
 	if !finite(r.Time.Step) || !finite(r.Memory.Total()) {
 		// never choose a plan whose figures are not numbers
 		r.Err = fmt.Errorf("its step (%v s) or memory (%v bytes) is not a finite number: %w", r.Time.Step, r.Memory.Total(), checked.ErrRange)
 	}
-	return r, nil
+	return nil
 }
 
 // stages cuts the operators into pp contiguous stages of about equal
@@ -273,28 +311,3 @@ func stages(g *training.Graph, pp int, c *costs) []int {
 }
 
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
-
-// memory is the fullest device's memory: weights, gradients and Adam's two
-// moments for its stage's share of the parameters (fp32 in every
-// precision), and the activations its stage saves for backward, in elem
-// bytes an element, for as many micro-batches as 1F1B keeps in flight
-// (pp − stage, the first stage holding most).
-func memory(g *training.Graph, s Strategy, r *Result, elem float64) Memory {
-	per := make([]Memory, s.PP)
-	micro := 1 / (float64(s.DP) * float64(s.Microbatches))
-	for i, op := range g.Ops {
-		st, cut := r.Stage[i], r.Layouts[i].cut(s.TP)
-		per[st].Weights += op.ParamBytes * cut
-		inFlight := float64(min(s.PP-st, s.Microbatches))
-		per[st].Activations += op.ActivationBytes * elem / 4 * cut * micro * inFlight
-	}
-	var worst Memory
-	for _, m := range per {
-		m.Gradients = m.Weights
-		m.Optimizer = 2 * m.Weights
-		if m.Total() > worst.Total() {
-			worst = m
-		}
-	}
-	return worst
-}

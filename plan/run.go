@@ -34,6 +34,9 @@ type Request struct {
 	Microbatches int
 	// Attention is fused (the default, also for "") or unfused.
 	Attention Attention
+	// BucketBytes is the data-parallel gradient bucket
+	// (Options.BucketBytes); 0 gives every weight its own all-reduce.
+	BucketBytes float64
 	// Out is plan.json's path; beside it go NAME.trace.json (Chrome
 	// trace) and NAME.sharded.onnx (IR 11 sharding). "" writes nothing.
 	Out string
@@ -99,7 +102,7 @@ func Run(ctx context.Context, req Request) (*Outcome, error) {
 		}
 		kinds = []Kind{k}
 	}
-	opts := Options{Machine: m, MemoryLimit: req.MemoryLimit, Microbatches: req.Microbatches, Attention: req.Attention}
+	opts := Options{Machine: m, MemoryLimit: req.MemoryLimit, Microbatches: req.Microbatches, Attention: req.Attention, BucketBytes: req.BucketBytes}
 	if req.Precision != "" {
 		if opts.Precision, err = cluster.ParsePrecision(req.Precision); err != nil {
 			return nil, fmt.Errorf("--precision: %w", err)

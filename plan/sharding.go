@@ -30,6 +30,7 @@ func (c *Choice) Sharded(model *onnx.Model, g *training.Graph) (*onnx.Model, err
 		conf.Devices = append(conf.Devices, "device"+strconv.Itoa(d))
 	}
 	out.Configurations = []onnx.DeviceConfiguration{conf}
+	cuts := sliceAxes(g, c.Chosen.Layouts)
 	byName := map[string]int{}
 	for i, op := range g.Ops {
 		byName[op.Name] = i
@@ -44,7 +45,7 @@ func (c *Choice) Sharded(model *onnx.Model, g *training.Graph) (*onnx.Model, err
 		}
 		nc := onnx.NodeDeviceConfiguration{ConfigurationID: conf.Name, PipelineStage: int32(c.Chosen.Stage[i])}
 		for _, v := range append(append([]string{}, n.Inputs...), n.Outputs...) {
-			if spec, ok := shardTensor(g, g.Ops[i], v, s, c.Chosen.Layouts[i], c.Chosen.Stage[i]); ok {
+			if spec, ok := shardTensor(g, g.Ops[i], v, s, c.Chosen.Layouts[i], c.Chosen.Stage[i], cuts); ok {
 				nc.Shardings = append(nc.Shardings, spec)
 			}
 		}
@@ -55,7 +56,7 @@ func (c *Choice) Sharded(model *onnx.Model, g *training.Graph) (*onnx.Model, err
 
 // shardTensor is how tensor v of op is cut; ok is false for a tensor the
 // plan replicates everywhere (or that has no shape).
-func shardTensor(g *training.Graph, op training.Op, v string, s Strategy, l OpLayout, stage int) (onnx.ShardingSpec, bool) {
+func shardTensor(g *training.Graph, op training.Op, v string, s Strategy, l OpLayout, stage int, cuts map[string]int) (onnx.ShardingSpec, bool) {
 	shape := g.ValueShape(v)
 	if v == "" || len(shape) == 0 {
 		return onnx.ShardingSpec{}, false
@@ -65,7 +66,11 @@ func shardTensor(g *training.Graph, op training.Op, v string, s Strategy, l OpLa
 		batch = 0
 	}
 	if s.TP > 1 {
-		feature = featureAxis(g, op, v, l, len(shape))
+		feature = featureAxis(g, op, v, l, cuts)
+	}
+	if feature == batch {
+		// a cut that lands on the batch axis is not annotated twice
+		feature = -1
 	}
 	spec := onnx.ShardingSpec{TensorName: v}
 	dims := []struct{ axis, shards int }{{batch, s.DP}, {feature, s.TP}}
@@ -128,10 +133,11 @@ func shardGroup(base, i, j int, s Strategy, cutBatch, cutFeature bool) []int64 {
 	return group
 }
 
-// featureAxis is the axis of v that tensor parallelism cuts, or -1: the
-// weight's output (colwise) or input (rowwise) axis, and the last axis of
-// sliced activations.
-func featureAxis(g *training.Graph, op training.Op, v string, l OpLayout, rank int) int {
+// featureAxis is the axis of v that tensor parallelism cuts as op sees
+// it, or -1: the weight's output (colwise) or input (rowwise) axis, a
+// rowwise product's input features, a sliced operator's output axis and
+// its inputs' axes (cuts), and a bias cut with the slice it is added to.
+func featureAxis(g *training.Graph, op training.Op, v string, l OpLayout, cuts map[string]int) int {
 	if p := op.Product; p != nil && v == p.Weight {
 		switch l.Style {
 		case Colwise:
@@ -141,18 +147,55 @@ func featureAxis(g *training.Graph, op training.Op, v string, l OpLayout, rank i
 		}
 		return -1
 	}
-	if _, produced := g.Producer(v); !produced && !g.IsInput(v) {
-		// a bias or constant: cut with a colwise product's output
-		if l.Style == Colwise && rank == 1 {
+	rank := len(g.ValueShape(v))
+	switch {
+	case contains(op.Outputs, v):
+		if l.sliced() {
+			return l.Axis
+		}
+	case l.Style == Rowwise && v == op.Inputs[0]:
+		return featureAxisOf(op, rank)
+	case l.Style == Colwise:
+		// a Gemm's or Conv's bias is cut with the output features
+		if _, produced := g.Producer(v); !produced && !g.IsInput(v) && rank == 1 {
 			return 0
 		}
-		return -1
-	}
-	sliced := l.Style == Sharded || (l.Style == Colwise && contains(op.Outputs, v)) || (l.Style == Rowwise && contains(op.Inputs, v))
-	if sliced {
-		return rank - 1
+	case l.Style == Sharded:
+		if a, ok := cuts[v]; ok {
+			return a
+		}
+		return biasAxis(g, op, v, l)
 	}
 	return -1
+}
+
+// biasAxis is the axis of a weight or constant input of an elementwise
+// sliced operator that lines up, full size, with the output's cut axis
+// (a bias added after a product), or -1 when it broadcasts over it.
+func biasAxis(g *training.Graph, op training.Op, v string, l OpLayout) int {
+	if !elementwise[op.Type] {
+		return -1
+	}
+	shape, out := g.ValueShape(v), g.ValueShape(op.Outputs[0])
+	a := l.Axis - (len(out) - len(shape))
+	if a < 0 || a >= len(shape) || l.Axis >= len(out) || shape[a] != out[l.Axis] {
+		return -1
+	}
+	return a
+}
+
+// sliceAxes maps each value tensor parallelism cuts to its axis, from the
+// layouts of the operators that make them.
+func sliceAxes(g *training.Graph, layouts []OpLayout) map[string]int {
+	cuts := map[string]int{}
+	for i, op := range g.Ops {
+		if layouts[i].sliced() {
+			for _, v := range op.Outputs {
+				cuts[v] = layouts[i].Axis
+			}
+		}
+	}
+	return cuts
 }
 
 func contains(xs []string, x string) bool {

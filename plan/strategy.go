@@ -9,12 +9,24 @@ import (
 // Strategy is a parallelization of one training step: DP data-parallel
 // replicas of TP tensor-parallel devices, in PP pipeline stages fed
 // Microbatches micro-batches each (1F1B). DP·TP·PP devices take part.
+// With one stage, Microbatches above 1 is gradient accumulation: that many
+// forward and backward passes of batch/(DP·Microbatches), one optimizer
+// step.
+//
+// ZeRO and Recompute are memory levers (levers.go), used only on a
+// strategy that does not fit without them.
 type Strategy struct {
 	Kind         Kind `json:"kind"`
 	DP           int  `json:"dp"`
 	TP           int  `json:"tp"`
 	PP           int  `json:"pp"`
 	Microbatches int  `json:"microbatches"`
+	// ZeRO shards over the data-parallel group Adam's state (stage 1),
+	// also the gradients (2), also the weights (3, FSDP); 0 shards none.
+	ZeRO int `json:"zero,omitempty"`
+	// Recompute keeps only each block's inputs for backward and runs the
+	// block's forward again before its backward.
+	Recompute bool `json:"recompute,omitempty"`
 }
 
 // Kind names a family of strategies, as --strategy spells it.
@@ -51,6 +63,9 @@ func (s Strategy) fits(n int) error {
 	if s.DP < 1 || s.TP < 1 || s.PP < 1 || s.Microbatches < 1 {
 		return fmt.Errorf("%s: every degree and the micro-batches must be at least 1: %w", s, checked.ErrRange)
 	}
+	if s.ZeRO < 0 || s.ZeRO > 3 {
+		return fmt.Errorf("%s: ZeRO stage %d is not 0 to 3: %w", s, s.ZeRO, checked.ErrRange)
+	}
 	d, err := checked.Product(int64(s.DP), int64(s.TP), int64(s.PP))
 	if err != nil || d > int64(n) {
 		return fmt.Errorf("%s needs more devices than the machine's %d: %w", s, n, checked.ErrRange)
@@ -73,7 +88,7 @@ func (s Strategy) String() string {
 	if s.PP > 1 {
 		t += fmt.Sprintf("×pp%d (%d micro-batches)", s.PP, s.Microbatches)
 	}
-	return t
+	return t + s.levers()
 }
 
 // candidates lists the strategies of one family on n devices with

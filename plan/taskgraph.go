@@ -13,8 +13,11 @@ import (
 // representative device of each pipeline stage, its forward and backward
 // operators per micro-batch in 1F1B order, the tensor-parallel collectives
 // between them, the activations and gradients sent between stages, the
-// data-parallel gradient all-reduces (issued as each gradient is ready, so
-// they overlap the rest of the backward pass) and the optimizer update.
+// data-parallel gradient all-reduces (in buckets, each issued when its last
+// gradient is ready, so they overlap the rest of the backward pass) and the
+// optimizer update. Every device of a stage runs the same tasks, so one
+// stands for all; but each collective is priced for the slowest of the
+// stage's groups, where their devices are.
 //
 // Dependencies are written as keys and resolved once every task exists,
 // since 1F1B makes stages wait on each other in both directions.
@@ -25,18 +28,37 @@ type builder struct {
 	r     *Result
 	c     *costs
 	micro float64 // one micro-batch per replica, as a share of the graph's batch
+	// actMicro scales an activation's fp32 size (as training counts it) to
+	// one micro-batch's message in the precision's element size: 16-bit
+	// mixed precision sends activations and their gradients in 2 bytes.
+	actMicro float64
 
 	resources []simulate.Resource
 	tasks     []simulate.Task
 	keys      map[string]int
 	deps      [][]string
+
+	tp, dp  []groups          // per stage
+	sends   map[[2]int][2]int // stage pair → the device pair priced
+	buckets [][]string        // per stage, the keys of its gradient all-reduces
+}
+
+// groups is every distinct placement of one kind of a stage's groups (its
+// tensor-parallel groups, one per replica, or its data-parallel groups,
+// one per tensor-parallel rank), and whether any of them crosses nodes.
+type groups struct {
+	places []cluster.Placement
+	spans  bool
 }
 
 func newBuilder(g *training.Graph, s Strategy, o Options, r *Result, c *costs) *builder {
 	b := &builder{g: g, s: s, o: o, r: r, c: c, keys: map[string]int{},
-		micro: 1 / float64(s.DP*s.Microbatches)}
+		micro: 1 / float64(s.DP*s.Microbatches), sends: map[[2]int][2]int{}, buckets: make([][]string, s.PP)}
+	b.actMicro = b.micro * c.elem / 4
 	r.Costs = c.all(g, r.Layouts, s.TP, b.micro)
 	for st := 0; st < s.PP; st++ {
+		b.tp = append(b.tp, b.tpGroups(st))
+		b.dp = append(b.dp, b.dpGroups(st))
 		dev := b.base(st)
 		b.resources = append(b.resources,
 			simulate.Resource{Name: fmt.Sprintf("stage %d: device %d", st, dev), Kind: simulate.Device, Device: dev},
@@ -55,32 +77,72 @@ func newBuilder(g *training.Graph, s Strategy, o Options, r *Result, c *costs) *
 // base is the first device of a stage, which stands for all of them.
 func (b *builder) base(stage int) int { return stage * b.s.DP * b.s.TP }
 
-func (b *builder) tpGroup(stage int) cluster.Group {
-	g := make(cluster.Group, b.s.TP)
-	for i := range g {
-		g[i] = b.base(stage) + i
-	}
-	return g
+// tpGroups are a stage's tensor-parallel groups: replica r holds devices
+// base + r·TP + i.
+func (b *builder) tpGroups(stage int) groups {
+	return b.place(stage, b.s.DP, b.s.TP, func(r, i int) int { return r*b.s.TP + i })
 }
 
-func (b *builder) dpGroup(stage int) cluster.Group {
-	g := make(cluster.Group, b.s.DP)
-	for i := range g {
-		g[i] = b.base(stage) + i*b.s.TP
-	}
-	return g
+// dpGroups are a stage's data-parallel groups: tensor-parallel rank t
+// holds devices base + t + i·TP.
+func (b *builder) dpGroups(stage int) groups {
+	return b.place(stage, b.s.TP, b.s.DP, func(t, i int) int { return t + i*b.s.TP })
 }
 
-// link is the stage's link resource a collective over group uses: the
-// network when the group spans nodes.
-func (b *builder) link(stage int, group cluster.Group) int {
-	per := b.o.Machine.DevicesPerNode
-	for _, d := range group {
-		if d/per != group[0]/per {
-			return 3*stage + 2
+// place is the distinct placements of count groups of size devices, device
+// i of group k being base + offset(k, i).
+func (b *builder) place(stage, count, size int, offset func(k, i int) int) groups {
+	var out groups
+	seen := map[cluster.Placement]bool{}
+	g := make(cluster.Group, size)
+	for k := 0; k < count; k++ {
+		for i := range g {
+			g[i] = b.base(stage) + offset(k, i)
+		}
+		p := b.o.Machine.Place(g)
+		if !seen[p] {
+			seen[p] = true
+			out.places = append(out.places, p)
+			out.spans = out.spans || p.Spans()
 		}
 	}
-	return 3*stage + 1
+	return out
+}
+
+// collective is the slowest of a stage's groups under cost, and the link
+// resource it runs on: the network when any group crosses nodes.
+func (b *builder) collective(stage int, gs groups, cost func(cluster.Placement) float64) (resource int, seconds float64) {
+	for _, p := range gs.places {
+		seconds = max(seconds, cost(p))
+	}
+	if gs.spans {
+		return 3*stage + 2, seconds
+	}
+	return 3*stage + 1, seconds
+}
+
+// send is the resource and time of sending bytes from stage st to stage
+// to: every device of st sends its share to its counterpart in to at
+// once, so the slowest pair (one that crosses nodes, if any does) is
+// priced.
+func (b *builder) send(st, to int, bytes float64) (resource int, seconds float64) {
+	pair, ok := b.sends[[2]int{st, to}]
+	if !ok {
+		per := b.o.Machine.DevicesPerNode
+		pair = [2]int{b.base(st), b.base(to)}
+		for k := 0; k < b.s.DP*b.s.TP; k++ {
+			if from, into := b.base(st)+k, b.base(to)+k; from/per != into/per {
+				pair = [2]int{from, into}
+				break
+			}
+		}
+		b.sends[[2]int{st, to}] = pair
+	}
+	resource = 3*st + 1
+	if pair[0]/b.o.Machine.DevicesPerNode != pair[1]/b.o.Machine.DevicesPerNode {
+		resource = 3*st + 2
+	}
+	return resource, b.o.Machine.PointToPoint(pair[0], pair[1], bytes)
 }
 
 func (b *builder) add(key, name string, cat simulate.Category, resource int, seconds float64, deps ...string) {
@@ -168,18 +230,28 @@ func (b *builder) forward(st, j int) {
 			}
 		}
 		if l.GatherInputs {
-			g := b.tpGroup(st)
 			key := fmt.Sprintf("gather %s #%d", op.Name, j)
-			b.add(key, "all-gather "+op.Name, simulate.Communication, b.link(st, g), b.o.Machine.AllGather(g, b.inputBytes(op)*b.micro), deps...)
+			res, t := b.collective(st, b.tp[st], func(p cluster.Placement) float64 {
+				return b.o.Machine.AllGatherAt(p, b.inputBytes(op)*b.actMicro)
+			})
+			b.add(key, "all-gather "+op.Name, simulate.Communication, res, t, deps...)
 			deps = []string{key}
 		}
+		deps = append(deps, b.gatherWeights(st, i, fmt.Sprintf("#%d", j)))
 		fwd := fmt.Sprintf("fwd %s #%d", op.Name, j)
-		b.add(fwd, op.Name, simulate.Compute, 3*st, b.r.Costs[i].Forward, append(deps, b.launch(st, i, fwd, b.r.Costs[i].Launch))...)
+		t, launch := b.r.Costs[i].Forward, b.r.Costs[i].Launch
+		if j == 0 {
+			// autocast's 16-bit copy of the weights, kept for the step
+			t, launch = t+b.r.Costs[i].Cast, launch+b.r.Costs[i].CastLaunch
+		}
+		b.add(fwd, op.Name, simulate.Compute, 3*st, t, append(deps, b.launch(st, i, fwd, launch))...)
 		done := fwd
 		if l.ForwardAllReduce {
-			g := b.tpGroup(st)
 			done = fmt.Sprintf("tp all-reduce %s #%d", op.Name, j)
-			b.add(done, "all-reduce "+op.Name, simulate.Communication, b.link(st, g), b.o.Machine.AllReduce(g, op.OutputBytes*b.micro), fwd)
+			res, t := b.collective(st, b.tp[st], func(p cluster.Placement) float64 {
+				return b.o.Machine.AllReduceAt(p, op.OutputBytes*b.actMicro)
+			})
+			b.add(done, "all-reduce "+op.Name, simulate.Communication, res, t, fwd)
 		}
 		for _, v := range op.Outputs {
 			b.keys[valueKey(v, j)] = b.keys[done]
@@ -197,8 +269,8 @@ func (b *builder) sendForward(st int, v string, j int) {
 		if _, done := b.keys[key]; to == st || done {
 			continue
 		}
-		b.add(key, "send "+v, simulate.Communication, b.link(st, cluster.Group{b.base(st), b.base(to)}),
-			b.o.Machine.PointToPoint(b.base(st), b.base(to), b.g.ValueBytes(v)*b.micro), valueKey(v, j))
+		res, t := b.send(st, to, b.g.ValueBytes(v)*b.actMicro)
+		b.add(key, "send "+v, simulate.Communication, res, t, valueKey(v, j))
 	}
 }
 
@@ -223,6 +295,7 @@ func (b *builder) inputBytes(op training.Op) float64 {
 
 func (b *builder) backward(st, j int) {
 	last := j == b.s.Microbatches-1
+	var bk bucket
 	for i := len(b.g.Ops) - 1; i >= 0; i-- {
 		op := b.g.Ops[i]
 		if b.r.Stage[i] != st {
@@ -239,22 +312,78 @@ func (b *builder) backward(st, j int) {
 				}
 			}
 		}
+		deps = append(deps, b.gatherWeights(st, i, fmt.Sprintf("#%d backward", j)))
 		bwd := fmt.Sprintf("bwd %s #%d", op.Name, j)
-		b.add(bwd, op.Name+" (backward)", simulate.Compute, 3*st, b.r.Costs[i].Backward, append(deps, b.launch(st, i, bwd, b.r.Costs[i].BackwardLaunch))...)
+		again, againLaunch := b.recompute(i)
+		b.add(bwd, op.Name+" (backward)", simulate.Compute, 3*st, b.r.Costs[i].Backward+again,
+			append(deps, b.launch(st, i, bwd, b.r.Costs[i].BackwardLaunch+againLaunch))...)
 		done := bwd
 		if l.BackwardAllReduce {
-			g := b.tpGroup(st)
 			done = fmt.Sprintf("tp grad all-reduce %s #%d", op.Name, j)
-			b.add(done, "all-reduce grad "+op.Name, simulate.Communication, b.link(st, g), b.o.Machine.AllReduce(g, b.inputBytes(op)*b.micro), bwd)
+			res, t := b.collective(st, b.tp[st], func(p cluster.Placement) float64 {
+				return b.o.Machine.AllReduceAt(p, b.inputBytes(op)*b.actMicro)
+			})
+			b.add(done, "all-reduce grad "+op.Name, simulate.Communication, res, t, bwd)
 		}
 		b.keys[gradKey(op.Name, j)] = b.keys[done]
 		b.sendBackward(st, i, j)
-		if last && op.ParamBytes > 0 && b.s.DP > 1 {
-			g := b.dpGroup(st)
-			b.add("dp "+op.Name, "all-reduce weight grads "+op.Name, simulate.Communication, b.link(st, g),
-				b.o.Machine.AllReduce(g, op.ParamBytes*l.cut(b.s.TP)), bwd)
+		if op.ParamBytes > 0 && b.s.DP > 1 && (last || b.s.ZeRO >= 2) {
+			bk.bytes += op.ParamBytes * l.cut(b.s.TP)
+			bk.ops = append(bk.ops, op.Name)
+			bk.deps = append(bk.deps, bwd)
+			if bk.bytes >= b.bucketCap(st) {
+				b.reduceBucket(st, &bk)
+			}
 		}
 	}
+	if len(bk.ops) > 0 {
+		b.reduceBucket(st, &bk)
+	}
+}
+
+// bucket is weight gradients that one data-parallel all-reduce carries, as
+// PyTorch DDP groups them: in the order backward makes them (the reverse of
+// the forward), closed once it holds Options.BucketBytes (the first one
+// at 1 MiB).
+type bucket struct {
+	bytes float64
+	ops   []string // weights' operators, in the order filled
+	deps  []string // their backward tasks
+}
+
+// firstBucketBytes is PyTorch DDP's first bucket (1 MiB), smaller than the
+// rest so that the last layers' gradients start reducing early.
+const firstBucketBytes = 1 << 20
+
+// bucketCap is the size that closes the stage's next bucket.
+func (b *builder) bucketCap(st int) float64 {
+	if len(b.buckets[st]) == 0 {
+		return min(b.o.BucketBytes, firstBucketBytes)
+	}
+	return b.o.BucketBytes
+}
+
+// reduceBucket issues bk's reduction over the stage's data-parallel
+// groups once its last gradient is ready, and empties it: an all-reduce,
+// or under ZeRO a reduce-scatter, since each replica keeps only its
+// shard's sum. ZeRO 2 and 3 hold no whole gradient to accumulate into, so
+// backward reduces after every micro-batch; the others once, after the
+// last.
+func (b *builder) reduceBucket(st int, bk *bucket) {
+	key := fmt.Sprintf("dp bucket %d of stage %d", len(b.buckets[st]), st)
+	verb, cost := "all-reduce", b.o.Machine.AllReduceAt
+	if b.s.ZeRO > 0 {
+		verb, cost = "reduce-scatter", b.o.Machine.AllGatherAt // a reduce-scatter costs what an all-gather does
+	}
+	name := verb + " weight grads " + bk.ops[0]
+	if n := len(bk.ops); n > 1 {
+		name = fmt.Sprintf("%s weight grads (bucket of %d: %s … %s)", verb, n, bk.ops[0], bk.ops[n-1])
+	}
+	bytes := bk.bytes
+	res, t := b.collective(st, b.dp[st], func(p cluster.Placement) float64 { return cost(p, bytes) })
+	b.add(key, name, simulate.Communication, res, t, bk.deps...)
+	b.buckets[st] = append(b.buckets[st], key)
+	*bk = bucket{}
 }
 
 // sendBackward sends the gradients of op i's inputs made on earlier
@@ -277,9 +406,8 @@ func (b *builder) sendBackward(st, i, j int) {
 		if !first {
 			continue
 		}
-		to := b.r.Stage[p]
-		b.add(fmt.Sprintf("send grad %s #%d from %d", v, j, st), "send grad "+v, simulate.Communication,
-			b.link(st, cluster.Group{b.base(st), b.base(to)}), b.o.Machine.PointToPoint(b.base(st), b.base(to), b.g.ValueBytes(v)*b.micro), deps...)
+		res, t := b.send(st, b.r.Stage[p], b.g.ValueBytes(v)*b.actMicro)
+		b.add(fmt.Sprintf("send grad %s #%d from %d", v, j, st), "send grad "+v, simulate.Communication, res, t, deps...)
 	}
 }
 
@@ -295,18 +423,25 @@ func (b *builder) update(st int) {
 		}
 		params += op.ParamBytes * b.r.Layouts[i].cut(b.s.TP)
 		deps = append(deps, fmt.Sprintf("bwd %s #%d", op.Name, b.s.Microbatches-1))
-		if b.s.DP > 1 {
-			deps = append(deps, "dp "+op.Name)
-		}
 	}
+	deps = append(deps, b.buckets[st]...)
 	if params == 0 {
 		return
+	}
+	if b.s.ZeRO > 0 {
+		params /= float64(b.s.DP) // each replica updates its shard
 	}
 	t, src := b.c.adam(params/4, b.o.optimizer())
 	if t > b.r.Optimizer.Forward {
 		b.r.Optimizer = OpCost{Forward: t, Source: src}
 	}
-	b.add(fmt.Sprintf("adam %d", st), "optimizer step (Adam)", simulate.Compute, 3*st, t, deps...)
+	adam := fmt.Sprintf("adam %d", st)
+	b.add(adam, "optimizer step (Adam)", simulate.Compute, 3*st, t, deps...)
+	if b.s.ZeRO == 1 || b.s.ZeRO == 2 {
+		whole := params * float64(b.s.DP)
+		res, t := b.collective(st, b.dp[st], func(p cluster.Placement) float64 { return b.o.Machine.AllGatherAt(p, whole) })
+		b.add(fmt.Sprintf("gather updated weights %d", st), "all-gather updated weights", simulate.Communication, res, t, adam)
+	}
 }
 
 // slowest is the simulated step of the stage whose device finishes last,

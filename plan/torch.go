@@ -55,8 +55,19 @@ func (c *Choice) Torch(g *training.Graph) (*TorchPlan, error) {
 	t := &TorchPlan{Format: TorchFormat, Model: c.Model, WorldSize: s.Devices(), Layers: layerCount(g),
 		Mesh:    TorchMesh{Shape: []int{s.DP, s.TP}, DimNames: []string{"dp", "tp"}},
 		Modules: map[string]string{}, Note: "layouts only; the times in the plan this came from are " + Simulated}
+	if ls := s.leverNames(); len(ls) > 0 {
+		// DTensor's plan has no place for them: the user applies them
+		t.Note += "; it fits only with memory levers this plan does not apply: " + strings.Join(ls, "; ")
+	}
 	for i, op := range g.Ops {
 		st := c.Chosen.Layouts[i].Style
+		if c.Chosen.Layouts[i].GatherInputs {
+			// a module given a local shard would compute on it as if whole
+			return nil, fmt.Errorf("--emit torch: %s (%s) gathers slices that tensor parallelism cut (a reshape that splits a head, or a normalization of cut features), which parallelize_module's styles do not express; choose --strategy dp or a degree that divides the heads: %w", op.Name, op.Type, ErrNotTorch)
+		}
+		if err := cutOutput(g, op, c.Chosen.Layouts[i]); err != nil {
+			return nil, err
+		}
 		if st != Colwise && st != Rowwise {
 			continue
 		}
@@ -72,6 +83,21 @@ func (c *Choice) Torch(g *training.Graph) (*TorchPlan, error) {
 		t.Modules[op.Module] = st.String()
 	}
 	return t, nil
+}
+
+// cutOutput refuses an operator whose cut output no operator reads: the
+// model's output, which a ColwiseParallel module would return as a local
+// shard (an MLP of odd depth ends on a column cut).
+func cutOutput(g *training.Graph, op training.Op, l OpLayout) error {
+	if !l.sliced() {
+		return nil
+	}
+	for _, v := range op.Outputs {
+		if len(g.Consumers(v)) == 0 {
+			return fmt.Errorf("--emit torch: the model's output %s stays cut by tensor parallelism (%s is %s), and parallelize_module would return each device's shard; choose --strategy dp: %w", v, op.Name, l.Style, ErrNotTorch)
+		}
+	}
+	return nil
 }
 
 // layerCount is one more than the largest N of a module path layers.N…,

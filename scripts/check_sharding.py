@@ -1,13 +1,17 @@
 """Check an ONNX model's multi-device sharding annotations (IR version 11).
 
-    python3 scripts/check_sharding.py MODEL.onnx
+    python3 scripts/check_sharding.py MODEL.onnx [--dump]
 
 Runs onnx.checker with full_check, asserts IR version ≥ 11, a device
 configuration on the model and one on every node, each sharding spec
 naming a tensor of the graph with one device entry per shard, then opens
 the model in ONNX Runtime. Prints one line; exit status 1 on a failure.
+With --dump it only reads the model and prints, as JSON, each node's shardings as read
+back: {node: {tensor: {axis: shards}}}, so that a test can hold them
+against the plan.
 """
 
+import json
 import math
 import sys
 
@@ -43,8 +47,25 @@ def check(path):
     return model, specs
 
 
+def dump(model):
+    """Each node's shardings: tensor name to {axis: number of shards}."""
+    out = {}
+    for node in model.graph.node:
+        specs = out.setdefault(node.name, {})
+        for nc in node.device_configurations:
+            for spec in nc.sharding_spec:
+                axes = specs.setdefault(spec.tensor_name, {})
+                for d in spec.sharded_dim:
+                    axes[str(d.axis)] = math.prod(s.num_shards for s in d.simple_sharding)
+    return out
+
+
 def main():
     path = sys.argv[1]
+    if "--dump" in sys.argv[2:]:
+        # read back only: the model's weights may live in a file not at hand
+        json.dump(dump(onnx.load(path, load_external_data=False)), sys.stdout, sort_keys=True)
+        return 0
     try:
         model, specs = check(path)
     except Exception as e:  # one line whatever failed: checker, ORT or ours

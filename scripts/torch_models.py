@@ -30,11 +30,14 @@ class Block(nn.Module):
     """A post-LN encoder layer like the shared bert_base export.
 
     The head count is read from q's local width, so column-sharded q, k and v
-    (DTensor's ColwiseParallel with local outputs) hold whole heads.
+    (DTensor's ColwiseParallel with local outputs) hold whole heads. GELU is
+    PyTorch's, which torch.onnx writes as Div, Erf, Add, Mul, Mul. With
+    fused set, attention runs as scaled_dot_product_attention.
     """
 
-    def __init__(self, hidden: int, heads: int, ffn: int):
+    def __init__(self, hidden: int, heads: int, ffn: int, fused: bool = False):
         super().__init__()
+        self.fused = fused
         self.head_dim = hidden // heads
         self.q, self.k, self.v, self.o = (nn.Linear(hidden, hidden) for _ in range(4))
         self.f1, self.f2 = nn.Linear(hidden, ffn), nn.Linear(ffn, hidden)
@@ -47,11 +50,12 @@ class Block(nn.Module):
             return t.view(b, s, t.shape[-1] // self.head_dim, self.head_dim).transpose(1, 2)
 
         q, k, v = heads(self.q(x)), heads(self.k(x)), heads(self.v(x))
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
-        ctx = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, s, -1)
-        x = self.ln1(x + self.o(ctx))
-        f = self.f1(x)
-        f = f * (1 + torch.erf(f / math.sqrt(2))) / 2
+        if self.fused:
+            ctx = nn.functional.scaled_dot_product_attention(q, k, v)
+        else:
+            ctx = (q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)).softmax(-1) @ v
+        x = self.ln1(x + self.o(ctx.transpose(1, 2).reshape(b, s, -1)))
+        f = nn.functional.gelu(self.f1(x))
         return self.ln2(x + self.f2(f))
 
 

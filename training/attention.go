@@ -1,6 +1,9 @@
 package training
 
-import "slices"
+import (
+	"maps"
+	"slices"
+)
 
 // Attention is one scaled dot-product attention found in the graph: a
 // product of two activations (Q·Kᵀ), optionally scaled by a number and
@@ -43,7 +46,7 @@ func (g *Graph) findAttention() {
 // nothing outside the group needs the scores.
 func (g *Graph) attentionAt(s int) *Attention {
 	scores := g.ValueShape(g.Ops[s].Inputs[0])
-	if r := int64(len(scores)); r < 2 || (g.Ops[s].axis != -1 && g.Ops[s].axis != r-1) {
+	if r := len(scores); r < 2 || !slices.Equal(g.Ops[s].Reduces, []int{r - 1}) {
 		return nil
 	}
 	a := &Attention{Ops: []int{s}}
@@ -60,7 +63,7 @@ func (g *Graph) attentionAt(s int) *Attention {
 		probs = pv
 		pv, ok = g.only(pv)
 	}
-	if !ok || g.Ops[pv].Type != "MatMul" || !g.activations(pv) || g.Producer1(g.Ops[pv].Inputs[0]) != probs {
+	if !ok || g.Ops[pv].Type != "MatMul" || !g.activations(pv) || g.producerOf(g.Ops[pv].Inputs[0]) != probs {
 		return nil
 	}
 	a.Ops = append(a.Ops, pv)
@@ -123,8 +126,8 @@ func (g *Graph) attentionShape(a *Attention, scores []int64) *Attention {
 	return a
 }
 
-// Producer1 is the operator writing v, or −1.
-func (g *Graph) Producer1(v string) int {
+// producerOf is the operator writing v, or −1.
+func (g *Graph) producerOf(v string) int {
 	if i, ok := g.Producer(v); ok {
 		return i
 	}
@@ -162,7 +165,9 @@ func (g *Graph) FuseAttention() *Graph {
 	f := *g
 	f.fused = true
 	f.Ops = slices.Clone(g.Ops)
+	f.storage = maps.Clone(g.storage)
 	for _, a := range g.attention {
+		f.mergeHeads(a)
 		fwd, bwd := f.fusedWork(a)
 		for _, i := range a.Ops {
 			f.Ops[i].Attention = a
@@ -180,6 +185,21 @@ func (g *Graph) FuseAttention() *Graph {
 	}
 	f.countSaved()
 	return &f
+}
+
+// mergeHeads makes the heads' merge after a fused kernel a view: the
+// kernel writes its output [B, H, S, D] with the heads inner, as
+// FlashAttention and PyTorch's kernels do, so the Transpose to
+// [B, S, H, D] and the Reshape to [B, S, H·D] after it copy nothing.
+func (g *Graph) mergeHeads(a *Attention) {
+	t, ok := g.only(g.producerOf(a.Out))
+	if !ok || g.Ops[t].Type != "Transpose" || !slices.Equal(g.Ops[t].Perm, []int{0, 2, 1, 3}) {
+		return
+	}
+	g.storage[g.Ops[t].Outputs[0]] = a.Out
+	if r, ok := g.only(t); ok && (g.Ops[r].Type == "Reshape" || g.Ops[r].Type == "Flatten") {
+		g.storage[g.Ops[r].Outputs[0]] = a.Out
+	}
 }
 
 // lseBytes is the log-sum-exp the kernel keeps per query row.

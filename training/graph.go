@@ -67,7 +67,11 @@ type Op struct {
 	// profile of the kernel is looked up by.
 	Attention *Attention
 
-	axis int64 // a Softmax's axis
+	// Perm is a Transpose's permutation; Reduces the axes an operator
+	// normalizes along (a Softmax's axis). Both let a planner follow a
+	// cut axis through the graph (readAxes), and find attention.
+	Perm    []int
+	Reduces []int
 }
 
 // Graph is a model's training step at one batch size.

@@ -128,7 +128,7 @@ func (inf *inference) node(n *onnx.Node) error {
 		}
 	}
 	op := Op{Name: n.Name, Type: n.OpType, Module: ModulePath(n.Name), Inputs: n.Inputs, Outputs: n.Outputs,
-		NeedsAllFeatures: needsAllFeatures[n.OpType], axis: attrInt(n, "axis", -1)}
+		NeedsAllFeatures: needsAllFeatures[n.OpType]}
 	allWeights := true
 	for _, v := range n.Inputs {
 		if _, w := inf.weights[v]; !w && v != "" {
@@ -153,6 +153,9 @@ func (inf *inference) node(n *onnx.Node) error {
 	}
 	if n.OpType == "Identity" && allWeights {
 		op.OutputBytes = 0
+	}
+	if len(out) > 0 {
+		readAxes(n, &op, len(out[0]))
 	}
 	inf.work(n, &op, in, out)
 	inf.view(n)

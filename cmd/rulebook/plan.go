@@ -12,7 +12,7 @@ import (
 
 func newPlanCmd() *cobra.Command {
 	var req plan.Request
-	var memGiB float64
+	var memGiB, bucketMiB float64
 	var emit, ref, attention string
 	var explain bool
 	cmd := &cobra.Command{
@@ -32,6 +32,10 @@ func newPlanCmd() *cobra.Command {
 			if err := checked.Real("--memory-limit", memGiB, 0, 1<<20); err != nil {
 				return err
 			}
+			if err := checked.Real("--bucket-mb", bucketMiB, 0, 1<<20); err != nil {
+				return err
+			}
+			req.BucketBytes = bucketMiB * (1 << 20)
 			if emit != "" && emit != "torch" {
 				return fmt.Errorf("--emit: unknown engine %q (known: torch)", emit)
 			}
@@ -75,6 +79,7 @@ func newPlanCmd() *cobra.Command {
 	f.StringVar(&req.Strategy, "strategy", "", "price only dp, tp, grid or pp (default: all, and choose)")
 	f.Float64Var(&memGiB, "memory-limit", 0, "usable memory per device in GiB (default: the device's capacity)")
 	f.IntVar(&req.Microbatches, "microbatches", 0, "micro-batches per pipeline step (default: twice the stages)")
+	f.Float64Var(&bucketMiB, "bucket-mb", plan.DefaultBucketBytes>>20, "data-parallel gradient bucket in MiB, as PyTorch DDP's bucket_cap_mb (0: one all-reduce per weight)")
 	f.StringVarP(&req.Out, "output", "o", "", "write the chosen plan here (with .trace.json and .sharded.onnx beside it)")
 	f.StringVar(&ref, "rules", "", "a rule version to name in the plan (tag, hash prefix or bundle); not used by the strategies yet")
 	f.StringVar(&attention, "attention", "fused", "price attention as one fused kernel (fused: no scores kept for backward) or as the graph writes it (unfused)")

@@ -26,13 +26,30 @@ func TestPlanEmitTorchPipeline(t *testing.T) {
 	}
 }
 
-// TestPlanMemoryLimitFlag: --memory-limit NaN, Inf and absurd sizes are
-// refused before anything is read.
+// TestPlanMemoryLimitFlag: --memory-limit and --bucket-mb NaN, Inf and
+// absurd sizes are refused before anything is read.
 func TestPlanMemoryLimitFlag(t *testing.T) {
-	for _, v := range []string{"NaN", "+Inf", "-1", "1e300"} {
-		_, err := run(context.Background(), "plan", "mlp", "--batch", "12", "--memory-limit", v)
-		if !errors.Is(err, checked.ErrRange) {
-			t.Errorf("--memory-limit %s: %v; want checked.ErrRange", v, err)
+	for _, flag := range []string{"--memory-limit", "--bucket-mb"} {
+		for _, v := range []string{"NaN", "+Inf", "-1", "1e300"} {
+			_, err := run(context.Background(), "plan", "mlp", "--batch", "12", flag, v)
+			if !errors.Is(err, checked.ErrRange) {
+				t.Errorf("%s %s: %v; want checked.ErrRange", flag, v, err)
+			}
 		}
+	}
+}
+
+// TestPlanAttentionFlag: --attention names the mode in the header, and an
+// unknown mode is refused in one line before anything is read.
+func TestPlanAttentionFlag(t *testing.T) {
+	for _, c := range []struct{ mode, want string }{{"fused", "attention fused"}, {"unfused", "attention unfused"}} {
+		out, err := run(context.Background(), "plan", "bert-large", "--batch", "6", "--strategy", "dp", "--attention", c.mode)
+		if err != nil || !strings.Contains(out, c.want) {
+			t.Errorf("--attention %s: %v\n%s", c.mode, err, out)
+		}
+	}
+	_, err := run(context.Background(), "plan", "bert-large", "--batch", "6", "--attention", "flash")
+	if err == nil || err.Error() != `--attention: unknown attention "flash" (known: fused, unfused)` {
+		t.Errorf("--attention flash: %v", err)
 	}
 }
