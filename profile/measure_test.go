@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"rulebook/cluster"
@@ -39,6 +40,28 @@ func TestMeasureOnThisCPU(t *testing.T) {
 	if seen != total || total != len(p.Entries) {
 		t.Errorf("progress reached %d of %d; the profile has %d entries", seen, total, len(p.Entries))
 	}
+	checkCPUProfile(t, p)
+}
+
+// TestMeasuredCPUProfile reads the full profile `rulebook profile`
+// measured on the development machine (BENCHMARKS.md, Done-when 3) and
+// holds it to the same checks.
+func TestMeasuredCPUProfile(t *testing.T) {
+	p, err := Load(filepath.Join("testdata", "xeon-cpu-torch2.15-ops.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Entries) != 88 || !strings.Contains(p.Device, "PyTorch 2.15.0") {
+		t.Errorf("%d entries on %q, want 88 measured with PyTorch 2.15.0", len(p.Entries), p.Device)
+	}
+	checkCPUProfile(t, p)
+}
+
+// checkCPUProfile holds a profile measured on a CPU to what the script
+// claims: every operator kind in fp32 and (Adam aside) bf16, the computed
+// columns right, and a round trip through Write and Parse.
+func checkCPUProfile(t *testing.T, p *Profile) {
+	t.Helper()
 	if got := p.Precisions(); !reflect.DeepEqual(got, []cluster.Precision{cluster.BF16, cluster.FP32}) {
 		t.Errorf("precisions %v, want bf16 and fp32 on a CPU", got)
 	}
