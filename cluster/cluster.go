@@ -163,9 +163,12 @@ var presets = map[string]Machine{
 			MemoryBandwidth: 4.8e12, MemoryBytes: 141e9},
 		IntraNode: Link{Bandwidth: 370e9, Latency: 3e-6}, InterNode: Link{Bandwidth: 376e9, Latency: 5e-6}},
 	// One core pair of the development machine, roughly: 2 cores × 32
-	// fp32 FLOP/cycle × 2.5 GHz, about 10 GB/s of memory bandwidth.
+	// fp32 FLOP/cycle × 2.5 GHz, about 10 GB/s of memory bandwidth. It
+	// has AVX-512 BF16, whose dot products run at twice the fp32 rate, and
+	// PyTorch trains in bf16 on a CPU too (a profile measured here with
+	// `rulebook profile` holds bf16).
 	"cpu": {Name: "cpu", Nodes: 1, DevicesPerNode: 1,
-		Device:    Device{Name: "2-core CPU", PeakFLOPS: 160e9, MemoryBandwidth: 10e9, MemoryBytes: 16 << 30},
+		Device:    Device{Name: "2-core CPU", PeakFLOPS: 160e9, PeakBF16: 320e9, MemoryBandwidth: 10e9, MemoryBytes: 16 << 30},
 		IntraNode: Link{Bandwidth: 10e9, Latency: 1e-6}, InterNode: Link{Bandwidth: 1.25e9, Latency: 50e-6}},
 }
 

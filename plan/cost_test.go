@@ -99,7 +99,7 @@ func TestPrecisionMovesCompute(t *testing.T) {
 	if bf.Memory.Weights != fp.Memory.Weights || bf.Memory.Optimizer != fp.Memory.Optimizer || math.Abs(2*bf.Memory.Activations-fp.Memory.Activations) > 1 {
 		t.Errorf("bf16 memory %+v, fp32 %+v", bf.Memory, fp.Memory)
 	}
-	for name, want := range map[string]cluster.Precision{"summit": cluster.FP16, "h100": cluster.BF16, "dgx-a100": cluster.BF16, "h200": cluster.BF16} {
+	for name, want := range map[string]cluster.Precision{"summit": cluster.FP16, "h100": cluster.BF16, "dgx-a100": cluster.BF16, "h200": cluster.BF16, "cpu": cluster.BF16} {
 		pm, _ := cluster.Preset(name, 1)
 		if got := (Options{Machine: pm}).precision(); got != want {
 			t.Errorf("%s: default precision %s, want %s", name, got, want)

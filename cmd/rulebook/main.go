@@ -69,7 +69,7 @@ func newRootCmd() *cobra.Command {
 	}
 	root.PersistentFlags().String("db", "", "SQLite database file (default $RULEBOOK_DB or rulebook.db)")
 	root.PersistentFlags().String("memory-budget", "", "most memory that sizes from inputs may ask for (tensor shapes, degrees, workers), e.g. 8GiB (default half of the machine's memory)")
-	root.AddCommand(newGenerateCmd(), newVerifyCmd(), newWhyCmd(), newAxiomsCmd(), newPruneCmd(), newCompareCmd(), newReleaseCmd(), newVersionsCmd(), newDiffCmd(), newExportCmd(), newImportCmd(), newRunCmd(), newBenchOpsCmd(), newOptimizeCmd(), newListCmd(), newShowCmd(), newStatsCmd(), newOpsCmd(), newPlanCmd())
+	root.AddCommand(newGenerateCmd(), newVerifyCmd(), newWhyCmd(), newAxiomsCmd(), newPruneCmd(), newCompareCmd(), newReleaseCmd(), newVersionsCmd(), newDiffCmd(), newExportCmd(), newImportCmd(), newRunCmd(), newBenchOpsCmd(), newOptimizeCmd(), newListCmd(), newShowCmd(), newStatsCmd(), newOpsCmd(), newPlanCmd(), newProfileCmd())
 	root.AddCommand(newUsageCmd(), newBuildCmd())
 	return root
 }
