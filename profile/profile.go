@@ -3,7 +3,7 @@
 // shape and precision, as ../shared/devices/h200-torch2.11-ops.csv holds
 // them and `rulebook profile` measures them. The planner's cost model
 // prices an operator from its profile where it can (docs/planner.md,
-// "Measured costs").
+// "Cost model"; "Measuring your own hardware" for rulebook profile).
 //
 // A profile is CSV with the header op,shape,mode,fwd_ms,bwd_ms,fwd_gflop,
 // fwd_mb. Lines starting with # are comments; "# device: NAME" names the
