@@ -201,7 +201,9 @@ func oneAxiom(t *testing.T) string {
 }
 
 // TestTimeoutIsHonoured: verify's and compare's --timeout bound a rule's
-// whole decision, proof and float64 tests, to within a second.
+// whole decision, proof and float64 tests. The slack is a few seconds, not
+// one, so that a busy machine (CI, other tests) does not fail it; the proof
+// does not end within the limit, as the verdict shows.
 func TestTimeoutIsHonoured(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -212,16 +214,16 @@ func TestTimeoutIsHonoured(t *testing.T) {
 		t.Fatal(err)
 	}
 	ax := oneAxiom(t)
-	const limit = time.Second
+	const limit, slack = time.Second, 4 * time.Second
 	start := time.Now()
 	out, err := run(ctx, "verify", ax, "--db", db, "--timeout", limit.String(), "--no-progress")
-	if took := time.Since(start); err != nil || took > limit+time.Second || !strings.Contains(out, "unknown  timeout") {
+	if took := time.Since(start); err != nil || took > limit+slack || !strings.Contains(out, "unknown  timeout") {
 		t.Errorf("verify --timeout %s took %s (err %v):\n%s", limit, took, err, out)
 	}
 	released, _ := releasedDB(t)
 	start = time.Now()
 	out, err = run(ctx, "compare", "--version", "v1", file, "--db", released, "--axioms", ax, "--timeout", limit.String(), "--no-progress")
-	if took := time.Since(start); err != nil || took > limit+time.Second || !strings.Contains(out, "unknown (timeout)") {
+	if took := time.Since(start); err != nil || took > limit+slack || !strings.Contains(out, "unknown (timeout)") {
 		t.Errorf("compare --timeout %s took %s (err %v):\n%s", limit, took, err, out)
 	}
 }
