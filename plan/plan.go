@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"rulebook/cluster"
@@ -78,10 +79,38 @@ func Choose(ctx context.Context, g *training.Graph, kinds []Kind, o Options) (*C
 		}
 	}
 	if len(priced) == 0 {
-		return nil, c.Results[0].Err
+		return nil, noneRuns(c.Results)
 	}
 	c.Chosen, c.Fits = best(priced)
 	return c, nil
+}
+
+// NoneRunsError says why no strategy of any family could be priced.
+type NoneRunsError struct{ Results []*Result }
+
+func (e *NoneRunsError) Error() string {
+	parts := make([]string, len(e.Results))
+	for i, r := range e.Results {
+		parts[i] = fmt.Sprintf("%s (%s): %v", r.Strategy.Kind, layoutText(r.Strategy), r.Err)
+	}
+	return "no strategy can run this step: " + strings.Join(parts, "; ")
+}
+
+// Unwrap gives each family's reason, for errors.Is.
+func (e *NoneRunsError) Unwrap() []error {
+	errs := make([]error, len(e.Results))
+	for i, r := range e.Results {
+		errs[i] = r.Err
+	}
+	return errs
+}
+
+// noneRuns is the reason itself when one family was asked for.
+func noneRuns(rs []*Result) error {
+	if len(rs) == 1 {
+		return rs[0].Err
+	}
+	return &NoneRunsError{Results: rs}
 }
 
 // WriteTable prints every strategy priced, one per line, and says which

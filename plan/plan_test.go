@@ -146,6 +146,7 @@ func TestBadInput(t *testing.T) {
 		{Request{Model: testfiles.Shared(t, "models", "resnet50.onnx"), Machine: "summit:1"}, "resnet50: no batch dimension (input input has fixed shape [1 3 224 224]); pass --batch N"},
 		{Request{Model: "mlp", Machine: "tpu:4", Batch: 8}, `unknown machine preset "tpu"`},
 		{Request{Model: "mlp", Machine: "summit:1", Batch: 10, Strategy: "dp"}, "batch 10 does not divide by the data-parallel degree 6"},
+		{Request{Model: "mlp", Machine: "summit:1", Batch: 1024}, "no strategy can run this step: dp (dp6×tp1): batch 1024 does not divide by the data-parallel degree 6; tp (dp1×tp6): no weight product's features divide by 6"},
 		{Request{Model: "gpt", Machine: "summit:1", Batch: 8}, `unknown model "gpt"`},
 		{Request{Model: "mlp", Machine: "summit:1", Batch: 12, Strategy: "zigzag"}, `unknown strategy "zigzag"`},
 	} {
