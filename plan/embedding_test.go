@@ -1,0 +1,220 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"rulebook/cluster"
+	"rulebook/training"
+)
+
+func dlrmGraph(t *testing.T, batch int64) *training.Graph {
+	t.Helper()
+	g, err := training.FromONNX(training.DLRM(training.SmallDLRM), "dlrm", batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func parseMachine(t *testing.T, spec string) cluster.Machine {
+	t.Helper()
+	m, err := cluster.Parse(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// tableBytes is the bytes of every table of g, and of the rest.
+func tableBytes(g *training.Graph) (tables, dense float64) {
+	for _, i := range lookups(g) {
+		tables += g.Ops[i].ParamBytes
+	}
+	return tables, 4*g.Params() - tables
+}
+
+// TestEmbeddingTablesHeldOnce: the embedding strategies keep each table
+// once over the devices, not once per replica: the fullest device holds
+// the dense weights and its tables (whole tables table-wise, spread by
+// size; a 1/n of each row-wise), and plan.json names one device per
+// table table-wise, every device row-wise. Data parallelism holds them all.
+func TestEmbeddingTablesHeldOnce(t *testing.T) {
+	g := dlrmGraph(t, 1024)
+	tables, dense := tableBytes(g)
+	one := g.Ops[lookups(g)[0]].ParamBytes // SmallDLRM's tables are all one size
+	for _, c := range []struct {
+		machine  string
+		e        EmbeddingSharding
+		held     float64 // table bytes on the fullest device
+		holders  int     // devices per table in plan.json
+		perTable int     // most tables on one device, table-wise
+	}{
+		{"h100:2", TableWise, one, 1, 1},       // 8 tables on 16 devices
+		{"h100:1x4", TableWise, 2 * one, 1, 2}, // 8 tables on 4 devices
+		{"h100:1", TableWise, one, 1, 1},
+		{"h100:2", RowWise, tables / 16, 16, 0},
+		{"h100:1x4", RowWise, tables / 4, 4, 0},
+	} {
+		t.Run(c.machine+"/"+string(c.e), func(t *testing.T) {
+			m := parseMachine(t, c.machine)
+			n := m.NumDevices()
+			s := Strategy{Kind: Embedding, DP: n, TP: 1, PP: 1, Microbatches: 1, Embedding: c.e}
+			r, err := Price(context.Background(), g, s, Options{Machine: m})
+			if err != nil || r.Err != nil {
+				t.Fatal(err, r.Err)
+			}
+			if got := r.Memory.Weights; !near(got, dense+c.held) {
+				t.Errorf("weights on the fullest device: %.0f bytes, want %.0f dense + %.0f of tables", got, dense, c.held)
+			}
+			if r.Memory.Optimizer != 2*r.Memory.Weights || r.Memory.Gradients != r.Memory.Weights {
+				t.Errorf("gradients %.0f and Adam %.0f do not follow the weights held %.0f", r.Memory.Gradients, r.Memory.Optimizer, r.Memory.Weights)
+			}
+			perDevice := map[int]int{}
+			files := r.tableFiles(g)
+			if len(files) != len(lookups(g)) {
+				t.Fatalf("plan.json lists %d tables, want %d", len(files), len(lookups(g)))
+			}
+			for _, f := range files {
+				if len(f.Devices) != c.holders {
+					t.Errorf("%s is on %v, want %d devices", f.Weight, f.Devices, c.holders)
+				}
+				for _, d := range f.Devices {
+					perDevice[d]++
+				}
+			}
+			if c.e == TableWise {
+				for d, k := range perDevice {
+					if k > c.perTable {
+						t.Errorf("device %d holds %d tables, want at most %d (spread by size)", d, k, c.perTable)
+					}
+				}
+			}
+			dp, err := Price(context.Background(), g, Strategy{Kind: DataParallel, DP: n, TP: 1, PP: 1, Microbatches: 1}, Options{Machine: m})
+			if err != nil || dp.Err != nil {
+				t.Fatal(err, dp.Err)
+			}
+			if !near(dp.Memory.Weights, dense+tables) {
+				t.Errorf("data parallel holds %.0f bytes of weights, want every table: %.0f", dp.Memory.Weights, dense+tables)
+			}
+		})
+	}
+}
+
+func near(a, b float64) bool { return a-b < 1e-6*b && b-a < 1e-6*b }
+
+// TestEmbeddingAllToAllPaysTheNetwork: the looked-up rows and their
+// gradients are exchanged by all-to-alls over every device, priced as
+// cluster prices an all-to-all of the bytes one device sends (its tables'
+// rows for the whole batch, in bf16), on the intra-node link within one
+// node and on the network across two, where it costs more. The tables'
+// gradients are not all-reduced: no data-parallel bucket waits for a
+// lookup's backward.
+func TestEmbeddingAllToAllPaysTheNetwork(t *testing.T) {
+	const batch = 1024
+	g := dlrmGraph(t, batch)
+	dim := training.SmallDLRM.Dim
+	for _, c := range []struct {
+		machine string
+		e       EmbeddingSharding
+		rows    float64 // rows one device sends per step
+		network bool
+	}{
+		{"h100:1", TableWise, batch, false}, // one table a device
+		{"h100:2", TableWise, batch, true},
+		{"h100:2", RowWise, 8 * batch / 16, true}, // a 16th of all 8 tables' lookups
+	} {
+		t.Run(c.machine+"/"+string(c.e), func(t *testing.T) {
+			m := parseMachine(t, c.machine)
+			n := m.NumDevices()
+			s := Strategy{Kind: Embedding, DP: n, TP: 1, PP: 1, Microbatches: 1, Embedding: c.e}
+			r, err := Price(context.Background(), g, s, Options{Machine: m})
+			if err != nil || r.Err != nil {
+				t.Fatal(err, r.Err)
+			}
+			all := make(cluster.Group, n)
+			for d := range all {
+				all[d] = d
+			}
+			bytes := c.rows * float64(dim) * 2 // bf16
+			want := m.AllToAll(all, bytes)
+			for _, name := range []string{"all-to-all embedding rows", "all-to-all embedding row gradients"} {
+				ts := tasksNamed(r.Schedule, name)
+				if len(ts) != 1 {
+					t.Fatalf("%d tasks %q, want 1", len(ts), name)
+				}
+				if ts[0].Duration != want {
+					t.Errorf("%s: %v s, want cluster's all-to-all of %.0f bytes over %d devices, %v s", name, ts[0].Duration, bytes, n, want)
+				}
+				if onNetwork := r.Schedule.Resources[ts[0].Resource].Name == "stage 0: device 0 network"; onNetwork != c.network {
+					t.Errorf("%s runs on %s; want the network: %v", name, r.Schedule.Resources[ts[0].Resource].Name, c.network)
+				}
+			}
+			if c.network {
+				inNode := parseMachine(t, "h100:1")
+				if local := inNode.AllToAll(all[:8], bytes); want <= local {
+					t.Errorf("across nodes %v s, not more than within a node %v s", want, local)
+				}
+			}
+			for k, task := range r.Schedule.Tasks {
+				if !strings.Contains(task.Name, "weight grads") {
+					continue
+				}
+				for _, d := range r.Schedule.Tasks[k].Deps {
+					if dep := r.Schedule.Tasks[d].Name; strings.HasPrefix(dep, "/emb.") {
+						t.Errorf("%s waits on %s: a table's gradient is all-reduced", task.Name, dep)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestDLRMChoosesEmbeddingTables: DLRM on two H100 nodes (batch 64 a
+// device, as BENCHMARKS.md's planner tables) is planned as TorchRec runs
+// it, its tables spread over the devices, not as a 16-stage pipeline;
+// DTensor cannot express that plan, and --emit torch says so. A model
+// without tables has no emb strategy, and a row-wise cut whose rows do
+// not divide over the devices is not priced.
+func TestDLRMChoosesEmbeddingTables(t *testing.T) {
+	g := dlrmGraph(t, 1024)
+	c, err := Choose(context.Background(), g, Kinds, Options{Machine: parseMachine(t, "h100:2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Chosen.Strategy; s.Kind != Embedding || s.PP != 1 {
+		t.Fatalf("chose %s, want the emb family", s)
+	}
+	sharded, err := c.Sharded(training.DLRM(training.SmallDLRM), g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners := map[string]int64{}
+	for _, f := range c.Chosen.tableFiles(g) {
+		owners[f.Weight] = int64(f.Devices[0])
+	}
+	for _, n := range sharded.Graph.Nodes {
+		for _, spec := range n.DeviceConfigurations[0].Shardings {
+			if d, table := owners[spec.TensorName]; table && (len(spec.Devices) != 1 || spec.Devices[0] != d || len(spec.ShardedDims) != 0) {
+				t.Errorf("%s annotated on %v cut %v, want whole on device %d", spec.TensorName, spec.Devices, spec.ShardedDims, d)
+			}
+			delete(owners, spec.TensorName)
+		}
+	}
+	if len(owners) != 0 {
+		t.Errorf("tables not annotated: %v", owners)
+	}
+	if _, err := c.Torch(g); !errors.Is(err, ErrNotTorch) {
+		t.Errorf("--emit torch of %s: %v, want ErrNotTorch", c.Chosen.Strategy, err)
+	}
+	if _, err := Choose(context.Background(), mlpGraph(t, 2, 64, 8), []Kind{Embedding}, Options{Machine: machine(2)}); !errors.Is(err, ErrNoTables) {
+		t.Errorf("--strategy emb on an MLP: %v, want ErrNoTables", err)
+	}
+	six := Strategy{Kind: Embedding, DP: 6, TP: 1, PP: 1, Microbatches: 1, Embedding: RowWise}
+	r, err := Price(context.Background(), dlrmGraph(t, 384), six, Options{Machine: parseMachine(t, "summit:1")})
+	if err != nil || r.Err == nil {
+		t.Errorf("row-wise over 6 devices of 1,000,000-row tables: %v, %v; want not priced", err, r)
+	}
+}
