@@ -239,6 +239,17 @@ func (p piece) work(op training.Op) (fwd, bwd training.Work) {
 	act := func(x training.Work, weightReads float64) training.Work {
 		return training.Work{FLOPs: x.FLOPs * p.share * p.cut, Bytes: max(0, x.Bytes-weightReads*op.ParamBytes)*p.share*p.cut + weightReads*w}
 	}
+	if op.Lookup {
+		// a lookup reads only the rows it gathers (training counts them);
+		// its backward writes a dense gradient the size of its table (or
+		// of its cut), as nn.Embedding's does, zeroed first
+		rows := func(x training.Work) training.Work {
+			return training.Work{FLOPs: x.FLOPs * p.share * p.cut, Bytes: x.Bytes * p.share * p.cut}
+		}
+		fwd, bwd = rows(op.Forward), rows(op.Backward)
+		bwd.Bytes += w
+		return fwd, bwd
+	}
 	return act(op.Forward, 1), act(op.Backward, 2)
 }
 

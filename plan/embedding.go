@@ -60,7 +60,7 @@ func embeddingCandidates(n int) []Strategy {
 func lookups(g *training.Graph) []int {
 	var out []int
 	for i, op := range g.Ops {
-		if op.Type != "Gather" || len(op.Inputs) < 2 || !weight(g, op.Inputs[0]) || !g.HasBatch(op.Inputs[1]) {
+		if !op.Lookup || !g.HasBatch(op.Inputs[1]) {
 			continue
 		}
 		if op.ParamBytes == 0 {
@@ -69,13 +69,6 @@ func lookups(g *training.Graph) []int {
 		out = append(out, i)
 	}
 	return out
-}
-
-// weight reports whether v is a weight: neither made by an operator nor
-// an input of the graph.
-func weight(g *training.Graph, v string) bool {
-	_, made := g.Producer(v)
-	return !made && !g.IsInput(v)
 }
 
 // tables is where the embedding tables lie, as the priced device (the one
@@ -161,7 +154,8 @@ func (t *tables) priceLookups(g *training.Graph, c *costs, out []OpCost, microba
 			out[i] = OpCost{}
 			continue
 		}
-		out[i] = c.op(g, g.Ops[i], piece{share: s / float64(microbatches), cut: 1, style: Replicated})
+		// cut is the device's part of the table and of the rows looked up
+		out[i] = c.op(g, g.Ops[i], piece{share: 1 / float64(microbatches), cut: s, style: Replicated})
 	}
 }
 

@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -191,20 +192,27 @@ func TestDLRMChoosesEmbeddingTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	owners := map[string]int64{}
+	holders := map[string][]int64{}
 	for _, f := range c.Chosen.tableFiles(g) {
-		owners[f.Weight] = int64(f.Devices[0])
+		for _, d := range f.Devices {
+			holders[f.Weight] = append(holders[f.Weight], int64(d))
+		}
 	}
 	for _, n := range sharded.Graph.Nodes {
 		for _, spec := range n.DeviceConfigurations[0].Shardings {
-			if d, table := owners[spec.TensorName]; table && (len(spec.Devices) != 1 || spec.Devices[0] != d || len(spec.ShardedDims) != 0) {
-				t.Errorf("%s annotated on %v cut %v, want whole on device %d", spec.TensorName, spec.Devices, spec.ShardedDims, d)
+			want, table := holders[spec.TensorName]
+			if !table {
+				continue
 			}
-			delete(owners, spec.TensorName)
+			cut := len(want) > 1 // row-wise: axis 0 in one shard a device
+			if !slices.Equal(spec.Devices, want) || (len(spec.ShardedDims) == 1) != cut || (cut && spec.ShardedDims[0].NumShards != int64(len(want))) {
+				t.Errorf("%s annotated on %v cut %v, want on %v, cut by rows: %v", spec.TensorName, spec.Devices, spec.ShardedDims, want, cut)
+			}
+			delete(holders, spec.TensorName)
 		}
 	}
-	if len(owners) != 0 {
-		t.Errorf("tables not annotated: %v", owners)
+	if len(holders) != 0 {
+		t.Errorf("tables not annotated: %v", holders)
 	}
 	if _, err := c.Torch(g); !errors.Is(err, ErrNotTorch) {
 		t.Errorf("--emit torch of %s: %v, want ErrNotTorch", c.Chosen.Strategy, err)
