@@ -352,7 +352,13 @@ func (c *costs) roofline(op training.Op, w training.Work) float64 {
 	if isProduct(op) && c.dev.Has(c.prec) {
 		peak = c.dev.Peak(c.prec)
 	}
-	return max(w.FLOPs/peak, w.Bytes*c.elem/4/c.dev.MemoryBandwidth)
+	elem := c.elem
+	if op.Lookup {
+		// autocast leaves embeddings in fp32: the table, its rows and
+		// its gradient
+		elem = 4
+	}
+	return max(w.FLOPs/peak, w.Bytes*elem/4/c.dev.MemoryBandwidth)
 }
 
 // castBytes is autocast's copy of a product's fp32 weights into 16 bits

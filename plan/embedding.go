@@ -162,12 +162,13 @@ func (t *tables) priceLookups(g *training.Graph, c *costs, out []OpCost, microba
 // exchange is the bytes one device sends in each all-to-all of
 // micro-batch: the indices (int64) of its replica's rows for every
 // table, and the looked-up rows it owns for every replica (as many
-// bytes as their gradients in backward), in the precision's element size.
+// bytes as their gradients in backward) in fp32: autocast leaves
+// embeddings in fp32, and TorchRec sends them so unless told to quantize.
 func (b *builder) exchange() (ids, rows float64) {
 	for _, i := range b.lookupOrder() {
 		op, s := b.g.Ops[i], b.r.tables.share[i]
 		ids += 2 * b.g.ValueBytes(op.Inputs[1]) * b.micro // training counts 4 bytes an element
-		rows += s * b.g.ValueBytes(op.Outputs[0]) * b.actMicro * float64(b.s.DP)
+		rows += s * b.g.ValueBytes(op.Outputs[0]) * b.micro * float64(b.s.DP)
 	}
 	return ids, rows
 }

@@ -109,7 +109,7 @@ func near(a, b float64) bool { return a-b < 1e-6*b && b-a < 1e-6*b }
 // TestEmbeddingAllToAllPaysTheNetwork: the looked-up rows and their
 // gradients are exchanged by all-to-alls over every device, priced as
 // cluster prices an all-to-all of the bytes one device sends (its tables'
-// rows for the whole batch, in bf16), on the intra-node link within one
+// rows for the whole batch, in fp32 under bf16 autocast), on the intra-node link within one
 // node and on the network across two, where it costs more. The tables'
 // gradients are not all-reduced: no data-parallel bucket waits for a
 // lookup's backward.
@@ -139,7 +139,7 @@ func TestEmbeddingAllToAllPaysTheNetwork(t *testing.T) {
 			for d := range all {
 				all[d] = d
 			}
-			bytes := c.rows * float64(dim) * 2 // bf16
+			bytes := c.rows * float64(dim) * 4 // fp32: autocast leaves embeddings be
 			want := m.AllToAll(all, bytes)
 			for _, name := range []string{"all-to-all embedding rows", "all-to-all embedding row gradients"} {
 				ts := tasksNamed(r.Schedule, name)
@@ -224,5 +224,31 @@ func TestDLRMChoosesEmbeddingTables(t *testing.T) {
 	r, err := Price(context.Background(), dlrmGraph(t, 384), six, Options{Machine: parseMachine(t, "summit:1")})
 	if err != nil || r.Err == nil {
 		t.Errorf("row-wise over 6 devices of 1,000,000-row tables: %v, %v; want not priced", err, r)
+	}
+}
+
+// TestLookupReadsRows: a lookup is priced reading the rows it gathers,
+// whatever its table's size, in every strategy; its backward writes the
+// table's dense gradient in fp32 (nn.Embedding's, which autocast leaves
+// in fp32), so it grows by the table's bytes at memory bandwidth.
+func TestLookupReadsRows(t *testing.T) {
+	m := parseMachine(t, "h100:1")
+	c := newCosts(m.Device, cluster.BF16, nil)
+	var fwd, bwd []float64
+	var params []float64
+	for _, rows := range []int64{1000, 1_000_000} {
+		g, err := training.FromONNX(training.DLRM(training.DLRMConfig{Dense: 4, Bottom: []int64{8}, Top: []int64{1}, Tables: 1, Rows: rows, Dim: 64}), "dlrm", 32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := lookups(g)[0]
+		cost := c.op(g, g.Ops[i], piece{share: 1, cut: 1})
+		fwd, bwd, params = append(fwd, cost.Forward), append(bwd, cost.Backward), append(params, g.Ops[i].ParamBytes)
+	}
+	if fwd[0] != fwd[1] {
+		t.Errorf("forward at 1000 and 1,000,000 rows: %v s and %v s, want the same", fwd[0], fwd[1])
+	}
+	if want := (params[1] - params[0]) / m.Device.MemoryBandwidth; !near(bwd[1]-bwd[0], want) {
+		t.Errorf("backward grows by %v s with the table, want its fp32 gradient at memory bandwidth, %v s", bwd[1]-bwd[0], want)
 	}
 }
