@@ -53,18 +53,18 @@ func embeddingCandidates(n int) []Strategy {
 	return out
 }
 
-// lookups are the operators that look rows up in an embedding table they
-// own: a Gather whose data is a weight and whose indices carry the batch.
-// None when any table is read by a second operator, which model
-// parallelism would have to place twice.
+// lookups are the operators that look rows up in an embedding table: a
+// Gather whose data is a weight and whose indices carry the batch. None
+// when any table is read by another operator too (a tied output
+// projection), which would need the whole table on every device.
 func lookups(g *training.Graph) []int {
 	var out []int
 	for i, op := range g.Ops {
 		if !op.Lookup || !g.HasBatch(op.Inputs[1]) {
 			continue
 		}
-		if op.ParamBytes == 0 {
-			return nil // a shared table
+		if len(g.Consumers(op.Inputs[0])) != 1 {
+			return nil
 		}
 		out = append(out, i)
 	}
