@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"rulebook/cluster"
+	"rulebook/onnx"
 	"rulebook/training"
 )
 
@@ -250,5 +251,48 @@ func TestLookupReadsRows(t *testing.T) {
 	}
 	if want := (params[1] - params[0]) / m.Device.MemoryBandwidth; !near(bwd[1]-bwd[0], want) {
 		t.Errorf("backward grows by %v s with the table, want its fp32 gradient at memory bandwidth, %v s", bwd[1]-bwd[0], want)
+	}
+}
+
+// TestTiedTableNotPlaced: a table that another operator reads too (an
+// output projection tied to the embedding, as language models tie them)
+// would be needed whole on every device, so it gets no emb strategy; the
+// same table read by its lookup alone does.
+func TestTiedTableNotPlaced(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		tied   bool
+		tables int
+	}{
+		{"lookup alone", false, 1},
+		{"tied projection", true, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := &onnx.Tensor{Name: "table", Dims: []int64{100, 8}, DataType: onnx.Float, FloatData: make([]float32, 800)}
+			p := &onnx.Tensor{Name: "proj", Dims: []int64{100, 8}, DataType: onnx.Float, FloatData: make([]float32, 800)}
+			projected := "proj"
+			if c.tied {
+				projected = "table"
+			}
+			ids := &onnx.ValueInfo{Name: "ids", IsTensor: true, ElemType: onnx.Int64, HasShape: true, Shape: []onnx.Dim{{Param: "N"}}}
+			y := &onnx.ValueInfo{Name: "y", IsTensor: true, ElemType: onnx.Float}
+			m := &onnx.Model{IRVersion: 8, OpsetImports: []onnx.OperatorSetID{{Version: 17}}, Graph: &onnx.Graph{Name: "tied",
+				Nodes: []*onnx.Node{
+					{Name: "/emb/Gather", OpType: "Gather", Inputs: []string{"table", "ids"}, Outputs: []string{"rows"}},
+					{Name: "/head/Gemm", OpType: "Gemm", Inputs: []string{"rows", projected}, Outputs: []string{"y"}, Attributes: []*onnx.Attribute{intAttr("transB", 1)}},
+				},
+				Inputs: []*onnx.ValueInfo{ids}, Outputs: []*onnx.ValueInfo{y}, Initializers: []*onnx.Tensor{w, p}}}
+			g, err := training.FromONNX(m, "tied", 8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(lookups(g)); got != c.tables {
+				t.Errorf("%d tables placed, want %d", got, c.tables)
+			}
+			_, err = Choose(context.Background(), g, []Kind{Embedding}, Options{Machine: machine(2)})
+			if noTables := errors.Is(err, ErrNoTables); noTables != (c.tables == 0) || (err != nil && !noTables) {
+				t.Errorf("--strategy emb: %v", err)
+			}
+		})
 	}
 }
