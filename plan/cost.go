@@ -239,6 +239,17 @@ func (p piece) work(op training.Op) (fwd, bwd training.Work) {
 	act := func(x training.Work, weightReads float64) training.Work {
 		return training.Work{FLOPs: x.FLOPs * p.share * p.cut, Bytes: max(0, x.Bytes-weightReads*op.ParamBytes)*p.share*p.cut + weightReads*w}
 	}
+	if op.Lookup {
+		// a lookup reads only the rows it gathers (training counts them);
+		// its backward writes a dense gradient the size of its table (or
+		// of its cut), as nn.Embedding's does, zeroed first
+		rows := func(x training.Work) training.Work {
+			return training.Work{FLOPs: x.FLOPs * p.share * p.cut, Bytes: x.Bytes * p.share * p.cut}
+		}
+		fwd, bwd = rows(op.Forward), rows(op.Backward)
+		bwd.Bytes += w
+		return fwd, bwd
+	}
 	return act(op.Forward, 1), act(op.Backward, 2)
 }
 
@@ -341,7 +352,13 @@ func (c *costs) roofline(op training.Op, w training.Work) float64 {
 	if isProduct(op) && c.dev.Has(c.prec) {
 		peak = c.dev.Peak(c.prec)
 	}
-	return max(w.FLOPs/peak, w.Bytes*c.elem/4/c.dev.MemoryBandwidth)
+	elem := c.elem
+	if op.Lookup {
+		// autocast leaves embeddings in fp32: the table, its rows and
+		// its gradient
+		elem = 4
+	}
+	return max(w.FLOPs/peak, w.Bytes*elem/4/c.dev.MemoryBandwidth)
 }
 
 // castBytes is autocast's copy of a product's fp32 weights into 16 bits

@@ -29,6 +29,8 @@ type File struct {
 	Compared    []Compared      `json:"compared"`
 	Attention   Attention       `json:"attention"`
 	Levers      []string        `json:"memory_levers,omitempty"` // what the chosen strategy needs to fit
+	// Tables is where the embedding tables lie, in the emb family.
+	Tables []TableFile `json:"embedding_tables,omitempty"`
 }
 
 // StageFile is one pipeline stage: its devices, node-major.
@@ -82,6 +84,7 @@ func (c *Choice) NewFile(g *training.Graph) *File {
 		f.Operators = append(f.Operators, OperatorFile{Name: op.Name, Module: op.Module, Type: op.Type,
 			Style: r.Layouts[i].Style, Stage: r.Stage[i], Degrees: outputDegrees(g, op, s, r.Layouts[i]), Cost: r.Costs[i]})
 	}
+	f.Tables = r.tableFiles(g)
 	for _, x := range c.Results {
 		cf := Compared{Strategy: x.Strategy, Fits: x.Fits}
 		if x.Err != nil {

@@ -75,7 +75,8 @@ func leverTiers(s Strategy) [][]Strategy {
 		v.ZeRO, v.Recompute = zero, recompute
 		return v
 	}
-	if s.DP < 2 {
+	if s.DP < 2 || s.Embedding != "" {
+		// ZeRO would shard the tables' state a second time
 		return [][]Strategy{{set(0, false)}, {set(0, true)}}
 	}
 	return [][]Strategy{

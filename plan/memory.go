@@ -19,7 +19,7 @@ func memory(g *training.Graph, s Strategy, r *Result, elem float64) Memory {
 	unit := make([]float64, s.PP) // the largest block's weights: what ZeRO-3 gathers at once
 	blockWeights := map[int]float64{}
 	for i, op := range g.Ops {
-		w := op.ParamBytes * r.Layouts[i].cut(s.TP)
+		w := op.ParamBytes * r.weightShare(i, s.TP)
 		per[r.Stage[i]].Weights += w
 		blockWeights[r.block[i]] += w
 		if r.block[i] < 0 {

@@ -44,6 +44,12 @@ func Choose(ctx context.Context, g *training.Graph, kinds []Kind, o Options) (*C
 	c := &Choice{Model: g.Model, Machine: o.Machine, Batch: g.Batch, Options: o}
 	families := make([][]*Result, len(kinds))
 	for f, k := range kinds {
+		if k == Embedding && len(lookups(g)) == 0 {
+			if len(kinds) == 1 {
+				return nil, fmt.Errorf("--strategy emb: %w", ErrNoTables)
+			}
+			continue
+		}
 		var skipped *Result
 		for _, s := range candidates(k, o.Machine.NumDevices(), o.Machine.DevicesPerNode, o.Microbatches) {
 			if err := ctx.Err(); err != nil {
@@ -159,6 +165,9 @@ func (c *Choice) WriteTable(w io.Writer) error {
 }
 
 func layoutText(s Strategy) string {
+	if s.Embedding != "" {
+		return fmt.Sprintf("dp%d", s.DP) + s.embeddingLabel() + s.levers()
+	}
 	t := fmt.Sprintf("dp%d×tp%d", s.DP, s.TP)
 	if s.PP > 1 {
 		t += fmt.Sprintf("×pp%d/m%d", s.PP, s.Microbatches)

@@ -51,7 +51,8 @@ type Result struct {
 	Optimizer OpCost
 	Err       error // why the strategy cannot run (e.g. the batch does not divide)
 
-	block []int // each operator's block (recomputation's unit), −1 outside any
+	block  []int   // each operator's block (recomputation's unit), −1 outside any
+	tables *tables // where the embedding tables lie, in the emb family
 }
 
 // Options are what every strategy is priced under.
@@ -256,6 +257,14 @@ func prepare(g *training.Graph, s Strategy, o Options) (*Result, error) {
 	r := &Result{Strategy: s, Layouts: assignTensorParallel(g, s.TP), Stage: stages(g, s.PP, c), block: blocks(g)}
 	if err := cutsSomething(r.Layouts, s.TP); err != nil {
 		return &Result{Strategy: s, Err: err}, nil
+	}
+	if s.Embedding == RowWise {
+		if err := rowsDivide(g, s.DP); err != nil {
+			return &Result{Strategy: s, Err: err}, nil
+		}
+	}
+	if s.Embedding != "" {
+		r.tables = placeTables(g, s.Embedding, s.DP)
 	}
 	r.Memory = memory(g, s, r, o.precision().ActivationBytes())
 	r.Fits = r.Memory.Total() <= o.memoryLimit()

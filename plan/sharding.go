@@ -45,6 +45,10 @@ func (c *Choice) Sharded(model *onnx.Model, g *training.Graph) (*onnx.Model, err
 		}
 		nc := onnx.NodeDeviceConfiguration{ConfigurationID: conf.Name, PipelineStage: int32(c.Chosen.Stage[i])}
 		for _, v := range append(append([]string{}, n.Inputs...), n.Outputs...) {
+			if spec, ok := c.Chosen.tableSpec(g, i, v); ok {
+				nc.Shardings = append(nc.Shardings, spec)
+				continue
+			}
 			if spec, ok := shardTensor(g, g.Ops[i], v, s, c.Chosen.Layouts[i], c.Chosen.Stage[i], cuts); ok {
 				nc.Shardings = append(nc.Shardings, spec)
 			}

@@ -27,6 +27,9 @@ type Strategy struct {
 	// Recompute keeps only each block's inputs for backward and runs the
 	// block's forward again before its backward.
 	Recompute bool `json:"recompute,omitempty"`
+	// Embedding, set only in the emb family, spreads the embedding tables
+	// over the devices (embedding.go); the rest is data parallel.
+	Embedding EmbeddingSharding `json:"embedding,omitempty"`
 }
 
 // Kind names a family of strategies, as --strategy spells it.
@@ -41,7 +44,7 @@ const (
 )
 
 // Kinds lists every family, in the order the comparison table prints them.
-var Kinds = []Kind{DataParallel, TensorParallel, Grid, Pipeline}
+var Kinds = []Kind{DataParallel, TensorParallel, Grid, Pipeline, Embedding}
 
 // ParseKind reads a --strategy value.
 func ParseKind(s string) (Kind, error) {
@@ -50,7 +53,7 @@ func ParseKind(s string) (Kind, error) {
 			return k, nil
 		}
 	}
-	return "", fmt.Errorf("unknown strategy %q (known: dp, tp, grid, pp)", s)
+	return "", fmt.Errorf("unknown strategy %q (known: dp, tp, grid, pp, emb)", s)
 }
 
 // Devices is the number of devices the strategy uses (fits checks that
@@ -84,6 +87,9 @@ func (s Strategy) taskBound(ops int) error {
 }
 
 func (s Strategy) String() string {
+	if s.Embedding != "" {
+		return fmt.Sprintf("%s %s", s.Kind, layoutText(s))
+	}
 	t := fmt.Sprintf("%s dp%d×tp%d", s.Kind, s.DP, s.TP)
 	if s.PP > 1 {
 		t += fmt.Sprintf("×pp%d (%d micro-batches)", s.PP, s.Microbatches)
@@ -108,6 +114,8 @@ func candidates(k Kind, n, perNode, microbatches int) []Strategy {
 	switch k {
 	case DataParallel:
 		return []Strategy{one(n, 1, 1)}
+	case Embedding:
+		return embeddingCandidates(n)
 	case TensorParallel:
 		// every tensor-parallel degree within a node; Choose keeps
 		// the fastest (degrees that cut no product replicate instead)

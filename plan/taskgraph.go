@@ -56,6 +56,9 @@ func newBuilder(g *training.Graph, s Strategy, o Options, r *Result, c *costs) *
 		micro: 1 / float64(s.DP*s.Microbatches), sends: map[[2]int][2]int{}, buckets: make([][]string, s.PP)}
 	b.actMicro = b.micro * c.elem / 4
 	r.Costs = c.all(g, r.Layouts, s.TP, b.micro)
+	if r.tables != nil {
+		r.tables.priceLookups(g, c, r.Costs, s.Microbatches)
+	}
 	for st := 0; st < s.PP; st++ {
 		b.tp = append(b.tp, b.tpGroups(st))
 		b.dp = append(b.dp, b.dpGroups(st))
@@ -230,12 +233,18 @@ func valueKey(v string, micro int) string { return fmt.Sprintf("value %s #%d", v
 func gradKey(v string, micro int) string  { return fmt.Sprintf("grad %s #%d", v, micro) }
 
 func (b *builder) forward(st, j int) {
+	if b.r.tables != nil {
+		b.sendIndices(j)
+	}
 	for i, op := range b.g.Ops {
 		if b.r.Stage[i] != st {
 			continue
 		}
 		l := b.r.Layouts[i]
 		var deps []string
+		if b.r.isLookup(i) {
+			deps = append(deps, idsKey(j))
+		}
 		for _, v := range op.Inputs {
 			if p, ok := b.g.Producer(v); ok {
 				deps = append(deps, b.arrive(st, b.r.Stage[p], v, j))
@@ -271,6 +280,9 @@ func (b *builder) forward(st, j int) {
 			b.keys[valueKey(v, j)] = b.keys[done]
 			b.sendForward(st, v, j)
 		}
+	}
+	if b.r.tables != nil {
+		b.sendRows(j)
 	}
 }
 
@@ -317,7 +329,15 @@ func (b *builder) backward(st, j int) {
 		}
 		l := b.r.Layouts[i]
 		deps := []string{fmt.Sprintf("fwd %s #%d", op.Name, j)}
+		if b.r.isLookup(i) {
+			// the rows' gradients come back from every replica
+			b.sendRowGrads(j)
+			deps = append(deps, gradsKey(j))
+		}
 		for _, v := range op.Outputs {
+			if b.r.isLookup(i) {
+				break
+			}
 			for _, c := range b.g.Consumers(v) {
 				if from := b.r.Stage[c]; from == st {
 					deps = append(deps, gradKey(b.g.Ops[c].Name, j))
@@ -342,7 +362,7 @@ func (b *builder) backward(st, j int) {
 		}
 		b.keys[gradKey(op.Name, j)] = b.keys[done]
 		b.sendBackward(st, i, j)
-		if op.ParamBytes > 0 && b.s.DP > 1 && (last || b.s.ZeRO >= 2) {
+		if op.ParamBytes > 0 && b.s.DP > 1 && (last || b.s.ZeRO >= 2) && !b.r.isLookup(i) {
 			bk.bytes += op.ParamBytes * l.cut(b.s.TP)
 			bk.ops = append(bk.ops, op.Name)
 			bk.deps = append(bk.deps, bwd)
@@ -436,7 +456,7 @@ func (b *builder) update(st int) {
 		if b.r.Stage[i] != st || op.ParamBytes == 0 {
 			continue
 		}
-		params += op.ParamBytes * b.r.Layouts[i].cut(b.s.TP)
+		params += op.ParamBytes * b.r.weightShare(i, b.s.TP)
 		deps = append(deps, fmt.Sprintf("bwd %s #%d", op.Name, b.s.Microbatches-1))
 	}
 	deps = append(deps, b.buckets[st]...)

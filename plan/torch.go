@@ -52,6 +52,9 @@ func (c *Choice) Torch(g *training.Graph) (*TorchPlan, error) {
 	if s.PP > 1 {
 		return nil, fmt.Errorf("--emit torch: the chosen plan (%s) has pipeline stages, which parallelize_module cannot express; choose --strategy dp, tp or grid: %w", s, ErrNotTorch)
 	}
+	if s.Embedding != "" {
+		return nil, fmt.Errorf("--emit torch: the chosen plan (%s) places embedding tables on single devices, which parallelize_module cannot express (TorchRec's sharder does); choose --strategy dp, tp or grid: %w", s, ErrNotTorch)
+	}
 	t := &TorchPlan{Format: TorchFormat, Model: c.Model, WorldSize: s.Devices(), Layers: layerCount(g),
 		Mesh:    TorchMesh{Shape: []int{s.DP, s.TP}, DimNames: []string{"dp", "tp"}},
 		Modules: map[string]string{}, Note: "layouts only; the times in the plan this came from are " + Simulated}

@@ -60,6 +60,9 @@ type Op struct {
 	// (a normalization, reduction, flatten, concat or gather), so a
 	// tensor-parallel planner must gather feature slices first.
 	NeedsAllFeatures bool
+	// Lookup: an embedding lookup, a Gather of rows from a weight (its
+	// table); its work counts the rows gathered, not the table.
+	Lookup bool
 	// Attention is set on every operator of a fused attention group
 	// (Graph.FuseAttention): the group's first operator, Attention.Ops[0],
 	// carries the fused kernel's work and saved tensors, the others none.

@@ -228,6 +228,7 @@ func (inf *inference) work(n *onnx.Node, op *Op, in, out [][]int64) {
 	if n.OpType == "Gather" && len(n.Inputs) > 1 {
 		if _, table := inf.weights[n.Inputs[0]]; table {
 			op.Forward, op.Backward = inf.lookup(in, out)
+			op.Lookup = true
 		}
 	}
 	op.Saved = inf.saved(n, in, out)

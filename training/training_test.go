@@ -160,6 +160,9 @@ func TestLookupWork(t *testing.T) {
 		}
 		for _, op := range g.Ops {
 			if op.Type == "Gather" {
+				if !op.Lookup {
+					t.Errorf("%s reads rows of its table but is not marked a lookup", op.Name)
+				}
 				work = append(work, op.Forward, op.Backward)
 			}
 		}

@@ -76,7 +76,7 @@ func newPlanCmd() *cobra.Command {
 	f.StringVar(&req.Machine, "machine", "summit:1", "machine preset with node count (summit:16, dgx-a100:2, h100:1, cpu), part of a node (h100:1x2), or a machine JSON file")
 	f.Int64Var(&req.Batch, "batch", 0, "global batch (0: the model's own fixed batch)")
 	f.BoolVar(&req.PerDevice, "per-device", false, "--batch is per device: the global batch is it times the machine's devices")
-	f.StringVar(&req.Strategy, "strategy", "", "price only dp, tp, grid or pp (default: all, and choose)")
+	f.StringVar(&req.Strategy, "strategy", "", "price only dp, tp, grid, pp or emb (default: all, and choose)")
 	f.Float64Var(&memGiB, "memory-limit", 0, "usable memory per device in GiB (default: the device's capacity)")
 	f.IntVar(&req.Microbatches, "microbatches", 0, "micro-batches per pipeline step (default: twice the stages)")
 	f.Float64Var(&bucketMiB, "bucket-mb", plan.DefaultBucketBytes>>20, "data-parallel gradient bucket in MiB, as PyTorch DDP's bucket_cap_mb (0: one all-reduce per weight)")
