@@ -208,20 +208,16 @@ func opKind(op training.Op) profile.Kind {
 	switch {
 	case op.Product != nil && !op.Product.Linear:
 		return profile.Conv2D
-	case op.Type == "MatMul" || op.Type == "Gemm":
-		return profile.Linear
+	case op.Class.Kernel == profile.Conv2D:
+		// a convolution without a weight product is priced as moving data
+		return ""
 	}
-	return kindOf[op.Type]
+	return op.Class.Kernel
 }
-
-// kindOf is the profile's class of each ONNX operator measured as one.
-var kindOf = map[string]profile.Kind{"LayerNormalization": profile.LayerNorm, "Softmax": profile.Softmax, "LogSoftmax": profile.Softmax,
-	"Relu": profile.ReLU, "Gelu": profile.GELU, "Erf": profile.GELU, "Add": profile.Add, "Sub": profile.Add,
-	"Mul": profile.Add, "Div": profile.Add}
 
 // isProduct says whether op runs on tensor cores in a reduced precision.
 func isProduct(op training.Op) bool {
-	return op.Product != nil || op.Type == "MatMul" || op.Type == "Gemm" || op.Type == "Conv"
+	return op.Product != nil || op.Class.TensorCores
 }
 
 // piece is one device's part of one operator for one micro-batch: share
@@ -501,7 +497,7 @@ func (c *costs) all(g *training.Graph, layouts []OpLayout, tp int, share float64
 // output, as torch.onnx writes nn.Linear on more than two dimensions
 // (MatMul, then Add): PyTorch runs it as one addmm.
 func biasEpilogue(g *training.Graph, op training.Op) bool {
-	if op.Type != "Add" || op.ParamBytes == 0 || len(op.Inputs) != 2 {
+	if !op.Class.BiasAdd || op.ParamBytes == 0 || len(op.Inputs) != 2 {
 		return false
 	}
 	for _, v := range op.Inputs {

@@ -80,7 +80,7 @@ func assignTensorParallel(g *training.Graph, tp int) []OpLayout {
 		switch {
 		case op.Product != nil && op.ParamBytes > 0:
 			l = productLayout(g, op, in, tp)
-		case len(in.cuts) == 0 || metadata[op.Type]:
+		case len(in.cuts) == 0 || op.Class.Cut == training.CutMetadata:
 			// reading a shape needs no slice gathered
 		default:
 			if axis, ok := followCut(g, op, in, tp); ok {
@@ -90,7 +90,7 @@ func assignTensorParallel(g *training.Graph, tp int) []OpLayout {
 			}
 		}
 		out[i] = l
-		if !in.activation || metadata[op.Type] {
+		if !in.activation || op.Class.Cut == training.CutMetadata {
 			// a shape is metadata: a reshape to it (a dynamic export's
 			// heads) still carries its input's cut
 			continue
@@ -169,32 +169,10 @@ func productLayout(g *training.Graph, op training.Op, in inputSlices, tp int) Op
 // featureAxisOf is the feature axis of a product's input or output of
 // the given rank: the channels of a convolution, else the last axis.
 func featureAxisOf(op training.Op, rank int) int {
-	if op.Type == "Conv" {
+	if op.Class.ChannelsFirst {
 		return 1
 	}
 	return rank - 1
-}
-
-// metadata operators read only their input's shape.
-var metadata = setOf("Shape", "Size")
-
-// elementwise operators keep a cut: each output element reads the same
-// element of its inputs (broadcast from the right).
-var elementwise = setOf("Add", "Sub", "Mul", "Div", "Pow", "Relu", "LeakyRelu", "Elu", "Selu", "Gelu",
-	"Erf", "Sqrt", "Tanh", "Sigmoid", "HardSigmoid", "HardSwish", "Softplus", "Exp", "Log", "Neg", "Abs",
-	"Reciprocal", "Cast", "Dropout", "Identity", "Where", "Clip", "Min", "Max", "Sum", "Mean")
-
-// perChannel operators keep a cut of the channels (axis 1): they work on
-// each channel alone.
-var perChannel = setOf("BatchNormalization", "InstanceNormalization", "MaxPool", "AveragePool",
-	"GlobalAveragePool", "GlobalMaxPool", "LpPool")
-
-func setOf(names ...string) map[string]bool {
-	m := map[string]bool{}
-	for _, n := range names {
-		m[n] = true
-	}
-	return m
 }
 
 // followCut is the axis of op's output that its cut inputs' slices land
@@ -205,22 +183,25 @@ func followCut(g *training.Graph, op training.Op, in inputSlices, tp int) (axis 
 		return 0, false
 	}
 	a, first := in.cuts[0]
-	switch {
-	case elementwise[op.Type]:
+	switch op.Class.Cut {
+	case training.CutElementwise:
 		return alignedCut(g, op, in, rank)
-	case perChannel[op.Type]:
+	case training.CutPerChannel:
 		return a, first && a == 1 && len(in.cuts) == 1
-	case op.Type == "Reshape" || op.Type == "Squeeze" || op.Type == "Unsqueeze":
+	case training.CutReshape:
 		if !first || len(in.cuts) != 1 {
 			return 0, false
 		}
 		return reshapedCut(g.ValueShape(op.Inputs[0]), g.ValueShape(op.Outputs[0]), a, tp)
-	case op.Type == "Transpose":
+	case training.CutTranspose:
 		j := slices.Index(op.Perm, a)
 		return j, first && j >= 0
-	case op.Type == "Softmax" || op.Type == "LogSoftmax":
+	case training.CutNormalize:
 		return a, first && !slices.Contains(op.Reduces, a)
-	case op.Type == "MatMul" && len(in.cuts) == 2:
+	case training.CutBatchedProduct:
+		if len(in.cuts) != 2 {
+			return 0, false
+		}
 		// both operands cut on one batch axis: attention's heads
 		b := in.cuts[1] + rank - len(g.ValueShape(op.Inputs[1]))
 		a += rank - len(g.ValueShape(op.Inputs[0]))

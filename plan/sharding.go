@@ -177,7 +177,7 @@ func featureAxis(g *training.Graph, op training.Op, v string, l OpLayout, cuts m
 // sliced operator that lines up, full size, with the output's cut axis
 // (a bias added after a product), or -1 when it broadcasts over it.
 func biasAxis(g *training.Graph, op training.Op, v string, l OpLayout) int {
-	if !elementwise[op.Type] {
+	if op.Class.Cut != training.CutElementwise {
 		return -1
 	}
 	shape, out := g.ValueShape(v), g.ValueShape(op.Outputs[0])

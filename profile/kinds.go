@@ -2,6 +2,8 @@ package profile
 
 import (
 	"fmt"
+
+	"rulebook/rules"
 	"strconv"
 	"strings"
 )
@@ -9,19 +11,21 @@ import (
 // Kind is a measured operator, as the profile's op column names it.
 type Kind string
 
-// The operators a profile measures.
+// The operators a profile measures. Those the rule registry also has
+// carry its names (rules.NameLinear: a product by a weight), which are
+// the profile's column values too.
 const (
-	Linear           Kind = "linear"            // F.linear, weight [N, K]
+	Linear           Kind = rules.NameLinear    // F.linear, weight [N, K]
 	AttentionFused   Kind = "attention_fused"   // F.scaled_dot_product_attention
 	AttentionUnfused Kind = "attention_unfused" // softmax(q·kᵀ/√d)·v, scores kept
 	LayerNorm        Kind = "layernorm"
 	GELU             Kind = "gelu"
-	ReLU             Kind = "relu"
+	ReLU             Kind = rules.NameRelu
 	Softmax          Kind = "softmax" // over the last axis
 	Add              Kind = "add"
-	Conv2D           Kind = "conv2d"       // NCHW, no bias
-	AdamForeach      Kind = "adam_foreach" // torch.optim.Adam, foreach
-	AdamFused        Kind = "adam_fused"   // torch.optim.Adam, fused
+	Conv2D           Kind = rules.NameConv2D // NCHW, no bias
+	AdamForeach      Kind = "adam_foreach"   // torch.optim.Adam, foreach
+	AdamFused        Kind = "adam_fused"     // torch.optim.Adam, fused
 )
 
 // kinds gives each operator its shape's spelling: # is a positive integer.

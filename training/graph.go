@@ -60,6 +60,8 @@ type Op struct {
 	// (a normalization, reduction, flatten, concat or gather), so a
 	// tensor-parallel planner must gather feature slices first.
 	NeedsAllFeatures bool
+	// Class is what the operator does with its data (ClassOf its Type).
+	Class Class
 	// Lookup: an embedding lookup, a Gather of rows from a weight (its
 	// table); its work counts the rows gathered, not the table.
 	Lookup bool

@@ -128,7 +128,7 @@ func (inf *inference) node(n *onnx.Node) error {
 		}
 	}
 	op := Op{Name: n.Name, Type: n.OpType, Module: ModulePath(n.Name), Inputs: n.Inputs, Outputs: n.Outputs,
-		NeedsAllFeatures: needsAllFeatures[n.OpType]}
+		NeedsAllFeatures: needsAllFeatures[n.OpType], Class: ClassOf(n.OpType)}
 	allWeights := true
 	for _, v := range n.Inputs {
 		if _, w := inf.weights[v]; !w && v != "" {
