@@ -46,7 +46,7 @@ for i in range(0, len(specs), 5):
 `
 
 // signature lists the shapes of a graph's products and softmaxes, in
-// order, and of its output: what two exports of one module at one batch
+// order, the attentions found (their heads), and its output's shape: what two exports of one module at one batch
 // must agree on, whatever their value names.
 func signature(g *Graph) []string {
 	var sig []string
@@ -55,6 +55,9 @@ func signature(g *Graph) []string {
 		case "MatMul", "Gemm", "Softmax":
 			sig = append(sig, fmt.Sprint(op.Type, g.ValueShape(op.Outputs[0])))
 		}
+	}
+	for _, a := range g.Attentions() {
+		sig = append(sig, fmt.Sprintf("attention batch %d heads %d seq %d×%d head %d", a.Batch, a.Heads, a.SeqQ, a.SeqK, a.HeadDim))
 	}
 	return append(sig, fmt.Sprint("y", g.ValueShape("y")))
 }
@@ -145,6 +148,9 @@ func TestTorchAttentionExports(t *testing.T) {
 				truth, err := load(t, file(c.module, c.bf, b, false), b)
 				if err != nil {
 					t.Fatalf("the export traced at %d: %v", b, err)
+				}
+				if len(g.Attentions()) != 1 {
+					t.Errorf("at %d: %d attentions found, want 1", b, len(g.Attentions()))
 				}
 				if got, want := signature(g), signature(truth); !slices.Equal(got, want) {
 					t.Errorf("at %d:\n got %v\nwant %v", b, got, want)
