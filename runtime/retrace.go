@@ -278,32 +278,43 @@ func (p *shapePass) rederive(n *onnx.Node, x1 []int, target *value) (*value, err
 		name = out
 	}
 	refuse := func(why string) error {
+		// A target with -1 or 0 that fits the new input says itself
+		// where the change goes, as ONNX reads it.
+		if _, err := reshapeTarget(x1, target.ints, attrInt(n, "allowzero", 0) != 0, maxShapeElements); err == nil && slices.ContainsFunc(target.ints, func(d int64) bool { return d <= 0 }) {
+			return nil
+		}
 		return &RetraceError{Node: name, Traced: x0, Input: x1, Target: o0, Why: why}
+	}
+	refused := func(why string) (*value, error) {
+		if err := refuse(why); err != nil {
+			return nil, err
+		}
+		return target, nil
 	}
 	d, ok := p.traced.digits[in]
 	if !ok {
-		return nil, refuse("the batch cannot be followed to this input")
+		return refused("the batch cannot be followed to this input")
 	}
 	changed := 0
 	for i := range x1 {
 		if i >= len(x0) || x0[i] != x1[i] {
 			changed++
 			if i != d.dim {
-				return nil, refuse(fmt.Sprintf("dimension %d changed, not the batch's", i))
+				return refused(fmt.Sprintf("dimension %d changed, not the batch's", i))
 			}
 		}
 	}
 	if len(x0) != len(x1) || changed != 1 {
-		return nil, refuse("the input's rank changed")
+		return refused("the input's rank changed")
 	}
 	to, ok := landing(x0, o0, d)
 	if !ok {
-		return nil, refuse("the batch could land in more than one dimension of the target")
+		return refused("the batch could land in more than one dimension of the target")
 	}
 	o1 := slices.Clone(o0)
 	scaled := o0[to.dim] * x1[d.dim]
 	if scaled%x0[d.dim] != 0 {
-		return nil, refuse("the batch does not divide the target")
+		return refused("the batch does not divide the target")
 	}
 	o1[to.dim] = scaled / x0[d.dim]
 	ints := make([]int64, len(o1))

@@ -14,7 +14,8 @@ import (
 // [seq, batch, embed] reshaped to [seq, batch·heads, head], the batch
 // inside a product, then back through [batch, heads, seq, head] and
 // [seq·batch, embed]); where the batch could land in two dimensions, the
-// target is refused with a RetraceError naming the node.
+// target is kept if its -1 or 0 fits the new input, and refused with a
+// RetraceError naming the node otherwise.
 func TestRetraceBatch(t *testing.T) {
 	reshape := func(in, target, out string) *onnx.Node {
 		return &onnx.Node{OpType: "Reshape", Name: out, Inputs: []string{in, target}, Outputs: []string{out}}
@@ -55,6 +56,8 @@ func TestRetraceBatch(t *testing.T) {
 		{"a batch of 1 kept as its own dimension", shapeModel([]*onnx.Node{reshape("x", "t", "y")}, withInput(1), int64s("t", 1, 8, 4, 16)), 1,
 			map[string][]int{"y": {6, 8, 4, 16}}, ""},
 		{"a batch of 1 merged with the heads", shapeModel(mha, withInput(1), attention(1)...), 1, nil, "q"},
+		{"a batch of 1 merged with the heads by -1", shapeModel([]*onnx.Node{transpose("x", "xt", 1, 0, 2), reshape("xt", "t", "y")}, withInput(1), int64s("t", 8, -1, 16)), 1,
+			map[string][]int{"y": {8, 24, 16}}, ""},
 		{"a batch of 1 flattened with -1", shapeModel([]*onnx.Node{reshape("x", "t", "y")}, withInput(1), int64s("t", -1)), 1,
 			map[string][]int{"y": {6 * 8 * 64}}, ""},
 	}
