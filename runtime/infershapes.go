@@ -35,8 +35,8 @@ type ShapeOptions struct {
 	// retrace.go); one that cannot be is refused with a *RetraceError.
 	RetraceBatch bool
 	// Traced are the input shapes the model was traced at, for
-	// RetraceBatch; an input without one was traced at its given shape
-	// with dimension 0 set to 1.
+	// RetraceBatch; an input without one was traced at its given shape,
+	// with dimension 0 set to 1 if it is batched.
 	Traced map[string][]int
 	// Opset is the version of the default domain assumed when the model
 	// imports none; 0 refuses such a model, as Load does.
@@ -103,7 +103,7 @@ func traceBatch(m *onnx.Model, opt ShapeOptions) (*traced, error) {
 		t, ok := opt.Traced[name]
 		if !ok {
 			t = slices.Clone(shape)
-			if len(t) > 0 {
+			if len(t) > 0 && opt.Batched[name] {
 				t[0] = 1
 			}
 		}
