@@ -33,7 +33,7 @@ type RetraceError struct {
 }
 
 func (e *RetraceError) Error() string {
-	return fmt.Sprintf("Reshape %q: its constant target %s was traced for input %s and cannot be re-derived for input %s (%s); export with a dynamic batch (torch.onnx.export dynamic_axes) so that the target is computed from Shape",
+	return fmt.Sprintf("Reshape %q: its constant target %s was traced for input %s and cannot be re-derived for input %s (%s); export with a dynamic batch (torch.onnx.export dynamic_axes) so that the target is computed from Shape, or at a batch above 1",
 		e.Node, formatShape(e.Target), formatShape(e.Traced), formatShape(e.Input), e.Why)
 }
 
