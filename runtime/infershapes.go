@@ -2,8 +2,10 @@ package runtime
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
+	"strings"
 
 	"rulebook/internal/budget"
 	"rulebook/onnx"
@@ -29,10 +31,14 @@ type ShapeOptions struct {
 	// computed from a batched one carries the batch too, when it has a
 	// dimension, unless Shape computed it.
 	Batched map[string]bool
-	// RetraceBatch: a Reshape of a batched value to a constant target
-	// whose dimension 0 is 1, the batch the model was traced at, keeps the
-	// value's dimension 0 instead.
+	// RetraceBatch: a Reshape target that is a constant, traced at the
+	// batch of Traced, is re-derived for the batch of Inputs (see
+	// retrace.go); one that cannot be is refused with a *RetraceError.
 	RetraceBatch bool
+	// Traced are the input shapes the model was traced at, for
+	// RetraceBatch; an input without one was traced at its given shape,
+	// with dimension 0 set to 1 if it is batched.
+	Traced map[string][]int
 	// Opset is the version of the default domain assumed when the model
 	// imports none; 0 refuses such a model, as Load does.
 	Opset int64
@@ -64,13 +70,65 @@ func (s *Shapes) Batched(name string) bool {
 
 // shapePass is what the builder keeps while it infers shapes only.
 type shapePass struct {
-	batched      map[int]bool
-	retraceBatch bool
+	batched map[int]bool
+	// digits, in the pass at the traced shapes, place the batch in each
+	// value that holds it.
+	digits map[int]digit
+	// traced, in the pass at the batch asked for, is what the traced pass
+	// learned; nil when targets are kept as they are.
+	traced *traced
+	// dynamic are the values computed from a Shape: their targets follow
+	// the input shapes already.
+	dynamic map[int]bool
 }
 
 // InferShapes infers the shape of every value of m with the given input
 // shapes. Its errors are the load's, for the same graph.
 func InferShapes(m *onnx.Model, opt ShapeOptions) (*Shapes, error) {
+	pass := &shapePass{batched: map[int]bool{}, dynamic: map[int]bool{}}
+	if opt.RetraceBatch {
+		t, err := traceBatch(m, opt)
+		if err != nil {
+			return nil, err
+		}
+		pass.traced = t
+	}
+	return inferShapes(m, opt, pass)
+}
+
+// traceBatch infers shapes at the traced input shapes and follows the
+// batch through them.
+func traceBatch(m *onnx.Model, opt ShapeOptions) (*traced, error) {
+	at := ShapeOptions{Inputs: map[string][]int{}, Batched: opt.Batched, Opset: opt.Opset}
+	for name, shape := range opt.Inputs {
+		t, ok := opt.Traced[name]
+		if !ok {
+			t = slices.Clone(shape)
+			if len(t) > 0 && opt.Batched[name] {
+				t[0] = 1
+			}
+		}
+		at.Inputs[name] = t
+	}
+	if maps.EqualFunc(at.Inputs, opt.Inputs, slices.Equal) {
+		return nil, nil // at the traced shapes, every target holds
+	}
+	pass := &shapePass{batched: map[int]bool{}, dynamic: map[int]bool{}, digits: map[int]digit{}}
+	s, err := inferShapes(m, at, pass)
+	if err != nil {
+		return nil, fmt.Errorf("at the input shapes the model was traced at (%s; a dynamic dimension is taken as 1): %w", formatInputs(at.Inputs), err)
+	}
+	t := &traced{shapes: map[string][]int{}, digits: map[string]digit{}}
+	for name, id := range s.byName {
+		t.shapes[name] = s.values[id].shape
+		if d, ok := pass.digits[id]; ok {
+			t.digits[name] = d
+		}
+	}
+	return t, nil
+}
+
+func inferShapes(m *onnx.Model, opt ShapeOptions, pass *shapePass) (*Shapes, error) {
 	if m.Graph == nil {
 		return nil, fmt.Errorf("the model has no graph")
 	}
@@ -87,7 +145,6 @@ func InferShapes(m *onnx.Model, opt ShapeOptions) (*Shapes, error) {
 		return nil, err
 	}
 	mem := budget.NewMeter(budget.Budget{})
-	pass := &shapePass{batched: map[int]bool{}, retraceBatch: opt.RetraceBatch}
 	b := &builder{opset: opset, byName: map[string]int{}, mem: mem, shapes: pass,
 		weights: &weightLoader{mode: WeightsFile, report: &LoadReport{}, present: map[string]bool{}, mem: mem}}
 	if err := b.addInitializers(m.Graph); err != nil {
@@ -130,6 +187,9 @@ func (b *builder) addGivenInputs(g *onnx.Graph, opt ShapeOptions) error {
 		}
 		if opt.Batched[vi.Name] && len(shape) > 0 {
 			b.shapes.batched[id] = true
+			if b.shapes.digits != nil {
+				b.shapes.digits[id] = digit{dim: 0, inner: 1, extent: shape[0]}
+			}
 		}
 	}
 	return nil
@@ -154,29 +214,32 @@ func (b *builder) initializer(t *onnx.Tensor) (*value, error) {
 	return &value{name: t.Name, shape: shape}, nil
 }
 
-// retrace gives a Reshape of a batched value to a target traced at batch
-// 1 the value's batch (ShapeOptions.RetraceBatch); other nodes keep
-// their inputs.
-func (p *shapePass) retrace(n *onnx.Node, ids []int, inputs []*value) []*value {
-	if !p.retraceBatch || n.OpType != "Reshape" || len(inputs) < 2 || inputs[0] == nil || inputs[1] == nil || !p.batched[ids[0]] {
-		return inputs
+// retrace gives a Reshape of a batched value its target re-derived for
+// the batch (ShapeOptions.RetraceBatch); other nodes keep their inputs.
+func (p *shapePass) retrace(n *onnx.Node, ids []int, inputs []*value) ([]*value, error) {
+	if p.traced == nil || n.OpType != "Reshape" || len(inputs) < 2 || inputs[0] == nil || inputs[1] == nil || !p.batched[ids[0]] || p.dynamic[ids[1]] {
+		return inputs, nil
 	}
-	x, target := inputs[0].shape, inputs[1]
-	if len(target.ints) == 0 || target.ints[0] != 1 || len(x) == 0 || x[0] == 1 {
-		return inputs
+	v, err := p.rederive(n, inputs[0].shape, inputs[1])
+	if err != nil || v == inputs[1] {
+		return inputs, err
 	}
-	ints := slices.Clone(target.ints)
-	ints[0] = int64(x[0])
-	v := intConstant(ints, target.shape)
-	v.name = target.name
 	out := slices.Clone(inputs)
 	out[1] = v
-	return out
+	return out, nil
 }
 
 // propagate marks a node's outputs batched when an input is (see
 // ShapeOptions.Batched).
 func (p *shapePass) propagate(n *onnx.Node, in, outs []int, values []*value) {
+	p.follow(n, in, outs, values)
+	if n.OpType == "Shape" || slices.ContainsFunc(in, func(id int) bool { return id >= 0 && p.dynamic[id] }) {
+		for _, id := range outs {
+			if id >= 0 {
+				p.dynamic[id] = true
+			}
+		}
+	}
 	if n.OpType == "Shape" || !slices.ContainsFunc(in, func(id int) bool { return id >= 0 && p.batched[id] }) {
 		return
 	}
@@ -185,4 +248,21 @@ func (p *shapePass) propagate(n *onnx.Node, in, outs []int, values []*value) {
 			p.batched[id] = true
 		}
 	}
+}
+
+// formatInputs lists input shapes by name, sorted.
+func formatInputs(in map[string][]int) string {
+	names := make([]string, 0, len(in))
+	for name := range in {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	for i, name := range names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %s", name, formatShape(in[name]))
+	}
+	return b.String()
 }

@@ -395,7 +395,11 @@ func (b *builder) addNode(index int, n *onnx.Node) error {
 		return nil
 	}
 	if b.shapes != nil {
-		inputs = b.shapes.retrace(n, ids, inputs)
+		var err error
+		// A RetraceError names the node already.
+		if inputs, err = b.shapes.retrace(n, ids, inputs); err != nil {
+			return err
+		}
 	}
 	c := &nodeContext{node: n, opset: b.opset, inputs: inputs, attrs: attrReader{n: n}, mem: b.mem, shapesOnly: b.shapes != nil}
 	p, err := def.prepare(c)

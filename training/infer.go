@@ -24,8 +24,8 @@ type inference struct {
 
 // newInference reads the initializers and gives every graph input its
 // shape at the batch: dimension 0 is the batch, and a dimension without a
-// size is 1. The runtime then infers the rest, taking a Reshape traced at
-// batch 1 to the batch.
+// size is 1. The runtime then infers the rest, re-deriving a constant
+// Reshape target traced at the declared batch for the batch.
 func newInference(m *onnx.Model, g *Graph, batch int64) (*inference, error) {
 	og := m.Graph
 	inf := &inference{g: g, onnx: og, consts: map[string]bool{}, weights: map[string]string{}, owned: map[string]bool{}, strided: map[string]bool{}}
@@ -40,7 +40,8 @@ func newInference(m *onnx.Model, g *Graph, batch int64) (*inference, error) {
 			inf.consts[t.Name] = true
 		}
 	}
-	opt := runtime.ShapeOptions{Inputs: map[string][]int{}, Batched: map[string]bool{}, RetraceBatch: true, Opset: assumedOpset}
+	opt := runtime.ShapeOptions{Inputs: map[string][]int{}, Batched: map[string]bool{}, RetraceBatch: true,
+		Traced: map[string][]int{}, Opset: assumedOpset}
 	for _, in := range og.Inputs {
 		if og.Initializer(in.Name) != nil {
 			continue
@@ -52,6 +53,9 @@ func newInference(m *onnx.Model, g *Graph, batch int64) (*inference, error) {
 				shape[i] = 1
 			}
 		}
+		// The export was traced at its declared shape; Reshape targets
+		// traced there are re-derived for the batch.
+		opt.Traced[in.Name] = toInt(shape)
 		if len(shape) > 0 {
 			shape[0] = batch
 			g.batched[in.Name] = true
