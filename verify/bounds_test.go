@@ -20,7 +20,10 @@ import (
 func TestFloatTestIsBounded(t *testing.T) {
 	set := loadAxioms(t)
 	huge := "?a:100000x100000 ?b:100000x100000"
-	cfg := Config{Registry: rules.Default(), Axioms: set, Budget: Budget{Units: 100, WallClock: 10 * time.Second}, Seed: 1}
+	// The units bound the proof; the wall clock is only a backstop, wide
+	// enough that a busy machine reaches the units first (10 s once ran
+	// out under a load of 14 on 2 cores, and the verdict said timeout).
+	cfg := Config{Registry: rules.Default(), Axioms: set, Budget: Budget{Units: 100, WallClock: time.Minute}, Seed: 1}
 	jobs := []Job{
 		{ID: 1, Rule: parse(t, "(ewadd ?a ?b) => (ewadd ?b ?a)", huge)},                                                // true, not proved in 100 units
 		{ID: 2, Rule: parse(t, "(relu (ewadd ?a ?b)) => (ewadd (relu ?a) (relu ?b))", huge)},                           // false
@@ -40,7 +43,7 @@ func TestFloatTestIsBounded(t *testing.T) {
 	// A generous bound: it catches the unbounded evaluation this test is
 	// about (minutes, then the machine's memory), not slowness under load
 	// (5 s was missed by 0.09 s on a 2-core machine with other work).
-	if d := time.Since(start); d > time.Minute {
+	if d := time.Since(start); d > 2*time.Minute {
 		t.Errorf("took %s", d)
 	}
 	for _, c := range []struct {
