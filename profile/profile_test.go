@@ -24,29 +24,12 @@ func TestSharedProfileRoundTrips(t *testing.T) {
 		t.Errorf("read %d entries, want the file's 158", len(p.Entries))
 	}
 	p.Device = "NVIDIA H200"
-	var buf bytes.Buffer
-	if err := Write(&buf, p); err != nil {
-		t.Fatal(err)
-	}
-	again, err := Parse("again", buf.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if again.Device != p.Device || len(again.Entries) != len(p.Entries) {
-		t.Fatalf("device %q and %d entries back, want %q and %d", again.Device, len(again.Entries), p.Device, len(p.Entries))
-	}
-	for i := range p.Entries {
-		a, b := p.Entries[i], again.Entries[i]
-		a.Line, b.Line = 0, 0
-		if !reflect.DeepEqual(a, b) {
-			t.Fatalf("entry %d: %+v back as %+v", i, a, b)
-		}
-	}
-	e, ok := again.Find(Linear, LinearShape(512, 1024, 4096), cluster.BF16)
+	roundTrip(t, p)
+	e, ok := p.Find(Linear, LinearShape(512, 1024, 4096), cluster.BF16)
 	if !ok || e.ForwardMS != 0.0314 || e.Forward() != 0.0314e-3 {
 		t.Errorf("linear 512x1024->4096 bf16: %+v, %v", e, ok)
 	}
-	if got := again.Precisions(); !reflect.DeepEqual(got, []cluster.Precision{cluster.BF16, cluster.TF32, cluster.FP32}) {
+	if got := p.Precisions(); !reflect.DeepEqual(got, []cluster.Precision{cluster.BF16, cluster.TF32, cluster.FP32}) {
 		t.Errorf("precisions %v", got)
 	}
 }
