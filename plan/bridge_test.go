@@ -148,7 +148,7 @@ func builtinMLPPlan(t *testing.T, devices string) string {
 	dir := t.TempDir()
 	machine := machineFile(t, dir, "node", "1", devices, "1e12", "1e10")
 	path := filepath.Join(dir, "mlp.json")
-	out, err := Run(context.Background(), Request{Model: "mlp", Machine: machine, Batch: 8, Strategy: "tp", Out: path, EmitTorch: true})
+	out, err := Run(context.Background(), Request{Model: "mlp", Machine: machine, Batch: 8, Strategy: "tp", Out: path, Emit: "torch"})
 	if err != nil {
 		t.Fatal(err)
 	}

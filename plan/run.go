@@ -33,15 +33,15 @@ type Request struct {
 	MemoryLimit  float64
 	Microbatches int
 	// Attention is fused (the default, also for "") or unfused.
-	Attention Attention
+	Attention string
 	// BucketBytes is the data-parallel gradient bucket
 	// (Options.BucketBytes); 0 gives every weight its own all-reduce.
 	BucketBytes float64
 	// Out is plan.json's path; beside it go NAME.trace.json (Chrome
 	// trace) and NAME.sharded.onnx (IR 11 sharding). "" writes nothing.
 	Out string
-	// EmitTorch also writes NAME.torch.json, a DTensor plan.
-	EmitTorch bool
+	// Emit "torch" also writes NAME.torch.json, a DTensor plan.
+	Emit string
 	// Rules is a pinned, hash-checked rule version, or nil. The header
 	// names it; the hand-coded strategies do not use its rules yet.
 	Rules *version.Set
@@ -86,6 +86,25 @@ type Outcome struct {
 	Written []string
 }
 
+// WriteText prints the comparison, each operator's costs when explain is
+// set, and, when written is set, the files written.
+func (o *Outcome) WriteText(w io.Writer, explain, written bool) error {
+	if err := o.Choice.WriteTable(w); err != nil {
+		return err
+	}
+	if explain {
+		if err := o.Choice.WriteExplain(w, o.Graph); err != nil {
+			return err
+		}
+	}
+	for i := 0; written && i < len(o.Written); i++ {
+		if _, err := fmt.Fprintln(w, "wrote", o.Written[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Run loads the model and machine, prices the strategies and writes the
 // chosen plan's files. Every path is checked before the work starts, and
 // each file appears whole or not at all.
@@ -102,7 +121,18 @@ func Run(ctx context.Context, req Request) (*Outcome, error) {
 		}
 		kinds = []Kind{k}
 	}
-	opts := Options{Machine: m, MemoryLimit: req.MemoryLimit, Microbatches: req.Microbatches, Attention: req.Attention, BucketBytes: req.BucketBytes}
+	if req.Batch < 0 {
+		return nil, fmt.Errorf("--batch must not be negative, got %d", req.Batch)
+	}
+	if req.Emit != "" && req.Emit != "torch" {
+		return nil, fmt.Errorf("--emit: unknown engine %q (known: torch)", req.Emit)
+	}
+	opts := Options{Machine: m, MemoryLimit: req.MemoryLimit, Microbatches: req.Microbatches, BucketBytes: req.BucketBytes}
+	if req.Attention != "" {
+		if opts.Attention, err = ParseAttention(req.Attention); err != nil {
+			return nil, fmt.Errorf("--attention: %w", err)
+		}
+	}
 	if req.Precision != "" {
 		if opts.Precision, err = cluster.ParsePrecision(req.Precision); err != nil {
 			return nil, fmt.Errorf("--precision: %w", err)
@@ -170,7 +200,7 @@ func outputPaths(req Request) []string {
 	}
 	stem := strings.TrimSuffix(req.Out, ".json")
 	ps := []string{req.Out, stem + ".trace.json", stem + ".sharded.onnx"}
-	if req.EmitTorch {
+	if req.Emit == "torch" {
 		ps = append(ps, stem+".torch.json")
 	}
 	return ps
@@ -210,7 +240,7 @@ func (c *Choice) write(model *onnx.Model, g *training.Graph, req Request, paths 
 		return err
 	}
 	var torch *TorchPlan
-	if req.EmitTorch {
+	if req.Emit == "torch" {
 		if torch, err = c.Torch(g); err != nil {
 			return err
 		}

@@ -47,6 +47,14 @@ func ParseSizes(s string) (Sizes, error) {
 	return "", fmt.Errorf("unknown size set %q (known: small, full)", s)
 }
 
+// ParseClock reads --clock: wall, or cpu (the process's CPU time).
+func ParseClock(s string) (cpu bool, err error) {
+	if s != "wall" && s != "cpu" {
+		return false, fmt.Errorf("unknown clock %q (known: wall, cpu)", s)
+	}
+	return s == "cpu", nil
+}
+
 // MeasureOptions says how to run the measurement.
 type MeasureOptions struct {
 	Python  string // the interpreter; "python3" when empty

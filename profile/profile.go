@@ -171,6 +171,19 @@ func (p *Profile) Precisions() []cluster.Precision {
 	return out
 }
 
+// PrecisionList names the precisions measured, for messages: "bf16 and
+// fp32".
+func (p *Profile) PrecisionList() string {
+	var names []string
+	for _, prec := range p.Precisions() {
+		names = append(names, string(prec))
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
 // CheckPrecisions refuses a profile holding a precision the device has no
 // peak for (has reports whether it has one), naming the first such line.
 func (p *Profile) CheckPrecisions(device string, has func(cluster.Precision) bool) error {

@@ -3,8 +3,10 @@ package store
 import (
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strconv"
+	"strings"
 )
 
 // WriteUsageCSV writes rule,model,count rows. It leaves write errors to cw.Error: csv.Writer buffers, and
@@ -28,4 +30,20 @@ func WriteUsageJSON(w io.Writer, uses []Usage) error {
 	enc.SetEscapeHTML(false) // rules read "=>", not "=\u003e"
 	enc.SetIndent("", "  ")
 	return enc.Encode(uses)
+}
+
+// UsageFormats are the forms usage is written in.
+var UsageFormats = []string{"text", "csv", "json"}
+
+// WriteUsage writes uses as a text heat map, CSV or JSON.
+func WriteUsage(w io.Writer, uses []Usage, format string) error {
+	switch format {
+	case "text":
+		return NewHeatMap(uses).WriteText(w)
+	case "csv":
+		return WriteUsageCSV(w, uses)
+	case "json":
+		return WriteUsageJSON(w, uses)
+	}
+	return fmt.Errorf("unknown usage format %q (known: %s)", format, strings.Join(UsageFormats, ", "))
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -11,12 +10,9 @@ import (
 )
 
 func newProfileCmd() *cobra.Command {
-	var (
-		opt        profile.MeasureOptions
-		out, sizes string
-		noProgress bool
-		clock      string
-	)
+	var opt profile.MeasureOptions
+	var out, sizes, clock string
+	var noProgress bool
 	cmd := &cobra.Command{
 		Use:     "profile --out FILE",
 		Short:   "Measure a device profile (operator times) with PyTorch on this machine's GPU or CPU",
@@ -24,17 +20,10 @@ func newProfileCmd() *cobra.Command {
 		Example: "  rulebook profile --out cpu-profile.csv --sizes small",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if out == "" {
-				return fmt.Errorf("--out: name the profile file to write")
-			}
-			if opt.Threads < 0 {
-				return fmt.Errorf("--threads must not be negative, got %d", opt.Threads)
-			}
-			if clock != "wall" && clock != "cpu" {
-				return fmt.Errorf("--clock: unknown clock %q (known: wall, cpu)", clock)
-			}
-			opt.CPUClock = clock == "cpu"
 			var err error
+			if opt.CPUClock, err = profile.ParseClock(clock); err != nil {
+				return fmt.Errorf("--clock: %w", err)
+			}
 			if opt.Sizes, err = profile.ParseSizes(sizes); err != nil {
 				return fmt.Errorf("--sizes: %w", err)
 			}
@@ -49,10 +38,8 @@ func newProfileCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p := m.Profile
-			fmt.Fprintf(cmd.OutOrStdout(), "measured %d operators in %s on %s\nwrote %s\n",
-				len(p.Entries), precisions(p), p.Device, out)
-			return nil
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "measured %d operators in %s on %s\nwrote %s\n", len(m.Profile.Entries), m.Profile.PrecisionList(), m.Profile.Device, out)
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -63,17 +50,6 @@ func newProfileCmd() *cobra.Command {
 	f.IntVar(&opt.Threads, "threads", 0, "CPU threads for torch (default: torch's own choice)")
 	f.StringVar(&clock, "clock", "wall", "wall, or cpu: the process's CPU time, which other work on a shared machine does not inflate (with --device cpu)")
 	f.BoolVar(&noProgress, "no-progress", false, "draw no progress bar")
+	_ = cmd.MarkFlagRequired("out")
 	return cmd
-}
-
-// precisions lists a profile's precisions: "bf16 and fp32".
-func precisions(p *profile.Profile) string {
-	var names []string
-	for _, prec := range p.Precisions() {
-		names = append(names, string(prec))
-	}
-	if len(names) < 2 {
-		return strings.Join(names, "")
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }

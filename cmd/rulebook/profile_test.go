@@ -28,7 +28,7 @@ func TestProfileRefuses(t *testing.T) {
 		{[]string{"--python", filepath.Join(dir, "none")}, "no Python interpreter"},
 		{[]string{"--python", filepath.Join(venv, "bin", "python")}, "cannot import torch"},
 		{[]string{"--sizes", "huge"}, `--sizes: unknown size set "huge"`},
-		{[]string{"--threads", "-1"}, "--threads must not be negative"},
+		{[]string{"--threads", "-1"}, "threads -1: want 0 (torch's choice) or more"},
 		{[]string{"--clock", "gpu"}, `--clock: unknown clock "gpu"`},
 		{[]string{"--clock", "cpu"}, "the CPU clock (--clock cpu) times the CPU only"},
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -20,11 +21,10 @@ func newUsageCmd() *cobra.Command {
   rulebook usage --version v1 --format csv`,
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
-			switch format {
-			case "text", "csv", "json":
-				return nil
+			if !slices.Contains(store.UsageFormats, format) {
+				return fmt.Errorf("--format must be text, csv or json, got %q", format)
 			}
-			return fmt.Errorf("--format must be text, csv or json, got %q", format)
+			return nil
 		},
 		RunE: withStore(func(cmd *cobra.Command, _ []string, db *store.Store) error {
 			return runUsage(cmd, db, ref, format)
@@ -44,18 +44,11 @@ func runUsage(cmd *cobra.Command, db *store.Store, ref, format string) error {
 	if err != nil {
 		return err
 	}
-	out := cmd.OutOrStdout()
-	switch format {
-	case "csv":
-		return store.WriteUsageCSV(out, uses)
-	case "json":
-		return store.WriteUsageJSON(out, uses)
-	}
-	if len(uses) == 0 {
-		_, err := fmt.Fprintln(out, noUsageMessage(db.Path(), ref))
+	if len(uses) == 0 && format == "text" {
+		_, err := fmt.Fprintln(cmd.OutOrStdout(), noUsageMessage(db.Path(), ref))
 		return err
 	}
-	return store.NewHeatMap(uses).WriteText(out)
+	return store.WriteUsage(cmd.OutOrStdout(), uses, format)
 }
 
 // versionHash resolves --version as the other version commands do; "" keeps
