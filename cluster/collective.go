@@ -108,7 +108,13 @@ func (m Machine) AllGatherAt(p Placement, bytes float64) float64 {
 // ReduceScatter reduces a tensor of bytes into equal pieces, one per
 // member; it costs what an all-gather of the same tensor costs.
 func (m Machine) ReduceScatter(g Group, bytes float64) float64 {
-	return m.AllGatherAt(m.Place(g), bytes)
+	return m.ReduceScatterAt(m.Place(g), bytes)
+}
+
+// ReduceScatterAt is ReduceScatter for a group placed as p: the ring of
+// an all-gather, run with additions.
+func (m Machine) ReduceScatterAt(p Placement, bytes float64) float64 {
+	return m.AllGatherAt(p, bytes)
 }
 
 // AllToAll sends each member's bytes in equal parts to every member.

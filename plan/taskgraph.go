@@ -408,7 +408,7 @@ func (b *builder) reduceBucket(st int, bk *bucket) {
 	key := fmt.Sprintf("dp bucket %d of stage %d", len(b.buckets[st]), st)
 	verb, cost := "all-reduce", b.o.Machine.AllReduceAt
 	if b.s.ZeRO > 0 {
-		verb, cost = "reduce-scatter", b.o.Machine.AllGatherAt // a reduce-scatter costs what an all-gather does
+		verb, cost = "reduce-scatter", b.o.Machine.ReduceScatterAt
 	}
 	name := verb + " weight grads " + bk.ops[0]
 	if n := len(bk.ops); n > 1 {
