@@ -124,7 +124,11 @@ func noneRuns(rs []*Result) error {
 func (c *Choice) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "%s on %s (%s), batch %d: %s\ncost model: %s; attention %s\n", safetext.Name(c.Model), safetext.Name(c.Machine.Name), english.Nouns(c.Machine.NumDevices(), "device"), c.Batch, Simulated, c.Options.CostModel(), c.Options.attention())
 	if c.Rules != nil {
-		fmt.Fprintf(w, "rules: %s, pinned; the strategies do not use them yet\n", safetext.Name(c.Rules.Describe()))
+		use := fmt.Sprintf("%d parallel rules; the strategies do not use them yet", c.Rules.ParallelRules())
+		if c.Rules.ParallelRules() == 0 {
+			use = "no parallel rules in it, so only the classic strategies (dp, tp, grid, pp, emb) are priced"
+		}
+		fmt.Fprintf(w, "rules: %s, pinned; %s\n", safetext.Name(c.Rules.Describe()), use)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "strategy\tlayout\tstep (simulated)\tcompute\texposed comm\tidle\tmemory/device\tfits\t")

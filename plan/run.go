@@ -52,6 +52,10 @@ type Request struct {
 	Profile string
 	// Optimizer is fused or foreach Adam; "" is DefaultOptimizer.
 	Optimizer string
+	// Pareto also prices every lever set of every strategy for the
+	// time/memory frontier (pareto.go), printed and, with Out, written
+	// as NAME.pareto.csv and NAME.pareto.svg.
+	Pareto bool
 }
 
 // NoProfile as Request.Profile prices with the roofline alone.
@@ -81,9 +85,11 @@ func loadProfile(req Request) (*profile.Profile, error) {
 
 // Outcome is what Run priced and wrote.
 type Outcome struct {
-	Choice  *Choice
-	Graph   *training.Graph
-	Written []string
+	Choice *Choice
+	Graph  *training.Graph
+	// Frontier is the time/memory frontier, when the request asked.
+	Frontier []Point
+	Written  []string
 }
 
 // WriteText prints the comparison, each operator's costs when explain is
@@ -94,6 +100,11 @@ func (o *Outcome) WriteText(w io.Writer, explain, written bool) error {
 	}
 	if explain {
 		if err := o.Choice.WriteExplain(w, o.Graph); err != nil {
+			return err
+		}
+	}
+	if o.Frontier != nil {
+		if err := WriteFrontier(w, o.Frontier, o.Choice.Options.CostModel()); err != nil {
 			return err
 		}
 	}
@@ -178,6 +189,11 @@ func Run(ctx context.Context, req Request) (*Outcome, error) {
 	}
 	c.Rules = req.Rules
 	out := &Outcome{Choice: c, Graph: g}
+	if req.Pareto {
+		if out.Frontier, err = Frontier(ctx, g, kinds, opts); err != nil {
+			return nil, fmt.Errorf("%s: the time/memory frontier: %w", name, err)
+		}
+	}
 	if req.Out == "" {
 		return out, nil
 	}
@@ -202,6 +218,9 @@ func outputPaths(req Request) []string {
 	ps := []string{req.Out, stem + ".trace.json", stem + ".sharded.onnx"}
 	if req.Emit == "torch" {
 		ps = append(ps, stem+".torch.json")
+	}
+	if req.Pareto {
+		ps = append(ps, stem+".pareto.csv", stem+".pareto.svg")
 	}
 	return ps
 }
@@ -254,6 +273,12 @@ func (c *Choice) write(model *onnx.Model, g *training.Graph, req Request, paths 
 	}
 	if torch != nil {
 		writers = append(writers, torch.Write)
+	}
+	if req.Pareto {
+		title := fmt.Sprintf("%s on %s, batch %d: time/memory frontier (simulated)", c.Model, c.Machine.Name, c.Batch)
+		writers = append(writers,
+			func(w io.Writer) error { return WriteFrontierCSV(w, out.Frontier) },
+			func(w io.Writer) error { return WriteFrontierSVG(w, out.Frontier, c.Options.memoryLimit(), title) })
 	}
 	for i, write := range writers {
 		if err := outfile.Write(paths[i], write); err != nil {

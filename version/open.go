@@ -43,6 +43,18 @@ func Open(ctx context.Context, dbPath, ref string) (*Set, error) {
 	return s, nil
 }
 
+// ParallelRules counts the rules that apply a parallel operator (Unity's
+// partition, combine, replicate, reduce or FlexFlow's linear).
+func (s *Set) ParallelRules() int {
+	n := 0
+	for _, r := range s.Rules {
+		if r.UsesParallelOps() {
+			n++
+		}
+	}
+	return n
+}
+
 // Describe names the version in one line: tag, hash prefix and size.
 func (s *Set) Describe() string {
 	return fmt.Sprintf("%s (%.12s, %d rules)", s.Name, s.Hash, len(s.Rules))

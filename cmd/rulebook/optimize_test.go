@@ -102,6 +102,9 @@ func TestOptimizeCommand(t *testing.T) {
 	if _, err := run(ctx, "optimize", model, "--rules", "v1", "-o", filepath.Join(dir, "x.onnx"), "--db", db); err == nil || !strings.Contains(err.Error(), "hash") {
 		t.Errorf("a tampered version: %v", err)
 	}
+	if _, err := run(ctx, "plan", "mlp", "--batch", "1536", "--rules", "v1", "--db", db); err == nil || !strings.Contains(err.Error(), "hash") {
+		t.Errorf("plan on a tampered version: %v", err)
+	}
 }
 
 // Mistakes in optimize's arguments are refused before the search, with a

@@ -12,8 +12,7 @@ import (
 func newPlanCmd() *cobra.Command {
 	var req plan.Request
 	var memGiB, bucketMiB float64
-	var ref string
-	var explain bool
+	ref, explain := "", false
 	cmd := &cobra.Command{
 		Use:   "plan MODEL.onnx|mlp|bert-large|dlrm",
 		Short: "Price data, tensor, grid and pipeline parallel training plans in a simulator",
@@ -58,6 +57,7 @@ func newPlanCmd() *cobra.Command {
 	f.StringVar(&req.Precision, "precision", "", "bf16, fp16, tf32 or fp32 (default: the device's best 16-bit mixed precision, bf16, or fp16 on a V100)")
 	f.StringVar(&req.Profile, "profile", "", "a device profile of measured operator times (CSV; default: the preset's shipped one, for h200; none: the roofline alone)")
 	f.StringVar(&req.Optimizer, "optimizer", "", "Adam as torch.optim.Adam runs it: fused (fused=True) or foreach (default: foreach, torch.optim.Adam's own default)")
+	f.BoolVar(&req.Pareto, "pareto", false, "also price every memory lever of every strategy and print the time/memory frontier (with -o, also NAME.pareto.csv and .svg)")
 	f.BoolVar(&explain, "explain", false, "also print each operator's simulated forward, backward and host launches and what priced them (profile, fit or roofline)")
 	return cmd
 }
