@@ -14,6 +14,7 @@ package training
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"rulebook/internal/checked"
@@ -101,6 +102,36 @@ func (g *Graph) Producer(v string) (int, bool) { i, ok := g.producer[v]; return 
 
 // Consumers are the operators reading value v.
 func (g *Graph) Consumers(v string) []int { return g.consumers[v] }
+
+// Edges are the graph's data dependences: an operator, then one that
+// reads an output of it, once per pair, in operator order. Only values
+// computed from the graph's inputs count: weights, constants and what is
+// computed from them alone (a weight through an Identity) are at hand
+// wherever they are read, and carry no activation.
+func (g *Graph) Edges() [][2]int {
+	data := map[string]bool{}
+	for v := range g.inputs {
+		data[v] = true
+	}
+	var out [][2]int
+	for i, op := range g.Ops {
+		fromData := slices.ContainsFunc(op.Inputs, func(v string) bool { return data[v] })
+		seen := map[int]bool{}
+		for _, v := range op.Outputs {
+			if !fromData {
+				continue
+			}
+			data[v] = true
+			for _, j := range g.consumers[v] {
+				if !seen[j] {
+					seen[j] = true
+					out = append(out, [2]int{i, j})
+				}
+			}
+		}
+	}
+	return out
+}
 
 // ValueShape is v's shape at the graph's batch; nil if unknown.
 func (g *Graph) ValueShape(v string) []int64 { return g.shapes[v] }
