@@ -31,6 +31,8 @@ type File struct {
 	Levers      []string        `json:"memory_levers,omitempty"` // what the chosen strategy needs to fit
 	// Tables is where the embedding tables lie, in the emb family.
 	Tables []TableFile `json:"embedding_tables,omitempty"`
+	// Substitutions are the pinned version's rules a joint plan applies.
+	Substitutions *Citations `json:"substitutions,omitempty"`
 }
 
 // StageFile is one pipeline stage: its devices, node-major.
@@ -85,6 +87,9 @@ func (c *Choice) NewFile(g *training.Graph) *File {
 			Style: r.Layouts[i].Style, Stage: r.Stage[i], Degrees: outputDegrees(g, op, s, r.Layouts[i]), Cost: r.Costs[i]})
 	}
 	f.Tables = r.tableFiles(g)
+	if r.Strategy.Kind == Joint {
+		f.Substitutions = c.Citations
+	}
 	for _, x := range c.Results {
 		cf := Compared{Strategy: x.Strategy, Fits: x.Fits}
 		if x.Err != nil {

@@ -31,6 +31,10 @@ type Choice struct {
 	Fits bool
 	// Rules is the pinned rule version the header names, or nil.
 	Rules *version.Set
+	// Citations are the rules the joint family's plan applies; JointNote
+	// says why the joint family was not searched.
+	Citations *Citations
+	JointNote string
 }
 
 // Choose prices each family of kinds on the machine (for the grid and
@@ -44,6 +48,13 @@ func Choose(ctx context.Context, g *training.Graph, kinds []Kind, o Options) (*C
 	c := &Choice{Model: g.Model, Machine: o.Machine, Batch: g.Batch, Options: o}
 	families := make([][]*Result, len(kinds))
 	for f, k := range kinds {
+		if k == Joint && !o.Substitutions.searchable() {
+			c.JointNote = o.Substitutions.why()
+			if len(kinds) == 1 {
+				return nil, fmt.Errorf("--strategy joint: %s", c.JointNote)
+			}
+			continue
+		}
 		if k == Embedding && len(lookups(g)) == 0 {
 			if len(kinds) == 1 {
 				return nil, fmt.Errorf("--strategy emb: %w", ErrNoTables)
@@ -88,6 +99,11 @@ func Choose(ctx context.Context, g *training.Graph, kinds []Kind, o Options) (*C
 		return nil, noneRuns(c.Results)
 	}
 	c.Chosen, c.Fits = best(priced)
+	for _, r := range c.Results {
+		if r.Strategy.Kind == Joint && r.Err == nil {
+			c.Citations = o.Substitutions.cite(g, r)
+		}
+	}
 	return c, nil
 }
 
@@ -124,7 +140,7 @@ func noneRuns(rs []*Result) error {
 func (c *Choice) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "%s on %s (%s), batch %d: %s\ncost model: %s; attention %s\n", safetext.Name(c.Model), safetext.Name(c.Machine.Name), english.Nouns(c.Machine.NumDevices(), "device"), c.Batch, Simulated, c.Options.CostModel(), c.Options.attention())
 	if c.Rules != nil {
-		use := fmt.Sprintf("%d parallel rules; the strategies do not use them yet", c.Rules.ParallelRules())
+		use := fmt.Sprintf("%d parallel rules; the joint search applies them", c.Rules.ParallelRules())
 		if c.Rules.ParallelRules() == 0 {
 			use = "no parallel rules in it, so only the classic strategies (dp, tp, grid, pp, emb) are priced"
 		}
@@ -151,6 +167,14 @@ func (c *Choice) WriteTable(w io.Writer) error {
 	}
 	for _, n := range notes {
 		fmt.Fprintln(w, n)
+	}
+	if c.JointNote != "" && c.Rules == nil {
+		fmt.Fprintf(w, "joint: not searched: %s\n", c.JointNote)
+	}
+	if c.Citations != nil {
+		if err := c.Citations.Write(w); err != nil {
+			return err
+		}
 	}
 	limit := c.Options.memoryLimit()
 	if !c.Fits {

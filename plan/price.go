@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"rulebook/cluster"
 	"rulebook/internal/checked"
@@ -78,6 +79,10 @@ type Options struct {
 	Profile *profile.Profile
 	// Optimizer is the Adam implementation priced; "" is DefaultOptimizer.
 	Optimizer Optimizer
+	// Substitutions are the pinned version's rules the joint family may
+	// apply; without them (or without a parallel rule among them) it is
+	// not searched.
+	Substitutions *Substitutions
 }
 
 // Optimizer is the implementation of torch.optim.Adam priced: fused
@@ -231,13 +236,41 @@ func Price(ctx context.Context, g *training.Graph, s Strategy, o Options) (*Resu
 	}
 	g = o.graph(g)
 	r, err := prepare(g, s, o)
-	if err != nil || r.Err != nil {
-		return r, err
-	}
-	if err := simulateStep(ctx, g, r, o); err != nil {
+	if err != nil {
 		return nil, err
 	}
+	if r.Err == nil {
+		if err := simulateStep(ctx, g, r, o); err != nil {
+			return nil, err
+		}
+	}
+	if s.Kind == Joint {
+		return greedyIfFaster(ctx, g, r, o)
+	}
 	return r, nil
+}
+
+// greedyIfFaster prices a joint candidate's factorisation with the greedy
+// Megatron layouts too and keeps the faster plan: the search ranks
+// layouts by a sum of costs (jointPricer), the simulator overlaps them,
+// and the greedy layouts are a point of the search's space, so the
+// joint family never returns a plan slower than the grid's.
+func greedyIfFaster(ctx context.Context, g *training.Graph, r *Result, o Options) (*Result, error) {
+	s := r.Strategy
+	s.Kind = Grid
+	alt, err := prepare(g, s, o)
+	if err != nil || alt.Err != nil || slices.Equal(alt.Layouts, r.Layouts) || !o.Substitutions.allowAll(alt.Layouts) {
+		return r, err
+	}
+	if err := simulateStep(ctx, g, alt, o); err != nil {
+		return nil, err
+	}
+	searchedWins := r.Err == nil && (r.Fits && !alt.Fits || r.Fits == alt.Fits && r.Time.Step <= alt.Time.Step)
+	if alt.Err != nil || searchedWins {
+		return r, nil
+	}
+	alt.Strategy.Kind = Joint
+	return alt, nil
 }
 
 // prepare lays the strategy out (tensor-parallel layouts, pipeline
@@ -254,7 +287,12 @@ func prepare(g *training.Graph, s Strategy, o Options) (*Result, error) {
 		return &Result{Strategy: s, Err: err}, nil
 	}
 	c := newCosts(o.Machine.Device, o.precision(), o.Profile)
-	r := &Result{Strategy: s, Layouts: assignTensorParallel(g, s.TP), Stage: stages(g, s.PP, c), block: blocks(g)}
+	r := &Result{Strategy: s, Stage: stages(g, s.PP, c), block: blocks(g)}
+	if s.Kind == Joint {
+		r.Layouts = jointLayouts(g, s, o, c)
+	} else {
+		r.Layouts = assignTensorParallel(g, s.TP)
+	}
 	if err := cutsSomething(r.Layouts, s.TP); err != nil {
 		return &Result{Strategy: s, Err: err}, nil
 	}

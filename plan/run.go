@@ -157,6 +157,11 @@ func Run(ctx context.Context, req Request) (*Outcome, error) {
 	if opts.Profile, err = loadProfile(req); err != nil {
 		return nil, err
 	}
+	if req.Rules != nil {
+		if opts.Substitutions, err = NewSubstitutions(req.Rules); err != nil {
+			return nil, err
+		}
+	}
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"strings"
 
 	"rulebook/internal/checked"
 )
@@ -44,16 +45,18 @@ const (
 )
 
 // Kinds lists every family, in the order the comparison table prints them.
-var Kinds = []Kind{DataParallel, TensorParallel, Grid, Pipeline, Embedding}
+var Kinds = []Kind{DataParallel, TensorParallel, Grid, Pipeline, Embedding, Joint}
 
 // ParseKind reads a --strategy value.
 func ParseKind(s string) (Kind, error) {
-	for _, k := range Kinds {
+	names := make([]string, len(Kinds))
+	for i, k := range Kinds {
 		if string(k) == s {
 			return k, nil
 		}
+		names[i] = string(k)
 	}
-	return "", fmt.Errorf("unknown strategy %q (known: dp, tp, grid, pp, emb)", s)
+	return "", fmt.Errorf("unknown strategy %q (known: %s)", s, strings.Join(names, ", "))
 }
 
 // Devices is the number of devices the strategy uses (fits checks that
@@ -127,6 +130,14 @@ func candidates(k Kind, n, perNode, microbatches int) []Strategy {
 		}
 		if len(out) == 0 {
 			out = append(out, one(n, 1, 1))
+		}
+		return out
+	case Joint:
+		var out []Strategy
+		for tp := 1; tp <= n; tp++ {
+			if n%tp == 0 {
+				out = append(out, one(n/tp, tp, 1))
+			}
 		}
 		return out
 	case Grid:

@@ -1,0 +1,237 @@
+package plan
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"rulebook/cluster"
+	"rulebook/training"
+)
+
+// Joint is the family whose tensor-parallel layouts are searched, not
+// assigned: for each data × tensor factorization of the devices, a dynamic
+// program over the graph in order chooses every operator's layout among
+// all it may take given how its inputs are cut (jointOptions), pricing
+// each choice's compute and collectives (jointCost). The greedy Megatron
+// assignment (assignTensorParallel) is one path through the same choices,
+// so the search never prices a plan above it.
+//
+// This is the first part of Unity's joint search (issue 28): the
+// layouts of one parallel-tensor model chosen per operator. The rule
+// substitutions and machine mappings of Unity's upper levels build on it.
+const Joint Kind = "joint"
+
+// jointBeam bounds the states kept per operator: each is a choice of cut
+// for every activation still to be read. A transformer keeps a handful
+// alive at once and Inception's four strands a few dozen, so the bound is
+// met only by graphs with many long-lived tensors, where the cheapest
+// states are kept.
+const jointBeam = 256
+
+// jointState is one set of choices so far: the cut axis of every live
+// activation (−1: whole on every device), their priced cost, and the
+// layouts chosen, newest first.
+type jointState struct {
+	cut    map[string]int
+	cost   float64
+	chosen *chosenLayout
+}
+
+type chosenLayout struct {
+	l    OpLayout
+	prev *chosenLayout
+}
+
+// jointLayouts is the cheapest layout of every operator for strategy s by
+// jointCost.
+func jointLayouts(g *training.Graph, s Strategy, o Options, c *costs) []OpLayout {
+	if s.TP <= 1 {
+		return make([]OpLayout, len(g.Ops))
+	}
+	price := newJointPricer(g, s, o, c)
+	last := lastReads(g)
+	states := []*jointState{{cut: map[string]int{}}}
+	for i, op := range g.Ops {
+		next := map[string]*jointState{}
+		for _, st := range states {
+			in := inputCuts(g, op, st.cut)
+			for _, l := range jointOptions(g, op, in, s.TP) {
+				if o.Substitutions != nil && !o.Substitutions.allows(l) {
+					continue
+				}
+				cut := advance(g, i, op, in, l, st.cut, last)
+				n := &jointState{cut: cut, cost: st.cost + price.of(i, l), chosen: &chosenLayout{l, st.chosen}}
+				k := stateKey(cut)
+				if old, ok := next[k]; !ok || n.cost < old.cost {
+					next[k] = n
+				}
+			}
+		}
+		states = cheapest(next, jointBeam)
+	}
+	best := slices.MinFunc(states, func(a, b *jointState) int { return cmp.Compare(a.cost, b.cost) })
+	out := make([]OpLayout, len(g.Ops))
+	for i, c := len(g.Ops)-1, best.chosen; i >= 0; i, c = i-1, c.prev {
+		out[i] = c.l
+	}
+	return out
+}
+
+// jointOptions are the layouts op may take given its inputs' cuts: the
+// greedy's choice (assignTensorParallel), and besides it gathering its
+// inputs whole, leaving a product uncut, or cutting a product's output
+// columns after gathering.
+func jointOptions(g *training.Graph, op training.Op, in inputSlices, tp int) []OpLayout {
+	var out []OpLayout
+	add := func(l OpLayout) {
+		if !slices.Contains(out, l) {
+			out = append(out, l)
+		}
+	}
+	switch {
+	case op.Product != nil && op.ParamBytes > 0:
+		add(productLayout(g, op, in, tp))
+		if len(in.cuts) > 0 {
+			whole := productLayout(g, op, inputSlices{activation: true, replicated: true}, tp)
+			whole.GatherInputs = true
+			add(whole)
+			add(OpLayout{Style: Replicated, GatherInputs: true})
+		} else {
+			add(OpLayout{Style: Replicated})
+		}
+	case len(in.cuts) == 0 || op.Class.Cut == training.CutMetadata:
+		add(OpLayout{})
+	default:
+		if axis, ok := followCut(g, op, in, tp); ok {
+			add(OpLayout{Style: Sharded, Axis: axis})
+		}
+		add(OpLayout{Style: Replicated, GatherInputs: true})
+	}
+	return out
+}
+
+// advance is the live activations' cuts after op i runs under l: its
+// outputs added as assignTensorParallel records them, and what no later
+// operator reads dropped.
+func advance(g *training.Graph, i int, op training.Op, in inputSlices, l OpLayout, cut map[string]int, last map[string]int) map[string]int {
+	out := make(map[string]int, len(cut)+len(op.Outputs))
+	for v, a := range cut {
+		if last[v] > i {
+			out[v] = a
+		}
+	}
+	if !in.activation || op.Class.Cut == training.CutMetadata {
+		return out
+	}
+	for _, v := range op.Outputs {
+		if last[v] <= i {
+			continue
+		}
+		out[v] = -1
+		if l.sliced() {
+			out[v] = l.Axis
+		}
+	}
+	return out
+}
+
+// lastReads is the last operator reading each value.
+func lastReads(g *training.Graph) map[string]int {
+	last := map[string]int{}
+	for i, op := range g.Ops {
+		for _, v := range op.Inputs {
+			last[v] = i
+		}
+	}
+	return last
+}
+
+func stateKey(cut map[string]int) string {
+	keys := make([]string, 0, len(cut))
+	for v, a := range cut {
+		keys = append(keys, v+"\x00"+strconv.Itoa(a))
+	}
+	slices.Sort(keys)
+	return strings.Join(keys, "\x01")
+}
+
+// cheapest keeps the n cheapest states, in a fixed order.
+func cheapest(m map[string]*jointState, n int) []*jointState {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(cmp.Compare(m[a].cost, m[b].cost), cmp.Compare(a, b)) })
+	out := make([]*jointState, 0, min(n, len(keys)))
+	for _, k := range keys[:min(n, len(keys))] {
+		out = append(out, m[k])
+	}
+	return out
+}
+
+// jointPricer prices one operator's layout as the simulator would, summed
+// rather than scheduled: its forward and backward on the device for every
+// micro-batch, the tensor-parallel collectives its layout needs (as the
+// task graph issues them, on the slowest of the stage's groups), and the
+// data-parallel all-reduce of its weight's gradient, once a step. The
+// simulator overlaps some of these; the sum ranks layouts, and the plan
+// chosen is then simulated like any other.
+type jointPricer struct {
+	g     *training.Graph
+	s     Strategy
+	o     Options
+	c     *costs
+	micro float64
+	tp    groups
+	dp    groups
+	act   float64
+}
+
+func newJointPricer(g *training.Graph, s Strategy, o Options, c *costs) *jointPricer {
+	b := &builder{o: o, s: s}
+	micro := 1 / float64(s.DP*s.Microbatches)
+	return &jointPricer{g: g, s: s, o: o, c: c, micro: micro, tp: b.tpGroups(0), dp: b.dpGroups(0), act: micro * c.elem / 4}
+}
+
+func (p *jointPricer) of(i int, l OpLayout) float64 {
+	op := p.g.Ops[i]
+	t := p.c.op(p.g, op, piece{share: p.micro, cut: l.cut(p.s.TP), style: l.Style})
+	per := t.Forward + t.Backward
+	in := inputBytes(p.g, op) * p.act
+	if l.GatherInputs {
+		per += p.slowest(p.tp, func(pl cluster.Placement) float64 { return p.o.Machine.AllGatherAt(pl, in) })
+	}
+	if l.ForwardAllReduce {
+		per += p.slowest(p.tp, func(pl cluster.Placement) float64 { return p.o.Machine.AllReduceAt(pl, op.OutputBytes*p.act) })
+	}
+	if l.BackwardAllReduce {
+		per += p.slowest(p.tp, func(pl cluster.Placement) float64 { return p.o.Machine.AllReduceAt(pl, in) })
+	}
+	total := per * float64(p.s.Microbatches)
+	if op.ParamBytes > 0 && p.s.DP > 1 {
+		w := op.ParamBytes * l.cut(p.s.TP)
+		total += p.slowest(p.dp, func(pl cluster.Placement) float64 { return p.o.Machine.AllReduceAt(pl, w) })
+	}
+	return total
+}
+
+func (p *jointPricer) slowest(gs groups, cost func(cluster.Placement) float64) float64 {
+	var t float64
+	for _, pl := range gs.places {
+		t = max(t, cost(pl))
+	}
+	return t
+}
+
+// inputBytes are the fp32 bytes of the activations op reads.
+func inputBytes(g *training.Graph, op training.Op) float64 {
+	var s float64
+	for _, v := range op.Inputs {
+		if _, ok := g.Producer(v); ok {
+			s += g.ValueBytes(v)
+		}
+	}
+	return s
+}

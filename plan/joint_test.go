@@ -1,0 +1,163 @@
+package plan
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"rulebook/cluster"
+	"rulebook/rules"
+	"rulebook/training"
+	"rulebook/version"
+)
+
+// parallelVersion is a released parallel version, exported as a bundle by
+// 'rulebook build --ops parallel --degrees 2,3 --max-ops 3' then
+// 'rulebook export --version v1 --format json'.
+func parallelVersion(t *testing.T) *Substitutions {
+	t.Helper()
+	v, err := version.LoadBundle("testdata/parallel-v1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSubstitutions(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestJointFindsMegatron: searched on the BERT-Large-sized transformer at
+// tensor degrees 2 and 4, the joint layouts are Megatron's: Q, K, V and
+// the first MLP product cut by output columns, the attention's output and
+// the second MLP product by input rows, and so one forward all-reduce per
+// attention block and one per MLP block. Each product's layout cites the
+// version's rule.
+func TestJointFindsMegatron(t *testing.T) {
+	m, _ := training.Builtin("bert-large")
+	g, err := training.FromONNX(m, "bert-large", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subs := parallelVersion(t)
+	want := map[string]Style{"q": Colwise, "k": Colwise, "v": Colwise, "o": Rowwise, "f1": Colwise, "f2": Rowwise}
+	for _, tp := range []int{2, 4} {
+		o := Options{Machine: machine(tp), Precision: cluster.FP32, Substitutions: subs}
+		r, err := Price(context.Background(), g, Strategy{Kind: Joint, DP: 1, TP: tp, PP: 1, Microbatches: 1}, o)
+		if err != nil || r.Err != nil {
+			t.Fatalf("tp%d: %v %v", tp, err, r.Err)
+		}
+		reduces := map[string]int{}
+		for i, l := range r.Layouts {
+			op := g.Ops[i]
+			if op.Product == nil || op.ParamBytes == 0 {
+				if l.ForwardAllReduce {
+					t.Errorf("tp%d: %s all-reduces its output", tp, op.Name)
+				}
+				continue
+			}
+			last := op.Module[strings.LastIndex(op.Module, ".")+1:]
+			if l.Style != want[last] || l.GatherInputs {
+				t.Errorf("tp%d: %s is %s (gather %v), want %s", tp, op.Name, l.Style, l.GatherInputs, want[last])
+			}
+			if l.ForwardAllReduce {
+				reduces[op.Module[:strings.LastIndex(op.Module, ".")]]++
+			}
+		}
+		if len(reduces) != 24 {
+			t.Errorf("tp%d: forward all-reduces in %d layers, want 24", tp, len(reduces))
+		}
+		for layer, n := range reduces {
+			if n != 2 {
+				t.Errorf("tp%d: %s has %d forward all-reduces, want 2 (attention, MLP)", tp, layer, n)
+			}
+		}
+		c := subs.cite(g, r)
+		if len(c.Applied) < 2 || c.Applied[0].Rule != subs.Column.Rule || c.Applied[0].Operators != 96 || c.Applied[1].Operators != 48 {
+			t.Errorf("tp%d: citations %+v", tp, c.Applied)
+		}
+	}
+}
+
+// TestJointNeverAboveGrid: for each data × tensor factorisation the joint
+// family's simulated step is at most the grid's, on a transformer, the
+// MLP and a CNN.
+func TestJointNeverAboveGrid(t *testing.T) {
+	subs := parallelVersion(t)
+	for _, c := range []struct {
+		model string
+		batch int64
+	}{{"bert-large", 24}, {"mlp", 384}, {"dlrm", 384}} {
+		m, _ := training.Builtin(c.model)
+		g, err := training.FromONNX(m, c.model, c.batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := Options{Machine: machine(6), Substitutions: subs}
+		for _, s := range candidates(Grid, 6, 6, 0) {
+			grid, err := Price(context.Background(), g, s, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Kind = Joint
+			joint, err := Price(context.Background(), g, s, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if grid.Err == nil && (joint.Err != nil || joint.Time.Step > grid.Time.Step) {
+				t.Errorf("%s %s: joint %v (%v), grid %v", c.model, layoutText(s), joint.Time.Step, joint.Err, grid.Time.Step)
+			}
+		}
+	}
+}
+
+// TestJointNeedsParallelRules: without a pinned version the joint family
+// is not searched and the table says why; asked for alone it is refused;
+// a version without the column cut's rule gets no column cut.
+func TestJointNeedsParallelRules(t *testing.T) {
+	g := smallEncoder(t)
+	o := Options{Machine: machine(2)}
+	if _, err := Choose(context.Background(), g, []Kind{Joint}, o); err == nil || !strings.Contains(err.Error(), "--rules") {
+		t.Errorf("joint alone without rules: %v", err)
+	}
+	c, err := Choose(context.Background(), g, Kinds, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table bytes.Buffer
+	if err := c.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "joint: not searched") {
+		t.Errorf("the table does not say why joint was not searched:\n%s", table.String())
+	}
+	subs := parallelVersion(t)
+	subs.Column = nil
+	o.Substitutions = subs
+	r, err := Price(context.Background(), g, Strategy{Kind: Joint, DP: 1, TP: 2, PP: 1, Microbatches: 1}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range r.Layouts {
+		if l.Style == Colwise {
+			t.Errorf("%s is cut by columns, which the version does not prove", g.Ops[i].Name)
+		}
+	}
+}
+
+// TestJointRulesAreTheRegistrys: the rules the search looks for parse
+// with the registry and each appears in the shipped bundle as released.
+func TestJointRulesAreTheRegistrys(t *testing.T) {
+	subs := parallelVersion(t)
+	found := []*AppliedRule{subs.Batch, subs.Column, subs.Row, subs.Follow[rules.NameRelu], subs.Follow[rules.NameEwadd]}
+	for i, a := range found {
+		if a == nil {
+			t.Errorf("rule %d of the search is not in the version", i)
+			continue
+		}
+		if _, err := rules.ParseRule(rules.All(), a.Rule); err != nil {
+			t.Errorf("%s: %v", a.Rule, err)
+		}
+	}
+}

@@ -1,0 +1,226 @@
+package plan
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sort"
+
+	"rulebook/rules"
+	"rulebook/training"
+	"rulebook/version"
+)
+
+// The joint search stands on the pinned version's proved rules: a layout
+// that moves a product's data is open to the search only where the
+// version holds the rule that says the layout computes the same tensor.
+// Each is an identity at every degree d between a product and the
+// product of its pieces, in the registry's parallel operators.
+
+// layoutRule is one parallelization a layout style applies.
+type layoutRule struct {
+	what string
+	text string
+}
+
+// The rules behind the layouts, in the registry's names. linear is
+// FlexFlow's x (…, in) times w (in, out) on rank-3 activations, so the
+// feature axis is 2.
+var (
+	batchRule = layoutRule{"a product's rows cut over data-parallel replicas, its weight copied",
+		fmt.Sprintf("(%[1]s none (%[2]s 0 d ?a) (%[3]s d ?b)) => (%[2]s 0 d (%[1]s none ?a ?b))", rules.NameLinear, rules.NamePartition, rules.NameReplicate)}
+	columnRule = layoutRule{"a product's output columns cut, its input copied (Megatron's column cut)",
+		fmt.Sprintf("(%[1]s none (%[3]s d ?a) (%[2]s 1 d ?b)) => (%[2]s 2 d (%[1]s none ?a ?b))", rules.NameLinear, rules.NamePartition, rules.NameReplicate)}
+	rowRule = layoutRule{"a product's contraction cut, its output summed (Megatron's row cut)",
+		fmt.Sprintf("(%[1]s none (%[2]s 2 d ?a) (%[2]s 0 d ?b)) => (%[3]s d (%[1]s none ?a ?b))", rules.NameLinear, rules.NameCombine, rules.NameReduce)}
+	// followRules are the element-wise operators proved to keep a cut,
+	// by the registry's name
+	followRules = map[string]layoutRule{
+		rules.NameRelu: {"relu keeps its input's cut",
+			fmt.Sprintf("(%[1]s (%[2]s 2 d ?a)) => (%[2]s 2 d (%[1]s ?a))", rules.NameRelu, rules.NamePartition)},
+		rules.NameEwadd: {"an addition of two inputs cut alike is cut alike",
+			fmt.Sprintf("(%[1]s (%[2]s 2 d ?a) (%[2]s 2 d ?b)) => (%[2]s 2 d (%[1]s ?a ?b))", rules.NameEwadd, rules.NamePartition)},
+	}
+)
+
+// Substitutions are the rules of the pinned version the joint search may
+// apply, by the layout they justify; a nil field is a layout the version
+// does not prove.
+type Substitutions struct {
+	Version            string
+	Batch, Column, Row *AppliedRule
+	// Follow are the element-wise operators' rules, by registry name.
+	Follow   map[string]*AppliedRule
+	parallel int
+}
+
+// AppliedRule is a rule of the pinned version, as the plan cites it.
+type AppliedRule struct {
+	What string `json:"what"`
+	// ID is the store's rule id (0 from a bundle); Hash its content hash.
+	ID   int64  `json:"id,omitempty"`
+	Hash string `json:"hash"`
+	Rule string `json:"rule"`
+	// Operators is how many of the plan's operators the rule lays out.
+	Operators int `json:"operators"`
+}
+
+// NewSubstitutions finds the layouts' rules in a version, as canonical
+// texts (either orientation).
+func NewSubstitutions(v *version.Set) (*Substitutions, error) {
+	s := &Substitutions{Version: v.Describe(), parallel: v.ParallelRules(), Follow: map[string]*AppliedRule{}}
+	find := func(lr layoutRule) (*AppliedRule, error) {
+		r, err := rules.ParseRule(rules.All(), lr.text)
+		if err != nil {
+			return nil, fmt.Errorf("the joint search's rule %q: %w", lr.text, err)
+		}
+		_, canon := r.Oriented()
+		i := slices.Index(v.Texts, canon.String())
+		if i < 0 {
+			return nil, nil
+		}
+		a := &AppliedRule{What: lr.what, Hash: v.RuleHashes[i], Rule: v.Texts[i]}
+		if v.IDs != nil {
+			a.ID = v.IDs[i]
+		}
+		return a, nil
+	}
+	var err error
+	for _, f := range []struct {
+		rule layoutRule
+		dst  **AppliedRule
+	}{{batchRule, &s.Batch}, {columnRule, &s.Column}, {rowRule, &s.Row}} {
+		if *f.dst, err = find(f.rule); err != nil {
+			return nil, err
+		}
+	}
+	for name, lr := range followRules {
+		a, err := find(lr)
+		if err != nil {
+			return nil, err
+		}
+		if a != nil {
+			s.Follow[name] = a
+		}
+	}
+	return s, nil
+}
+
+// searchable reports whether the joint search can run: a version is
+// pinned and holds parallel rules.
+func (s *Substitutions) searchable() bool { return s != nil && s.parallel > 0 }
+
+// why says why the joint search cannot run.
+func (s *Substitutions) why() string {
+	if s == nil {
+		return "it applies the rules of a pinned version; name one with --rules TAG"
+	}
+	return s.Version + " has no parallel rules to search with"
+}
+
+// allows reports whether the version proves the rule behind l: a
+// product's column or row cut. Other layouts move no product's data
+// (gathering is the registry's combine, all-reducing its reduce and
+// replicate) or are cited as unproved (Citations).
+func (s *Substitutions) allows(l OpLayout) bool {
+	switch l.Style {
+	case Colwise:
+		return s.Column != nil
+	case Rowwise:
+		return s.Row != nil
+	}
+	return true
+}
+
+// allowAll reports whether the version proves every layout's rule (any
+// layout without a version: the family is not searched then).
+func (s *Substitutions) allowAll(ls []OpLayout) bool {
+	for _, l := range ls {
+		if s != nil && !s.allows(l) {
+			return false
+		}
+	}
+	return true
+}
+
+// Citations is what the chosen joint plan rests on: each rule applied,
+// with the operators it lays out, and by operator type the layouts no
+// proved rule covers yet (the registry has no operator for them).
+type Citations struct {
+	Version  string         `json:"version"`
+	Applied  []AppliedRule  `json:"applied"`
+	Unproved map[string]int `json:"unproved,omitempty"`
+}
+
+// cite counts the rules r's layouts apply to g's operators.
+func (s *Substitutions) cite(g *training.Graph, r *Result) *Citations {
+	c := &Citations{Version: s.Version, Unproved: map[string]int{}}
+	count := map[*AppliedRule]int{}
+	for i, l := range r.Layouts {
+		op := g.Ops[i]
+		if r.Strategy.DP > 1 && op.Product != nil && op.ParamBytes > 0 && s.Batch != nil {
+			count[s.Batch]++
+		}
+		switch l.Style {
+		case Colwise:
+			count[s.Column]++
+		case Rowwise:
+			count[s.Row]++
+		case Sharded:
+			if a := s.Follow[registryName(op.Type)]; a != nil {
+				count[a]++
+			} else {
+				c.Unproved[op.Type]++
+			}
+		}
+	}
+	applied := []*AppliedRule{s.Batch, s.Column, s.Row}
+	for _, name := range slices.Sorted(maps.Keys(s.Follow)) {
+		applied = append(applied, s.Follow[name])
+	}
+	for _, a := range applied {
+		if a != nil && count[a] > 0 {
+			cp := *a
+			cp.Operators = count[a]
+			c.Applied = append(c.Applied, cp)
+		}
+	}
+	return c
+}
+
+// registryName is the registry's operator for an ONNX operator type, or
+// "" where it has none.
+func registryName(onnxType string) string {
+	for _, op := range rules.All().Ops() {
+		if slices.Contains(op.ONNX.Types, onnxType) {
+			return op.Name
+		}
+	}
+	return ""
+}
+
+// Write prints the citations under the comparison.
+func (c *Citations) Write(w io.Writer) error {
+	fmt.Fprintf(w, "joint plan's substitutions, from %s:\n", c.Version)
+	for _, a := range c.Applied {
+		id := "rule " + a.Hash[:12]
+		if a.ID > 0 {
+			id = fmt.Sprintf("rule %d", a.ID)
+		}
+		fmt.Fprintf(w, "  %s × %d operators: %s\n    %s\n", id, a.Operators, a.What, a.Rule)
+	}
+	if len(c.Unproved) > 0 {
+		types := make([]string, 0, len(c.Unproved))
+		for t := range c.Unproved {
+			types = append(types, t)
+		}
+		sort.Strings(types)
+		fmt.Fprintf(w, "  laid out by the planner's own rules, no proved rule yet:")
+		for _, t := range types {
+			fmt.Fprintf(w, " %s ×%d", t, c.Unproved[t])
+		}
+		fmt.Fprintln(w)
+	}
+	return nil
+}
