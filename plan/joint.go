@@ -58,7 +58,7 @@ func jointLayouts(g *training.Graph, s Strategy, o Options, c *costs) []OpLayout
 		for _, st := range states {
 			in := inputCuts(g, op, st.cut)
 			for _, l := range jointOptions(g, op, in, s.TP) {
-				if o.Substitutions != nil && !o.Substitutions.allows(l) {
+				if o.Substitutions != nil && !o.Substitutions.allows(op, l) {
 					continue
 				}
 				cut := advance(g, i, op, in, l, st.cut, last)

@@ -119,25 +119,28 @@ func (s *Substitutions) why() string {
 	return s.Version + " has no parallel rules to search with"
 }
 
-// allows reports whether the version proves the rule behind l: a
-// product's column or row cut. Other layouts move no product's data
-// (gathering is the registry's combine, all-reducing its reduce and
-// replicate) or are cited as unproved (Citations).
-func (s *Substitutions) allows(l OpLayout) bool {
+// allows reports whether the version proves the rule behind op's layout
+// l: a linear product's column or row cut (the rules are the registry's
+// linear; a convolution's channel cuts have no rule yet). Other layouts
+// move no product's data (gathering is the registry's combine,
+// all-reducing its reduce and replicate) or are cited as unproved
+// (Citations).
+func (s *Substitutions) allows(op training.Op, l OpLayout) bool {
+	linear := op.Product != nil && op.Product.Linear
 	switch l.Style {
 	case Colwise:
-		return s.Column != nil
+		return linear && s.Column != nil
 	case Rowwise:
-		return s.Row != nil
+		return linear && s.Row != nil
 	}
 	return true
 }
 
 // allowAll reports whether the version proves every layout's rule (any
 // layout without a version: the family is not searched then).
-func (s *Substitutions) allowAll(ls []OpLayout) bool {
-	for _, l := range ls {
-		if s != nil && !s.allows(l) {
+func (s *Substitutions) allowAll(g *training.Graph, ls []OpLayout) bool {
+	for i, l := range ls {
+		if s != nil && !s.allows(g.Ops[i], l) {
 			return false
 		}
 	}
@@ -159,8 +162,12 @@ func (s *Substitutions) cite(g *training.Graph, r *Result) *Citations {
 	count := map[*AppliedRule]int{}
 	for i, l := range r.Layouts {
 		op := g.Ops[i]
-		if r.Strategy.DP > 1 && op.Product != nil && op.ParamBytes > 0 && s.Batch != nil {
-			count[s.Batch]++
+		if r.Strategy.DP > 1 && op.Product != nil && op.ParamBytes > 0 {
+			if op.Product.Linear && s.Batch != nil {
+				count[s.Batch]++
+			} else {
+				c.Unproved[op.Type+" (rows cut)"]++
+			}
 		}
 		switch l.Style {
 		case Colwise:

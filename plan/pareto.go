@@ -88,10 +88,13 @@ func leverVariants(g *training.Graph, kinds []Kind, o Options) ([]*variant, erro
 	seen := map[Strategy]bool{}
 	var out []*variant
 	for _, k := range kinds {
-		if k == Embedding && len(lookups(g)) == 0 {
+		if k == Embedding && len(lookups(g)) == 0 || k == Joint && !o.Substitutions.searchable() {
 			continue
 		}
 		for _, s := range candidates(k, o.Machine.NumDevices(), o.Machine.DevicesPerNode, o.Microbatches) {
+			if s.Embedding != "" && len(lookups(g)) == 0 {
+				continue
+			}
 			base := &variant{base: true}
 			for _, set := range slices.Concat(leverTiers(s)...) {
 				for _, a := range accumulations(set, g.Batch) {

@@ -63,6 +63,9 @@ func Choose(ctx context.Context, g *training.Graph, kinds []Kind, o Options) (*C
 		}
 		var skipped *Result
 		for _, s := range candidates(k, o.Machine.NumDevices(), o.Machine.DevicesPerNode, o.Microbatches) {
+			if s.Embedding != "" && len(lookups(g)) == 0 {
+				continue
+			}
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}

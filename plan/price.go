@@ -259,7 +259,7 @@ func greedyIfFaster(ctx context.Context, g *training.Graph, r *Result, o Options
 	s := r.Strategy
 	s.Kind = Grid
 	alt, err := prepare(g, s, o)
-	if err != nil || alt.Err != nil || slices.Equal(alt.Layouts, r.Layouts) || !o.Substitutions.allowAll(alt.Layouts) {
+	if err != nil || alt.Err != nil || slices.Equal(alt.Layouts, r.Layouts) || !o.Substitutions.allowAll(g, alt.Layouts) {
 		return r, err
 	}
 	if err := simulateStep(ctx, g, alt, o); err != nil {

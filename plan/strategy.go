@@ -133,11 +133,20 @@ func candidates(k Kind, n, perNode, microbatches int) []Strategy {
 		}
 		return out
 	case Joint:
+		// every data × tensor grid, pipelines of such grids with the
+		// tensor groups inside a node, and the embedding placements: the
+		// other families' spaces, each with its layouts searched
 		var out []Strategy
 		for tp := 1; tp <= n; tp++ {
-			if n%tp == 0 {
-				out = append(out, one(n/tp, tp, 1))
+			for pp := 1; n%tp == 0 && pp <= n/tp; pp++ {
+				if (n/tp)%pp == 0 && (pp == 1 || perNode%tp == 0) {
+					out = append(out, one(n/tp/pp, tp, pp))
+				}
 			}
+		}
+		for _, s := range embeddingCandidates(n) {
+			s.Kind = Joint
+			out = append(out, s)
 		}
 		return out
 	case Grid:
