@@ -232,7 +232,7 @@ func (t *tables) priceLookups(g *training.Graph, c *costs, out []OpCost, microba
 func (b *builder) exchange() (ids, rows float64) {
 	for _, i := range b.lookupOrder() {
 		op, s := b.g.Ops[i], b.r.tables.share[i]
-		copies := float64(max(1, len(b.r.tables.owners[i]))) // row-wise: one owner an index
+		copies := float64(max(1, len(b.r.tables.owners[i])))       // row-wise: one owner an index
 		ids += 2 * b.g.ValueBytes(op.Inputs[1]) * b.micro * copies // training counts 4 bytes an element
 		rows += s * b.g.ValueBytes(op.Outputs[0]) * b.micro * float64(b.s.DP)
 	}
