@@ -4,6 +4,7 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -52,13 +53,15 @@ func torchLayer(t *testing.T) (*onnx.Model, *training.Graph) {
 // torch.onnx's unflatten, Gathers and [seq, batch·heads, head] reshapes
 // to the scores' heads axis, out_proj by rows; the feed-forward pair is
 // Megatron's. Nothing is gathered. The IR 11 annotations say the same,
-// the packed weight's axis as 3 whole blocks each cut tp ways, and
-// onnx.checker accepts them.
+// the packed weight's axis as 3 whole blocks each cut tp ways, and q's
+// heads merged with the batch ([batch·heads, s, head]) as the batch cut dp
+// ways, each batch's heads tp ways; onnx.checker accepts them.
 func TestTorchEncoderLayerTP(t *testing.T) {
 	model, g := torchLayer(t)
-	for _, tp := range []int{2, 4} {
-		s := Strategy{Kind: Grid, DP: 1, TP: tp, PP: 1, Microbatches: 1}
-		r, err := Price(context.Background(), g, s, Options{Machine: machine(tp)})
+	for _, c := range []struct{ dp, tp int }{{1, 2}, {1, 4}, {2, 2}} {
+		dp, tp := c.dp, c.tp
+		s := Strategy{Kind: Grid, DP: dp, TP: tp, PP: 1, Microbatches: 1}
+		r, err := Price(context.Background(), g, s, Options{Machine: machine(dp * tp)})
 		if err != nil || r.Err != nil {
 			t.Fatal(err, r.Err)
 		}
@@ -91,42 +94,47 @@ func TestTorchEncoderLayerTP(t *testing.T) {
 		if len(want) != 0 {
 			t.Errorf("tp%d: operators not in the export: %v", tp, want)
 		}
-		packedAnnotated(t, model, g, r, packedWeight, tp)
+		packedAnnotated(t, model, g, r, packedWeight, dp, tp)
 	}
 }
 
 // packedAnnotated checks the packed in_proj weight's IR 11 sharding: axis
-// 1 of [64, 192] as 3 whole blocks, each of 64 cut tp ways, and that
+// 1 of [64, 192] as 3 whole blocks, each of 64 cut tp ways (on every
+// data-parallel replica); q's heads merged with the batch, [8·4, 8, 16],
+// as the 8 batches cut dp ways and each one's 4 heads tp ways; and that
 // onnx.checker and ONNX Runtime accept the annotated model
 // (scripts/check_sharding.py).
-func packedAnnotated(t *testing.T, model *onnx.Model, g *training.Graph, r *Result, weight string, tp int) {
+func packedAnnotated(t *testing.T, model *onnx.Model, g *training.Graph, r *Result, weight string, dp, tp int) {
 	t.Helper()
 	sharded, err := (&Choice{Model: g.Model, Chosen: r}).Sharded(model, g)
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := false
+	want := map[string]onnx.ShardedDim{
+		weight: {Axis: 1, DimValue: 64, NumShards: int64(tp), Outer: []onnx.SimpleShardedDim{{DimValue: 3, NumShards: 1}}},
+		"/l/self_attn/Transpose_2_output_0": {Axis: 0, DimValue: 4, NumShards: int64(tp), Outer: []onnx.SimpleShardedDim{{DimValue: 8, NumShards: int64(dp)}}},
+	}
 	for _, n := range sharded.Graph.Nodes {
 		for _, spec := range n.DeviceConfigurations[0].Shardings {
-			if spec.TensorName != weight {
+			w, ok := want[spec.TensorName]
+			if !ok {
 				continue
 			}
-			found = true
-			d := spec.ShardedDims
-			if len(d) != 1 || d[0].Axis != 1 || d[0].DimValue != 64 || d[0].NumShards != int64(tp) ||
-				len(d[0].Outer) != 1 || d[0].Outer[0] != (onnx.SimpleShardedDim{DimValue: 3, NumShards: 1}) || len(spec.Devices) != tp {
-				t.Errorf("tp%d: %s annotated %+v on %v, want axis 1 as 3 whole blocks of 64 cut %d ways", tp, weight, d, spec.Devices, tp)
+			delete(want, spec.TensorName)
+			shards := w.NumShards * w.Outer[0].NumShards // one device or group each
+			if d := spec.ShardedDims; len(d) != 1 || !slices.Equal(d[0].Outer, w.Outer) || d[0].Axis != w.Axis || d[0].DimValue != w.DimValue || d[0].NumShards != w.NumShards || int64(len(spec.Devices)) != shards {
+				t.Errorf("dp%d×tp%d: %s annotated %+v on %v, want %+v in %d shards", dp, tp, spec.TensorName, d, spec.Devices, w, shards)
 			}
 		}
 	}
-	if !found {
-		t.Errorf("tp%d: the packed weight %s is not annotated", tp, weight)
+	if len(want) != 0 {
+		t.Errorf("dp%d×tp%d: not annotated: %v", dp, tp, want)
 	}
 	path := filepath.Join(t.TempDir(), "layer.sharded.onnx")
 	if err := onnx.WriteModel(path, sharded); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command("python3", "../scripts/check_sharding.py", path).CombinedOutput(); err != nil {
-		t.Errorf("tp%d: check_sharding: %v\n%s", tp, err, strings.TrimSpace(string(out)))
+		t.Errorf("dp%d×tp%d: check_sharding: %v\n%s", dp, tp, err, strings.TrimSpace(string(out)))
 	}
 }

@@ -59,7 +59,7 @@ func (c *Choice) Torch(g *training.Graph) (*TorchPlan, error) {
 		return nil, fmt.Errorf("--emit torch: the chosen plan (%s) has pipeline stages, which parallelize_module cannot express; choose --strategy dp, tp or grid: %w", s, ErrNotTorch)
 	}
 	if s.Embedding != "" {
-		return nil, fmt.Errorf("--emit torch: the chosen plan (%s) places embedding tables on single devices, which parallelize_module cannot express (TorchRec's sharder does); choose --strategy dp, tp or grid: %w", s, ErrNotTorch)
+		return nil, fmt.Errorf("--emit torch: the chosen plan (%s) shards embedding tables over the devices (by table, row or column), which parallelize_module cannot express (TorchRec's sharder does); choose --strategy dp, tp or grid: %w", s, ErrNotTorch)
 	}
 	t := &TorchPlan{Format: TorchFormat, Model: c.Model, WorldSize: s.Devices(), Layers: layerCount(g),
 		Mesh:    TorchMesh{Shape: []int{s.DP, s.TP}, DimNames: []string{"dp", "tp"}},
