@@ -111,7 +111,7 @@ func packedAnnotated(t *testing.T, model *onnx.Model, g *training.Graph, r *Resu
 		t.Fatal(err)
 	}
 	want := map[string]onnx.ShardedDim{
-		weight: {Axis: 1, DimValue: 64, NumShards: int64(tp), Outer: []onnx.SimpleShardedDim{{DimValue: 3, NumShards: 1}}},
+		weight:                              {Axis: 1, DimValue: 64, NumShards: int64(tp), Outer: []onnx.SimpleShardedDim{{DimValue: 3, NumShards: 1}}},
 		"/l/self_attn/Transpose_2_output_0": {Axis: 0, DimValue: 4, NumShards: int64(tp), Outer: []onnx.SimpleShardedDim{{DimValue: 8, NumShards: int64(dp)}}},
 	}
 	for _, n := range sharded.Graph.Nodes {
