@@ -202,6 +202,12 @@ func appendNodeDeviceConfiguration(b []byte, c NodeDeviceConfiguration) []byte {
 			for _, d := range s.ShardedDims {
 				b = appendMessage(b, 4, func(b []byte) []byte {
 					b = appendVarintField(b, 1, fromInt64(d.Axis))
+					for _, o := range d.Outer {
+						b = appendMessage(b, 2, func(b []byte) []byte {
+							b = appendVarintField(b, 1, fromInt64(o.DimValue))
+							return appendVarintField(b, 3, fromInt64(o.NumShards))
+						})
+					}
 					return appendMessage(b, 2, func(b []byte) []byte {
 						if d.DimParam != "" {
 							b = appendStringField(b, 2, d.DimParam)

@@ -73,6 +73,18 @@ type ShardedDim struct {
 	DimValue  int64
 	DimParam  string
 	NumShards int64
+	// Outer, where a reshape fused outer axes into this one, are their
+	// levels, outermost first (one SimpleShardedDimProto each, before the
+	// one DimValue and NumShards make): an axis of 3·64 whose 64 is cut
+	// in two within each of the 3 blocks is Outer {3, 1}, then 64 in 2.
+	Outer []SimpleShardedDim
+}
+
+// SimpleShardedDim is one level of a ShardedDim: DimValue blocks cut into
+// NumShards shards (1: every shard holds all of them).
+type SimpleShardedDim struct {
+	DimValue  int64
+	NumShards int64
 }
 
 // OperatorSetID is an OperatorSetIdProto: an empty domain is the default

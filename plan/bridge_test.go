@@ -79,7 +79,11 @@ func writeTorchPlan(t *testing.T, tp *TorchPlan, model string) string {
 //     of its architecture at width 64;
 //   - the built-in mlp (16 layers of width 8192), planned by Run with
 //     --emit torch, on its twin at width 64; the bridge used to refuse
-//     it ("module layers.10 is not in the mlp model").
+//     it ("module layers.10 is not in the mlp model");
+//   - PyTorch's own nn.TransformerEncoderLayer (torch_layer, exported with
+//     a dynamic batch), whose packed in_proj is cut by heads (the bridge's
+//     heads style; plan.TestTorchEncoderLayerTP), at tp 2 and 4 and a
+//     2 × 2 grid.
 func TestTorchPlansRun(t *testing.T) {
 	needPython(t, "torch, onnx")
 	dir := t.TempDir()
@@ -87,7 +91,7 @@ func TestTorchPlansRun(t *testing.T) {
 	models := map[string]*onnx.Model{
 		"built block": training.Transformer(training.TransformerConfig{Layers: 2, Hidden: 64, Heads: 4, FFN: 256, Seq: 8}),
 	}
-	for _, name := range []string{"mlp", "block", "block_dynamic"} {
+	for _, name := range []string{"mlp", "block", "block_dynamic", "torch_layer_dynamic"} {
 		m, err := onnx.ReadModel(filepath.Join(dir, name+".onnx"))
 		if err != nil {
 			t.Fatal(err)
@@ -114,6 +118,9 @@ func TestTorchPlansRun(t *testing.T) {
 		{"exported", "block_dynamic", 1, 2, megatron(2), "block"},
 		{"built", "block", 1, 2, megatron(2), "block"},
 		{"shared", "bert_base", 1, 2, megatron(12), "block"},
+		{"exported", "torch_layer_dynamic", 1, 2, headsLayer, "torch_layer"},
+		{"exported", "torch_layer_dynamic", 1, 4, headsLayer, "torch_layer"},
+		{"exported", "torch_layer_dynamic", 2, 2, headsLayer, "torch_layer"},
 	} {
 		name := c.source + " " + c.model
 		g, err := training.FromONNX(models[name], c.model, 8)
@@ -140,6 +147,10 @@ func TestTorchPlansRun(t *testing.T) {
 	}
 	t.Logf("%d plans (%.1f s):\n%s", len(plans), time.Since(start).Seconds(), text)
 }
+
+// headsLayer is the torch plan of nn.TransformerEncoderLayer: its
+// attention cut by heads, its feed-forward pair Megatron's.
+var headsLayer = map[string]string{"l.self_attn": HeadsStyle, "l.linear1": "colwise", "l.linear2": "rowwise"}
 
 // builtinMLPPlan plans the built-in mlp on one node of the given devices
 // with Run, --strategy tp and --emit torch, and returns the torch plan.

@@ -25,6 +25,12 @@ import (
 //     the device holding least so far.
 //   - Row-wise: each table cut by rows over every device; each looks up
 //     the indices that fall in its rows.
+//   - Column-wise: each table cut by columns (its embedding dimension)
+//     into k shards, k the largest divisor of the dimension up to the
+//     devices that leaves shards of MinColumnShard columns or more, each
+//     shard on one of the k least loaded devices. Every
+//     shard owner looks up every index of its table, so the indices go
+//     to all k owners; the rows come back as k slices of every row.
 
 // Embedding is the family of these strategies (--strategy emb).
 const Embedding Kind = "emb"
@@ -34,8 +40,9 @@ type EmbeddingSharding string
 
 // The shardings, as labels and plan.json spell them.
 const (
-	TableWise EmbeddingSharding = "table"
-	RowWise   EmbeddingSharding = "row"
+	TableWise  EmbeddingSharding = "table"
+	RowWise    EmbeddingSharding = "row"
+	ColumnWise EmbeddingSharding = "column"
 )
 
 // ErrNoTables marks a request for --strategy emb on a model without
@@ -43,11 +50,11 @@ const (
 var ErrNoTables = errors.New("the model has no embedding tables (a Gather on a weight)")
 
 // embeddingCandidates are the embedding strategies on n devices: the
-// dense part data parallel over all of them, the tables table-wise or
-// row-wise.
+// dense part data parallel over all of them, the tables table-wise,
+// row-wise or column-wise. The emb family keeps the fastest that fits.
 func embeddingCandidates(n int) []Strategy {
 	var out []Strategy
-	for _, e := range []EmbeddingSharding{TableWise, RowWise} {
+	for _, e := range []EmbeddingSharding{TableWise, RowWise, ColumnWise} {
 		out = append(out, Strategy{Kind: Embedding, DP: n, TP: 1, PP: 1, Microbatches: 1, Embedding: e})
 	}
 	return out
@@ -76,54 +83,110 @@ func lookups(g *training.Graph) []int {
 type tables struct {
 	sharding EmbeddingSharding
 	// share is the part of each lookup's table, and of its rows looked up,
-	// on the priced device (0 where another device owns it); only lookups
+	// on the priced device (0 where it holds none of it); only lookups
 	// have an entry.
 	share map[int]float64
-	// owner is each table's device, table-wise; row-wise every device holds
-	// a 1/n of every table.
-	owner   map[int]int
+	// owners are the devices of each table's shards, in column order:
+	// one table-wise, k column-wise; row-wise every device holds a 1/n of
+	// every table's rows, and owners is empty.
+	owners  map[int][]int
 	devices int
 }
 
 // placeTables spreads g's tables over n devices.
 func placeTables(g *training.Graph, e EmbeddingSharding, n int) *tables {
 	ls := lookups(g)
-	t := &tables{sharding: e, share: map[int]float64{}, owner: map[int]int{}, devices: n}
+	t := &tables{sharding: e, share: map[int]float64{}, owners: map[int][]int{}, devices: n}
 	if e == RowWise {
 		for _, i := range ls {
 			t.share[i] = 1 / float64(n)
 		}
 		return t
 	}
-	// largest first onto the least loaded device (ties to the lowest), so
-	// that no device holds much more than its share
+	// largest table first, its shards onto the least loaded devices (ties
+	// to the lowest), so that no device holds much more than its share
 	order := slices.Clone(ls)
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(g.Ops[b].ParamBytes, g.Ops[a].ParamBytes) })
 	load := make([]float64, n)
 	for _, i := range order {
-		d := 0
-		for k := range load {
-			if load[k] < load[d] {
-				d = k
-			}
+		k := 1
+		if e == ColumnWise {
+			k = columnShards(g, i, n)
 		}
-		load[d] += g.Ops[i].ParamBytes
-		t.owner[i] = d
+		devices := leastLoaded(load, k)
+		for _, d := range devices {
+			load[d] += g.Ops[i].ParamBytes / float64(k)
+		}
+		t.owners[i] = devices
 	}
 	fullest := 0
-	for k := range load {
-		if load[k] > load[fullest] {
-			fullest = k
+	for d := range load {
+		if load[d] > load[fullest] {
+			fullest = d
 		}
 	}
 	for _, i := range ls {
-		if t.owner[i] == fullest {
-			t.share[i] = 1
+		if slices.Contains(t.owners[i], fullest) {
+			t.share[i] = 1 / float64(len(t.owners[i]))
 		} else {
 			t.share[i] = 0
 		}
 	}
 	return t
+}
+
+// MinColumnShard is the narrowest column shard, in columns: TorchRec's
+// planner cuts no narrower (its MIN_CW_DIM), since a lookup of a few
+// columns of a row cannot use the memory system or the lookup kernel's
+// threads well, which this cost model does not price. A table under
+// twice this width is not cut by columns.
+const MinColumnShard = 128
+
+// ErrNarrowTables marks a column-wise plan for a model whose tables are
+// all too narrow to cut by columns: it would be table-wise under another
+// label.
+var ErrNarrowTables = errors.New("no embedding table is wide enough to cut by columns")
+
+// columnShards is how many column shards lookup i's table is cut into on n
+// devices: the largest divisor of its embedding dimension up to n that
+// leaves every shard whole columns, at least MinColumnShard of them, so
+// that no device holds two shards of one table.
+func columnShards(g *training.Graph, i, n int) int {
+	shape := g.ValueShape(g.Ops[i].Inputs[0])
+	if len(shape) != 2 {
+		return 1
+	}
+	dim := shape[1]
+	for k := min(dim/MinColumnShard, int64(n)); k > 1; k-- {
+		if dim%k == 0 {
+			return int(k)
+		}
+	}
+	return 1
+}
+
+// columnsCut refuses a column-wise plan on n devices that would cut no
+// table.
+func columnsCut(g *training.Graph, n int) error {
+	for _, i := range lookups(g) {
+		if columnShards(g, i, n) > 1 {
+			return nil
+		}
+	}
+	return fmt.Errorf("every table is under %d columns, or cannot be cut into shards of at least %d over %d devices: %w", 2*MinColumnShard, MinColumnShard, n, ErrNarrowTables)
+}
+
+// leastLoaded is the k devices holding least (ties to the lowest), in
+// device order.
+func leastLoaded(load []float64, k int) []int {
+	order := make([]int, len(load))
+	for d := range order {
+		order[d] = d
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(load[a], load[b]) })
+	out := slices.Clone(order[:k])
+	slices.Sort(out)
+	return out
 }
 
 // weightShare is the part of op i's weights on the priced device: its
@@ -161,13 +224,16 @@ func (t *tables) priceLookups(g *training.Graph, c *costs, out []OpCost, microba
 
 // exchange is the bytes one device sends in each all-to-all of
 // micro-batch: the indices (int64) of its replica's rows for every
-// table, and the looked-up rows it owns for every replica (as many
-// bytes as their gradients in backward) in fp32: autocast leaves
-// embeddings in fp32, and TorchRec sends them so unless told to quantize.
+// table, to each owner that looks them up (one table-wise and row-wise,
+// every shard's owner column-wise), and the looked-up rows it owns for
+// every replica (as many bytes as their gradients in backward) in fp32:
+// autocast leaves embeddings in fp32, and TorchRec sends them so unless
+// told to quantize.
 func (b *builder) exchange() (ids, rows float64) {
 	for _, i := range b.lookupOrder() {
 		op, s := b.g.Ops[i], b.r.tables.share[i]
-		ids += 2 * b.g.ValueBytes(op.Inputs[1]) * b.micro // training counts 4 bytes an element
+		copies := float64(max(1, len(b.r.tables.owners[i])))       // row-wise: one owner an index
+		ids += 2 * b.g.ValueBytes(op.Inputs[1]) * b.micro * copies // training counts 4 bytes an element
 		rows += s * b.g.ValueBytes(op.Outputs[0]) * b.micro * float64(b.s.DP)
 	}
 	return ids, rows
@@ -256,12 +322,16 @@ func (s Strategy) embeddingLabel() string {
 }
 
 // TableFile is one embedding table's place in plan.json: the devices
-// holding it, each a 1/len(devices) of its rows.
+// holding it, each a 1/len(devices) of it, cut by rows or by columns
+// (in column order) where more than one holds it.
 type TableFile struct {
 	Operator string  `json:"operator"`
 	Weight   string  `json:"weight"`
 	Bytes    float64 `json:"bytes"`
 	Devices  []int   `json:"devices"`
+	// Cut is "rows" or "columns" where the table is cut; absent where one
+	// device holds it whole.
+	Cut string `json:"cut,omitempty"`
 }
 
 // tableFiles lists the tables in graph order; none outside the emb
@@ -275,15 +345,31 @@ func (r *Result) tableFiles(g *training.Graph) []TableFile {
 		if !r.isLookup(i) {
 			continue
 		}
-		out = append(out, TableFile{Operator: op.Name, Weight: op.Inputs[0], Bytes: op.ParamBytes, Devices: r.tables.holders(i)})
+		f := TableFile{Operator: op.Name, Weight: op.Inputs[0], Bytes: op.ParamBytes, Devices: r.tables.holders(i)}
+		if axis, cut := r.tables.cutAxis(i); cut {
+			f.Cut = map[int]string{0: "rows", 1: "columns"}[axis]
+		}
+		out = append(out, f)
 	}
 	return out
 }
 
-// holders are the devices holding op i's table.
+// cutAxis is the axis op i's table is cut on: 0 row-wise, 1 column-wise;
+// cut is false where one device holds it whole.
+func (t *tables) cutAxis(i int) (axis int, cut bool) {
+	switch {
+	case t.sharding == RowWise:
+		return 0, true
+	case len(t.owners[i]) > 1:
+		return 1, true
+	}
+	return 0, false
+}
+
+// holders are the devices holding op i's table, in shard order.
 func (t *tables) holders(i int) []int {
-	if t.sharding == TableWise {
-		return []int{t.owner[i]}
+	if t.sharding != RowWise {
+		return t.owners[i]
 	}
 	all := make([]int, t.devices)
 	for d := range all {
@@ -293,9 +379,10 @@ func (t *tables) holders(i int) []int {
 }
 
 // tableSpec is the IR 11 sharding of a table, v of lookup i: whole on its
-// owner, or cut by rows (axis 0) over every device. ok is false for any
-// other tensor. A row-wise plan's rows divide evenly (rowsDivide), as
-// IR 11's equal shards need.
+// owner, cut by rows (axis 0) over every device, or by columns (axis 1)
+// over its shards' owners. ok is false for any other tensor. A row-wise
+// plan's rows divide evenly (rowsDivide), and column shards are whole
+// divisors of the dimension (columnShards), as IR 11's equal shards need.
 func (r *Result) tableSpec(g *training.Graph, i int, v string) (onnx.ShardingSpec, bool) {
 	if !r.isLookup(i) || v != g.Ops[i].Inputs[0] {
 		return onnx.ShardingSpec{}, false
@@ -304,11 +391,11 @@ func (r *Result) tableSpec(g *training.Graph, i int, v string) (onnx.ShardingSpe
 	for _, d := range r.tables.holders(i) {
 		spec.Devices = append(spec.Devices, int64(d))
 	}
-	if r.tables.sharding == TableWise {
+	axis, cut := r.tables.cutAxis(i)
+	if !cut {
 		return spec, true
 	}
-	rows := g.ValueShape(v)[0]
-	spec.ShardedDims = []onnx.ShardedDim{{Axis: 0, DimValue: rows, NumShards: int64(r.tables.devices)}}
+	spec.ShardedDims = []onnx.ShardedDim{{Axis: int64(axis), DimValue: g.ValueShape(v)[axis], NumShards: int64(len(spec.Devices))}}
 	return spec, true
 }
 

@@ -296,3 +296,133 @@ func TestTiedTableNotPlaced(t *testing.T) {
 		})
 	}
 }
+
+// TestColumnWiseEmbedding: column-wise sharding cuts each table's
+// embedding dimension into k shards of at least MinColumnShard columns
+// (the largest divisor up to the devices), each on one of the k least
+// loaded devices. Every owner looks up all of its table's indices, so
+// each replica's indices go to all k owners, and each owner sends every
+// replica its slice of the rows. It wins where tables are few and wide
+// and their rows do not divide over the devices (row-wise is not priced,
+// and table-wise leaves one device a whole table's rows for the whole
+// batch); where rows divide, row-wise sends each index to one owner only
+// and stays the faster. DLRM's 64-column tables are too narrow to cut.
+func TestColumnWiseEmbedding(t *testing.T) {
+	wide := func(rows int64) training.DLRMConfig {
+		return training.DLRMConfig{Dense: 13, Bottom: []int64{64}, Top: []int64{64, 1}, Tables: 2, Rows: rows, Dim: 512}
+	}
+	for _, c := range []struct {
+		name, machine string
+		config        training.DLRMConfig
+		batch         int64
+		shards        int // column shards per table; 0: column-wise not priced
+		rowWise       bool
+		chosen        EmbeddingSharding
+	}{
+		{"few wide tables", "h100:1", wide(100_003), 256, 4, false, ColumnWise},
+		{"wide tables whose rows divide", "h100:1", wide(100_000), 256, 4, true, RowWise},
+		{"dlrm on h100:2", "h100:2", training.SmallDLRM, 1024, 0, true, RowWise},
+		{"dlrm on summit:4", "summit:4", training.SmallDLRM, 1536, 0, false, TableWise},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			model := training.DLRM(c.config)
+			g, err := training.FromONNX(model, "dlrm", c.batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := parseMachine(t, c.machine)
+			n := m.NumDevices()
+			row, err := Price(context.Background(), g, Strategy{Kind: Embedding, DP: n, TP: 1, PP: 1, Microbatches: 1, Embedding: RowWise}, Options{Machine: m})
+			if err != nil || (row.Err == nil) != c.rowWise {
+				t.Errorf("row-wise: %v, %v; want priced: %v", err, row.Err, c.rowWise)
+			}
+			ch, err := Choose(context.Background(), g, []Kind{Embedding}, Options{Machine: m})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := ch.Chosen.Strategy.Embedding; got != c.chosen {
+				t.Errorf("emb chose %s, want %s", got, c.chosen)
+			}
+			col := Strategy{Kind: Embedding, DP: n, TP: 1, PP: 1, Microbatches: 1, Embedding: ColumnWise}
+			r, err := Price(context.Background(), g, col, Options{Machine: m})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.shards == 0 {
+				if !errors.Is(r.Err, ErrNarrowTables) {
+					t.Errorf("column-wise of %d-column tables: %v, want ErrNarrowTables", c.config.Dim, r.Err)
+				}
+				return
+			}
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			holdsColumns(t, g, r, m, c.config, c.shards, c.batch)
+			if c.chosen == ColumnWise {
+				annotatedByColumns(t, model, g, ch, c.shards)
+			}
+		})
+	}
+}
+
+// holdsColumns checks a column-wise plan's memory, plan.json tables and
+// all-to-alls against its shards.
+func holdsColumns(t *testing.T, g *training.Graph, r *Result, m cluster.Machine, c training.DLRMConfig, shards int, batch int64) {
+	n := m.NumDevices()
+	t.Helper()
+	tables, dense := tableBytes(g)
+	perShard := tables / float64(c.Tables) / float64(shards)
+	most := (int(c.Tables)*shards + n - 1) / n // shards on the fullest device
+	if got := r.Memory.Weights; !near(got, dense+float64(most)*perShard) {
+		t.Errorf("weights on the fullest device: %.0f bytes, want %.0f dense + %d shards of %.0f", got, dense, most, perShard)
+	}
+	for _, f := range r.tableFiles(g) {
+		if len(f.Devices) != shards || f.Cut != "columns" || len(slices.Compact(slices.Clone(f.Devices))) != shards {
+			t.Errorf("%s: on %v cut %q, want %d distinct devices cut by columns", f.Weight, f.Devices, f.Cut, shards)
+		}
+	}
+	all := make(cluster.Group, n)
+	for d := range all {
+		all[d] = d
+	}
+	replica := float64(batch) / float64(n)
+	ids := float64(c.Tables) * float64(shards) * replica * 8
+	rows := float64(most) * float64(batch) * float64(c.Dim/int64(shards)) * 4
+	for name, bytes := range map[string]float64{"all-to-all embedding indices": ids, "all-to-all embedding rows": rows, "all-to-all embedding row gradients": rows} {
+		ts := tasksNamed(r.Schedule, name)
+		if want := m.AllToAll(all, bytes); len(ts) != 1 || ts[0].Duration != want {
+			t.Errorf("%s: %v, want one all-to-all of %.0f bytes, %v s", name, ts, bytes, want)
+		}
+	}
+}
+
+// annotatedByColumns checks that the chosen plan's IR 11 annotations cut
+// every table on axis 1 over the devices plan.json names.
+func annotatedByColumns(t *testing.T, model *onnx.Model, g *training.Graph, ch *Choice, shards int) {
+	t.Helper()
+	sharded, err := ch.Sharded(model, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holders := map[string][]int64{}
+	for _, f := range ch.Chosen.tableFiles(g) {
+		for _, d := range f.Devices {
+			holders[f.Weight] = append(holders[f.Weight], int64(d))
+		}
+	}
+	for _, node := range sharded.Graph.Nodes {
+		for _, spec := range node.DeviceConfigurations[0].Shardings {
+			want, table := holders[spec.TensorName]
+			if !table {
+				continue
+			}
+			if !slices.Equal(spec.Devices, want) || len(spec.ShardedDims) != 1 || spec.ShardedDims[0].Axis != 1 || spec.ShardedDims[0].NumShards != int64(shards) {
+				t.Errorf("%s annotated on %v cut %v, want on %v, axis 1 in %d shards", spec.TensorName, spec.Devices, spec.ShardedDims, want, shards)
+			}
+			delete(holders, spec.TensorName)
+		}
+	}
+	if len(holders) != 0 {
+		t.Errorf("tables not annotated: %v", holders)
+	}
+}

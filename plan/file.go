@@ -51,6 +51,11 @@ type OperatorFile struct {
 	Style   Style  `json:"style"`
 	Stage   int    `json:"stage"`
 	Degrees []int  `json:"degrees"`
+	// Groups, where above 1, is how many equal blocks the tensor-parallel
+	// cut axis holds, each cut into its degree, device i taking piece i of
+	// every block: a packed q, k, v projection (3) cut by heads, or heads
+	// merged with the batch (docs/planner.md, "Strategies").
+	Groups int `json:"groups,omitempty"`
 	// Cost is the operator's simulated time for one micro-batch on one
 	// device of its stage, and what priced it.
 	Cost OpCost `json:"cost"`
@@ -84,7 +89,7 @@ func (c *Choice) NewFile(g *training.Graph) *File {
 	}
 	for i, op := range g.Ops {
 		f.Operators = append(f.Operators, OperatorFile{Name: op.Name, Module: op.Module, Type: op.Type,
-			Style: r.Layouts[i].Style, Stage: r.Stage[i], Degrees: outputDegrees(g, op, s, r.Layouts[i]), Cost: r.Costs[i]})
+			Style: r.Layouts[i].Style, Stage: r.Stage[i], Degrees: outputDegrees(g, op, s, r.Layouts[i]), Groups: r.Layouts[i].Groups, Cost: r.Costs[i]})
 	}
 	f.Tables = r.tableFiles(g)
 	if r.Strategy.Kind == Joint {

@@ -34,7 +34,7 @@ const jointBeam = 256
 // activation (−1: whole on every device), their priced cost, and the
 // layouts chosen, newest first.
 type jointState struct {
-	cut    map[string]int
+	cut    map[string]cutAt
 	cost   float64
 	chosen *chosenLayout
 }
@@ -52,12 +52,12 @@ func jointLayouts(g *training.Graph, s Strategy, o Options, c *costs) []OpLayout
 	}
 	price := newJointPricer(g, s, o, c)
 	last := lastReads(g)
-	states := []*jointState{{cut: map[string]int{}}}
+	states := []*jointState{{cut: map[string]cutAt{}}}
 	for i, op := range g.Ops {
 		next := map[string]*jointState{}
 		for _, st := range states {
 			in := inputCuts(g, op, st.cut)
-			for _, l := range jointOptions(g, op, in, s.TP) {
+			for _, l := range jointOptions(g, i, in, s.TP) {
 				if o.Substitutions != nil && !o.Substitutions.allows(op, l) {
 					continue
 				}
@@ -83,7 +83,8 @@ func jointLayouts(g *training.Graph, s Strategy, o Options, c *costs) []OpLayout
 // greedy's choice (assignTensorParallel), and besides it gathering its
 // inputs whole, leaving a product uncut, or cutting a product's output
 // columns after gathering.
-func jointOptions(g *training.Graph, op training.Op, in inputSlices, tp int) []OpLayout {
+func jointOptions(g *training.Graph, i int, in inputSlices, tp int) []OpLayout {
+	op := g.Ops[i]
 	var out []OpLayout
 	add := func(l OpLayout) {
 		if !slices.Contains(out, l) {
@@ -92,9 +93,9 @@ func jointOptions(g *training.Graph, op training.Op, in inputSlices, tp int) []O
 	}
 	switch {
 	case op.Product != nil && op.ParamBytes > 0:
-		add(productLayout(g, op, in, tp))
+		add(productLayout(g, i, in, tp))
 		if len(in.cuts) > 0 {
-			whole := productLayout(g, op, inputSlices{activation: true, replicated: true}, tp)
+			whole := productLayout(g, i, inputSlices{activation: true, replicated: true}, tp)
 			whole.GatherInputs = true
 			add(whole)
 			add(OpLayout{Style: Replicated, GatherInputs: true})
@@ -104,8 +105,8 @@ func jointOptions(g *training.Graph, op training.Op, in inputSlices, tp int) []O
 	case len(in.cuts) == 0 || op.Class.Cut == training.CutMetadata:
 		add(OpLayout{})
 	default:
-		if axis, ok := followCut(g, op, in, tp); ok {
-			add(OpLayout{Style: Sharded, Axis: axis})
+		if at, ok := followCut(g, op, in, tp); ok {
+			add(at.layout(Sharded))
 		}
 		add(OpLayout{Style: Replicated, GatherInputs: true})
 	}
@@ -115,8 +116,8 @@ func jointOptions(g *training.Graph, op training.Op, in inputSlices, tp int) []O
 // advance is the live activations' cuts after op i runs under l: its
 // outputs added as assignTensorParallel records them, and what no later
 // operator reads dropped.
-func advance(g *training.Graph, i int, op training.Op, in inputSlices, l OpLayout, cut map[string]int, last map[string]int) map[string]int {
-	out := make(map[string]int, len(cut)+len(op.Outputs))
+func advance(g *training.Graph, i int, op training.Op, in inputSlices, l OpLayout, cut map[string]cutAt, last map[string]int) map[string]cutAt {
+	out := make(map[string]cutAt, len(cut)+len(op.Outputs))
 	for v, a := range cut {
 		if last[v] > i {
 			out[v] = a
@@ -129,9 +130,9 @@ func advance(g *training.Graph, i int, op training.Op, in inputSlices, l OpLayou
 		if last[v] <= i {
 			continue
 		}
-		out[v] = -1
+		out[v] = cutAt{axis: -1}
 		if l.sliced() {
-			out[v] = l.Axis
+			out[v] = l.at()
 		}
 	}
 	return out
@@ -148,10 +149,10 @@ func lastReads(g *training.Graph) map[string]int {
 	return last
 }
 
-func stateKey(cut map[string]int) string {
+func stateKey(cut map[string]cutAt) string {
 	keys := make([]string, 0, len(cut))
 	for v, a := range cut {
-		keys = append(keys, v+"\x00"+strconv.Itoa(a))
+		keys = append(keys, v+"\x00"+strconv.Itoa(a.axis)+"/"+strconv.Itoa(a.groups))
 	}
 	slices.Sort(keys)
 	return strings.Join(keys, "\x01")

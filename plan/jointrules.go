@@ -169,12 +169,16 @@ func (s *Substitutions) cite(g *training.Graph, r *Result) *Citations {
 				c.Unproved[op.Type+" (rows cut)"]++
 			}
 		}
-		switch l.Style {
-		case Colwise:
+		switch {
+		case l.Style == Colwise && l.Groups > 1:
+			// a packed projection's blocks cut alike: the column rule
+			// after a permutation the rulebook has no operator for
+			c.Unproved[op.Type+" (packed, cut by heads)"]++
+		case l.Style == Colwise:
 			count[s.Column]++
-		case Rowwise:
+		case l.Style == Rowwise:
 			count[s.Row]++
-		case Sharded:
+		case l.Style == Sharded:
 			if a := s.Follow[registryName(op.Type)]; a != nil {
 				count[a]++
 			} else {

@@ -301,6 +301,11 @@ func prepare(g *training.Graph, s Strategy, o Options) (*Result, error) {
 			return &Result{Strategy: s, Err: err}, nil
 		}
 	}
+	if s.Embedding == ColumnWise {
+		if err := columnsCut(g, s.DP); err != nil {
+			return &Result{Strategy: s, Err: err}, nil
+		}
+	}
 	if s.Embedding != "" {
 		r.tables = placeTables(g, s.Embedding, s.DP)
 	}

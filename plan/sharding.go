@@ -60,35 +60,38 @@ func (c *Choice) Sharded(model *onnx.Model, g *training.Graph) (*onnx.Model, err
 
 // shardTensor is how tensor v of op is cut; ok is false for a tensor the
 // plan replicates everywhere (or that has no shape).
-func shardTensor(g *training.Graph, op training.Op, v string, s Strategy, l OpLayout, stage int, cuts map[string]int) (onnx.ShardingSpec, bool) {
+func shardTensor(g *training.Graph, op training.Op, v string, s Strategy, l OpLayout, stage int, cuts map[string]cutAt) (onnx.ShardingSpec, bool) {
 	shape := g.ValueShape(v)
 	if v == "" || len(shape) == 0 {
 		return onnx.ShardingSpec{}, false
 	}
-	batch, feature := -1, -1
+	batch, feature := -1, cutAt{axis: -1, groups: 1}
 	if g.HasBatch(v) && s.DP > 1 {
 		batch = 0
 	}
 	if s.TP > 1 {
 		feature = featureAxis(g, op, v, l, cuts)
 	}
-	if feature == batch {
-		// a cut that lands on the batch axis is not annotated twice
-		feature = -1
-	}
 	spec := onnx.ShardingSpec{TensorName: v}
-	dims := []struct{ axis, shards int }{{batch, s.DP}, {feature, s.TP}}
-	for _, d := range dims {
-		if d.axis >= 0 && shape[d.axis] > 0 && shape[d.axis]%int64(d.shards) == 0 {
-			spec.ShardedDims = append(spec.ShardedDims, onnx.ShardedDim{Axis: int64(d.axis), DimValue: shape[d.axis], NumShards: int64(d.shards)})
+	var cutBatch, cutFeature bool
+	if d, ok := mergedBatch(shape, batch, feature, s); ok {
+		spec.ShardedDims, cutBatch, cutFeature = []onnx.ShardedDim{d}, true, true
+	} else {
+		if feature.axis == batch {
+			// a cut that lands on the batch axis is not annotated twice
+			feature.axis = -1
+		}
+		if d, ok := shardedDim(shape, cutAt{axis: batch, groups: 1}, s.DP); ok {
+			spec.ShardedDims, cutBatch = append(spec.ShardedDims, d), true
+		}
+		if d, ok := shardedDim(shape, feature, s.TP); ok {
+			spec.ShardedDims, cutFeature = append(spec.ShardedDims, d), true
 		}
 	}
 	if len(spec.ShardedDims) == 0 {
 		return onnx.ShardingSpec{}, false
 	}
 	base := stage * s.DP * s.TP
-	cutBatch := batch >= 0 && spec.ShardedDims[0].Axis == int64(batch)
-	cutFeature := spec.ShardedDims[len(spec.ShardedDims)-1].Axis != int64(batch) || !cutBatch
 	// shard (i, j) of the dp × tp grid of the stage's devices, with the
 	// axes the tensor is not cut on replicated
 	key := int64(s.Devices())
@@ -108,6 +111,42 @@ func shardTensor(g *training.Graph, op training.Op, v string, s Strategy, l OpLa
 		}
 	}
 	return spec, true
+}
+
+// shardedDim is the annotation of a cut into shards pieces: one level for
+// a contiguous cut; for a cut in groups (a packed q, k, v projection's
+// features, heads merged with the batch), the groups whole as an outer
+// level and each group's part cut, as IR 11 describes an axis that a
+// reshape fused from two. ok is false where the axis does not divide.
+func shardedDim(shape []int64, at cutAt, shards int) (onnx.ShardedDim, bool) {
+	if at.axis < 0 || at.axis >= len(shape) || shape[at.axis] <= 0 {
+		return onnx.ShardedDim{}, false
+	}
+	n, groups := shape[at.axis], int64(max(1, at.groups))
+	if n%(groups*int64(shards)) != 0 {
+		return onnx.ShardedDim{}, false
+	}
+	d := onnx.ShardedDim{Axis: int64(at.axis), DimValue: n / groups, NumShards: int64(shards)}
+	if groups > 1 {
+		d.Outer = []onnx.SimpleShardedDim{{DimValue: groups, NumShards: 1}}
+	}
+	return d, true
+}
+
+// mergedBatch is the annotation of heads merged with the batch on its
+// axis ([seq, batch·heads, head] cut in groups of the batch): the batch's
+// dp cut is the outer level, each batch's heads cut tp ways within it, so
+// shard (i, j) is the grid's, as for two axes. ok is false for any other
+// cut.
+func mergedBatch(shape []int64, batch int, feature cutAt, s Strategy) (onnx.ShardedDim, bool) {
+	if batch < 0 || feature.axis != batch || feature.groups < 2 || feature.groups%s.DP != 0 {
+		return onnx.ShardedDim{}, false
+	}
+	d, ok := shardedDim(shape, feature, s.TP)
+	if ok {
+		d.Outer[0].NumShards = int64(s.DP)
+	}
+	return d, ok
 }
 
 // shardGroup is the devices holding shard (i, j): those of row i (when the
@@ -141,36 +180,38 @@ func shardGroup(base, i, j int, s Strategy, cutBatch, cutFeature bool) []int64 {
 // it, or -1: the weight's output (colwise) or input (rowwise) axis, a
 // rowwise product's input features, a sliced operator's output axis and
 // its inputs' axes (cuts), and a bias cut with the slice it is added to.
-func featureAxis(g *training.Graph, op training.Op, v string, l OpLayout, cuts map[string]int) int {
+func featureAxis(g *training.Graph, op training.Op, v string, l OpLayout, cuts map[string]cutAt) cutAt {
+	none := cutAt{axis: -1, groups: 1}
+	groups := l.at().groups
 	if p := op.Product; p != nil && v == p.Weight {
 		switch l.Style {
 		case Colwise:
-			return p.WeightOutAxis
+			return cutAt{axis: p.WeightOutAxis, groups: groups}
 		case Rowwise:
-			return p.WeightInAxis
+			return cutAt{axis: p.WeightInAxis, groups: 1}
 		}
-		return -1
+		return none
 	}
 	rank := len(g.ValueShape(v))
 	switch {
 	case contains(op.Outputs, v):
 		if l.sliced() {
-			return l.Axis
+			return l.at()
 		}
 	case l.Style == Rowwise && v == op.Inputs[0]:
-		return featureAxisOf(op, rank)
+		return cutAt{axis: featureAxisOf(op, rank), groups: 1}
 	case l.Style == Colwise:
 		// a Gemm's or Conv's bias is cut with the output features
 		if _, produced := g.Producer(v); !produced && !g.IsInput(v) && rank == 1 {
-			return 0
+			return cutAt{axis: 0, groups: groups}
 		}
 	case l.Style == Sharded:
 		if a, ok := cuts[v]; ok {
 			return a
 		}
-		return biasAxis(g, op, v, l)
+		return cutAt{axis: biasAxis(g, op, v, l), groups: groups}
 	}
-	return -1
+	return none
 }
 
 // biasAxis is the axis of a weight or constant input of an elementwise
@@ -188,14 +229,14 @@ func biasAxis(g *training.Graph, op training.Op, v string, l OpLayout) int {
 	return a
 }
 
-// sliceAxes maps each value tensor parallelism cuts to its axis, from the
+// sliceAxes maps each value tensor parallelism cuts to its cut, from the
 // layouts of the operators that make them.
-func sliceAxes(g *training.Graph, layouts []OpLayout) map[string]int {
-	cuts := map[string]int{}
+func sliceAxes(g *training.Graph, layouts []OpLayout) map[string]cutAt {
+	cuts := map[string]cutAt{}
 	for i, op := range g.Ops {
 		if layouts[i].sliced() {
 			for _, v := range op.Outputs {
-				cuts[v] = layouts[i].Axis
+				cuts[v] = layouts[i].at()
 			}
 		}
 	}

@@ -35,6 +35,12 @@ type TorchMesh struct {
 	DimNames []string `json:"dim_names"`
 }
 
+// HeadsStyle is the torch plan's style for an nn.MultiheadAttention whose
+// packed in_proj the plan cuts by heads and whose out_proj by rows: DTensor
+// has no style for it (the module calls its weights, not Linear
+// modules), so the bridge applies it itself (docs/torch-plan.md).
+const HeadsStyle = "heads"
+
 // TorchFormat names the torch plan's schema.
 const TorchFormat = "rulebook.torch-plan/1"
 
@@ -53,7 +59,7 @@ func (c *Choice) Torch(g *training.Graph) (*TorchPlan, error) {
 		return nil, fmt.Errorf("--emit torch: the chosen plan (%s) has pipeline stages, which parallelize_module cannot express; choose --strategy dp, tp or grid: %w", s, ErrNotTorch)
 	}
 	if s.Embedding != "" {
-		return nil, fmt.Errorf("--emit torch: the chosen plan (%s) places embedding tables on single devices, which parallelize_module cannot express (TorchRec's sharder does); choose --strategy dp, tp or grid: %w", s, ErrNotTorch)
+		return nil, fmt.Errorf("--emit torch: the chosen plan (%s) shards embedding tables over the devices (by table, row or column), which parallelize_module cannot express (TorchRec's sharder does); choose --strategy dp, tp or grid: %w", s, ErrNotTorch)
 	}
 	t := &TorchPlan{Format: TorchFormat, Model: c.Model, WorldSize: s.Devices(), Layers: layerCount(g),
 		Mesh:    TorchMesh{Shape: []int{s.DP, s.TP}, DimNames: []string{"dp", "tp"}},
@@ -62,6 +68,7 @@ func (c *Choice) Torch(g *training.Graph) (*TorchPlan, error) {
 		// DTensor's plan has no place for them: the user applies them
 		t.Note += "; it fits only with memory levers this plan does not apply: " + strings.Join(ls, "; ")
 	}
+	reduced := map[string]bool{} // heads modules whose out_proj is cut by rows
 	for i, op := range g.Ops {
 		st := c.Chosen.Layouts[i].Style
 		if c.Chosen.Layouts[i].GatherInputs {
@@ -80,10 +87,26 @@ func (c *Choice) Torch(g *training.Graph) (*TorchPlan, error) {
 		if op.Module == "" {
 			return nil, fmt.Errorf("--emit torch: operator %s is cut %s but its name carries no module path: %w", op.Name, st, ErrNotTorch)
 		}
-		if prev, ok := t.Modules[op.Module]; ok && prev != st.String() {
-			return nil, fmt.Errorf("--emit torch: module %s is cut both %s and %s: %w", op.Module, prev, st, ErrNotTorch)
+		style := st.String()
+		if c.Chosen.Layouts[i].Groups > 1 {
+			// a packed in_proj cut by heads: the attention module's style
+			style = HeadsStyle
 		}
-		t.Modules[op.Module] = st.String()
+		prev, ok := t.Modules[op.Module]
+		if ok && prev == HeadsStyle && st == Rowwise {
+			// the out_proj of a heads module, which the style cuts by rows
+			reduced[op.Module] = true
+			continue
+		}
+		if ok && prev != style {
+			return nil, fmt.Errorf("--emit torch: module %s is cut both %s and %s: %w", op.Module, prev, style, ErrNotTorch)
+		}
+		t.Modules[op.Module] = style
+	}
+	for m, st := range t.Modules {
+		if st == HeadsStyle && !reduced[m] {
+			return nil, fmt.Errorf("--emit torch: module %s's packed in_proj is cut by heads, but its out_proj does not reduce them by a row cut: %w", m, ErrNotTorch)
+		}
 	}
 	return t, nil
 }

@@ -2,7 +2,9 @@
 
 Module paths are the ones the Go builders write into ONNX node names, so a
 plan keyed by module path (docs/torch-plan.md) applies to these modules:
-MLP layers.{i}; encoder layers.{i}.q, k, v, o, f1, f2, ln1, ln2.
+MLP layers.{i}; encoder layers.{i}.q, k, v, o, f1, f2, ln1, ln2; PyTorch's
+own encoder layer l.self_attn (its packed in_proj and out_proj), l.linear1,
+l.linear2.
 """
 
 import math
@@ -72,10 +74,25 @@ class Encoder(nn.Module):
         return x
 
 
+class TorchLayer(nn.Module):
+    """PyTorch's own nn.TransformerEncoderLayer (batch_first, no dropout),
+    whose attention packs q, k and v into one in_proj; module path l, as
+    plan/mha_test.go exports it."""
+
+    def __init__(self, hidden: int, heads: int, ffn: int):
+        super().__init__()
+        self.l = nn.TransformerEncoderLayer(hidden, heads, dim_feedforward=ffn, dropout=0.0, batch_first=True)
+
+    def forward(self, x):
+        # tracing the layer with its default is_causal fails in torch 2.x
+        return self.l(x, src_mask=None, is_causal=False)
+
+
 # Small sizes for tests; the Go test builds the same configurations. Each
 # maker takes the layer count, so that a plan of a deeper model (the
 # built-in mlp has 16 layers) names modules the small one has.
 SMALL = {
     "mlp": (lambda layers=4: MLP(layers=layers, width=64), lambda batch: torch.randn(batch, 64)),
     "block": (lambda layers=2: Encoder(layers=layers, hidden=64, heads=4, ffn=256), lambda batch: torch.randn(batch, 8, 64)),
+    "torch_layer": (lambda layers=1: TorchLayer(hidden=64, heads=4, ffn=128), lambda batch: torch.randn(batch, 8, 64)),
 }

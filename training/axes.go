@@ -4,9 +4,10 @@ import "rulebook/onnx"
 
 // readAxes records the attributes a tensor-parallel planner needs to
 // follow a cut axis through n: a Transpose's permutation, and the axis a
-// Softmax normalizes along (a cut there needs every slice). Axes are made
-// non-negative against the output's rank.
-func readAxes(n *onnx.Node, op *Op, rank int) {
+// Softmax normalizes along (a cut there needs every slice), and the axis a
+// Gather picks along. Axes are made non-negative against the output's
+// rank, a Gather's against its data's.
+func readAxes(n *onnx.Node, op *Op, rank, dataRank int) {
 	switch n.OpType {
 	case "Transpose":
 		if a := n.Attr("perm"); a != nil {
@@ -26,6 +27,12 @@ func readAxes(n *onnx.Node, op *Op, rank int) {
 		axis := int(attrInt(n, "axis", -1))
 		if axis < 0 {
 			axis += rank
+		}
+		op.Reduces = []int{axis}
+	case "Gather":
+		axis := int(attrInt(n, "axis", 0))
+		if axis < 0 {
+			axis += dataRank
 		}
 		op.Reduces = []int{axis}
 	}

@@ -44,9 +44,12 @@ func TestReadAxes(t *testing.T) {
 		{&onnx.Node{OpType: "Softmax", Attributes: []*onnx.Attribute{{Name: "axis", Type: onnx.AttrInt, I: 1}}}, 3, nil, []int{1}},
 		{&onnx.Node{OpType: "LogSoftmax"}, 2, nil, []int{1}},
 		{&onnx.Node{OpType: "Relu"}, 2, nil, nil},
+		// a Gather's axis counts in its data's rank (4 here), not its output's
+		{&onnx.Node{OpType: "Gather", Attributes: []*onnx.Attribute{{Name: "axis", Type: onnx.AttrInt, I: -4}}}, 3, nil, []int{0}},
+		{&onnx.Node{OpType: "Gather"}, 3, nil, []int{0}},
 	} {
 		var op Op
-		readAxes(c.node, &op, c.rank)
+		readAxes(c.node, &op, c.rank, c.rank+1)
 		if !slices.Equal(op.Perm, c.perm) || !slices.Equal(op.Reduces, c.axes) {
 			t.Errorf("%s rank %d: perm %v reduces %v, want %v and %v", c.node.OpType, c.rank, op.Perm, op.Reduces, c.perm, c.axes)
 		}

@@ -45,6 +45,10 @@ const (
 	// CutBatchedProduct: a product of two activations, whose batch axes
 	// (attention's heads) may be cut on both.
 	CutBatchedProduct
+	// CutSelect: picks entries along Op.Reduces' axis by its second input
+	// (a Gather); a cut on another axis stays, moved by the axes the
+	// indices put in place of the one picked along.
+	CutSelect
 )
 
 var classes = buildClasses()
@@ -56,6 +60,7 @@ func buildClasses() map[string]Class {
 		"Shape": {Cut: CutMetadata}, "Size": {Cut: CutMetadata},
 		"Reshape": {Cut: CutReshape}, "Squeeze": {Cut: CutReshape}, "Unsqueeze": {Cut: CutReshape},
 		"Transpose":          {Cut: CutTranspose},
+		"Gather":             {Cut: CutSelect},
 		"Softmax":            {Cut: CutNormalize, Kernel: profile.Softmax},
 		"LogSoftmax":         {Cut: CutNormalize, Kernel: profile.Softmax},
 		"MatMul":             {Cut: CutBatchedProduct, Kernel: profile.Linear, TensorCores: true},

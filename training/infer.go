@@ -158,8 +158,8 @@ func (inf *inference) node(n *onnx.Node) error {
 	if n.OpType == "Identity" && allWeights {
 		op.OutputBytes = 0
 	}
-	if len(out) > 0 {
-		readAxes(n, &op, len(out[0]))
+	if len(out) > 0 && len(in) > 0 {
+		readAxes(n, &op, len(out[0]), len(in[0]))
 	}
 	inf.work(n, &op, in, out)
 	inf.view(n)
@@ -202,7 +202,7 @@ func (inf *inference) activation(v string) bool {
 // needsAllFeatures lists the operators that read every feature of their
 // input.
 var needsAllFeatures = map[string]bool{"LayerNormalization": true, "ReduceMean": true, "ReduceSum": true,
-	"ReduceMax": true, "Flatten": true, "Gemm": true, "Concat": true, "Split": true, "Gather": true}
+	"ReduceMax": true, "Flatten": true, "Gemm": true, "Concat": true, "Split": true}
 
 // work sets the node's forward and backward work from the ONNX count,
 // and what training keeps: the weights it owns and the activations it
