@@ -109,18 +109,21 @@ func TestTorchPlansRun(t *testing.T) {
 		dp, tp        int
 		want          map[string]string
 		twin          string // the bridge's module it runs on
+		joint         bool   // the joint search's plan, on the shipped parallel version
 	}{
-		{"exported", "mlp", 1, 2, alternating(4), "mlp"},
-		{"exported", "mlp", 1, 4, alternating(4), "mlp"},
-		{"exported", "block", 1, 2, megatron(2), "block"},
-		{"exported", "block", 1, 4, megatron(2), "block"},
-		{"exported", "block", 2, 2, megatron(2), "block"},
-		{"exported", "block_dynamic", 1, 2, megatron(2), "block"},
-		{"built", "block", 1, 2, megatron(2), "block"},
-		{"shared", "bert_base", 1, 2, megatron(12), "block"},
-		{"exported", "torch_layer_dynamic", 1, 2, headsLayer, "torch_layer"},
-		{"exported", "torch_layer_dynamic", 1, 4, headsLayer, "torch_layer"},
-		{"exported", "torch_layer_dynamic", 2, 2, headsLayer, "torch_layer"},
+		{"exported", "mlp", 1, 2, alternating(4), "mlp", false},
+		{"exported", "mlp", 1, 4, alternating(4), "mlp", false},
+		{"exported", "block", 1, 2, megatron(2), "block", false},
+		{"exported", "block", 1, 4, megatron(2), "block", false},
+		{"exported", "block", 2, 2, megatron(2), "block", false},
+		{"exported", "block_dynamic", 1, 2, megatron(2), "block", false},
+		{"built", "block", 1, 2, megatron(2), "block", false},
+		{"shared", "bert_base", 1, 2, megatron(12), "block", false},
+		{"exported", "torch_layer_dynamic", 1, 2, headsLayer, "torch_layer", false},
+		{"exported", "torch_layer_dynamic", 1, 4, headsLayer, "torch_layer", false},
+		{"exported", "torch_layer_dynamic", 2, 2, headsLayer, "torch_layer", false},
+		{"exported", "mlp", 1, 2, alternating(4), "mlp", true},
+		{"exported", "block", 2, 2, megatron(2), "block", true},
 	} {
 		name := c.source + " " + c.model
 		g, err := training.FromONNX(models[name], c.model, 8)
@@ -128,6 +131,10 @@ func TestTorchPlansRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		tp, err := torchPlan(t, g, c.dp, c.tp)
+		if c.joint {
+			name += " (joint)"
+			tp, err = jointTorchPlan(t, g, c.dp, c.tp)
+		}
 		if err != nil {
 			t.Fatalf("%s dp%d×tp%d: %v", name, c.dp, c.tp, err)
 		}

@@ -52,6 +52,20 @@ func torchPlan(t *testing.T, g *training.Graph, dp, tp int) (*TorchPlan, error) 
 	return (&Choice{Model: g.Model, Chosen: r}).Torch(g)
 }
 
+// jointTorchPlan is the joint search's plan at dp × tp, as DTensor runs it.
+func jointTorchPlan(t *testing.T, g *training.Graph, dp, tp int) (*TorchPlan, error) {
+	t.Helper()
+	s := Strategy{Kind: Joint, DP: dp, TP: tp, PP: 1, Microbatches: 1}
+	r, err := Price(context.Background(), g, s, Options{Machine: machine(dp * tp), Substitutions: parallelVersion(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Err != nil {
+		return nil, r.Err
+	}
+	return (&Choice{Model: g.Model, Chosen: r}).Torch(g)
+}
+
 func sameModules(got, want map[string]string) error {
 	if len(got) != len(want) {
 		return fmt.Errorf("%d modules cut, want %d: %v", len(got), len(want), got)
