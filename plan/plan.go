@@ -178,6 +178,9 @@ func (c *Choice) WriteTable(w io.Writer) error {
 		if err := c.Citations.Write(w); err != nil {
 			return err
 		}
+		if line := c.jointAgainstClassic(); line != "" {
+			fmt.Fprintln(w, line)
+		}
 	}
 	limit := c.Options.memoryLimit()
 	if !c.Fits {
@@ -193,6 +196,30 @@ func (c *Choice) WriteTable(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// jointAgainstClassic says how the joint plan compares with the fastest
+// classic plan that fits: the same plan, or by how much it is faster and
+// how it is laid out differently.
+func (c *Choice) jointAgainstClassic() string {
+	var joint, classic *Result
+	for _, r := range c.Results {
+		switch {
+		case r.Err != nil || !r.Fits:
+		case r.Strategy.Kind == Joint:
+			joint = r
+		case classic == nil || r.Time.Step < classic.Time.Step:
+			classic = r
+		}
+	}
+	if joint == nil || classic == nil {
+		return ""
+	}
+	if joint.Time.Step >= classic.Time.Step {
+		return fmt.Sprintf("joint against the best classic plan: no faster than %s %s (%s, simulated)", classic.Strategy.Kind, layoutText(classic.Strategy), ms(classic.Time.Step))
+	}
+	return fmt.Sprintf("joint against the best classic plan: %.2f× faster (simulated), %s (%s) against %s %s (%s)",
+		classic.Time.Step/joint.Time.Step, layoutText(joint.Strategy), ms(joint.Time.Step), classic.Strategy.Kind, layoutText(classic.Strategy), ms(classic.Time.Step))
 }
 
 func layoutText(s Strategy) string {
