@@ -33,7 +33,7 @@ func TestParallelVersionLoads(t *testing.T) {
 		{[]string{"diff", "v1", bundle}, []string{"v1 (", ": 0 added, 0 removed"}},
 		{[]string{"compare", "--version", "v1", few, "--no-progress"}, []string{"2 rules"}},
 		{[]string{"optimize", model, "--rules", "v1", "--budget", "5", "-o", filepath.Join(dir, "m.onnx"), "--no-progress"}, []string{"wrote "}},
-		{[]string{"plan", "mlp", "--batch", "1536", "--rules", bundle}, []string{"rules: " + bundle + " (v1) (", "parallel rules; the strategies do not use them yet"}},
+		{[]string{"plan", "mlp", "--batch", "1536", "--rules", bundle}, []string{"rules: " + bundle + " (v1) (", "parallel rules; the joint search applies them"}},
 		{[]string{"plan", "mlp", "--batch", "1536", "--rules", "../../optimizer/testdata/rules-3ops.json"}, []string{"no parallel rules in it, so only the classic strategies"}},
 	} {
 		out, err := run(ctx, append(c.args, "--db", db)...)
