@@ -309,15 +309,7 @@ func (b *builder) arrive(st, from int, v string, j int) string {
 	return fmt.Sprintf("send %s #%d to %d", v, j, st)
 }
 
-func (b *builder) inputBytes(op training.Op) float64 {
-	var s float64
-	for _, v := range op.Inputs {
-		if _, ok := b.g.Producer(v); ok {
-			s += b.g.ValueBytes(v)
-		}
-	}
-	return s
-}
+func (b *builder) inputBytes(op training.Op) float64 { return inputBytes(b.g, op) }
 
 func (b *builder) backward(st, j int) {
 	last := j == b.s.Microbatches-1
