@@ -34,9 +34,10 @@ type Point struct {
 }
 
 // Frontier prices the strategies of kinds with every lever set and
-// returns the frontier, least memory first. A lever never makes a step
-// faster than its strategy without levers (levers.go), so a lever set is
-// simulated only where that bound does not already lose to a plan
+// returns the frontier, least memory first. A lever saves at most the
+// optimizer step (ZeRO shards it over the replicas) and adds work
+// everywhere else, so a lever set is simulated only where its strategy's
+// step without levers, less that step, does not already lose to a plan
 // needing no more memory.
 func Frontier(ctx context.Context, g *training.Graph, kinds []Kind, o Options) ([]Point, error) {
 	if err := o.validate(); err != nil {
@@ -62,7 +63,9 @@ func Frontier(ctx context.Context, g *training.Graph, kinds []Kind, o Options) (
 			continue
 		}
 		for _, w := range v.same {
-			w.bound = v.r.Time.Step
+			// ZeRO shards the optimizer step, so a lever can save at most
+			// that step; it adds work everywhere else
+			w.bound = v.r.Time.Step - v.r.Optimizer.Forward
 		}
 		priced = append(priced, Point{Strategy: v.r.Strategy, Layout: layoutText(v.r.Strategy), Step: v.r.Time.Step, Memory: v.r.Memory.Total(), Fits: v.r.Fits})
 	}
@@ -71,7 +74,7 @@ func Frontier(ctx context.Context, g *training.Graph, kinds []Kind, o Options) (
 
 // variant is one strategy with one lever set, laid out and counted but not
 // simulated. bound is the least step it can take: its strategy's without
-// levers, once that is simulated; same are the lever sets of a strategy
+// levers less its optimizer step, once that is simulated; same are the lever sets of a strategy
 // without levers, whose bound its step sets.
 type variant struct {
 	r     *Result
