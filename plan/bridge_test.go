@@ -2,6 +2,8 @@ package plan
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,7 +37,8 @@ func machine(n int) cluster.Machine {
 
 // exportSmall writes PyTorch's own torch.onnx export of the bridge's
 // small modules (scripts/torch_models.py: an MLP of 4 layers, an encoder
-// of 2 layers whose attention reshapes q, k and v to heads) into dir, at
+// of 2 layers whose attention reshapes q, k and v to heads, a CNN of two
+// convolutions, a global average pool and a Linear) into dir, at
 // batch 1 (the planner takes a reshape traced at batch 1 to its batch),
 // and again with a dynamic batch (NAME_dynamic.onnx), whose reshapes to
 // heads take shapes computed from Shape.
@@ -83,7 +86,11 @@ func writeTorchPlan(t *testing.T, tp *TorchPlan, model string) string {
 //   - PyTorch's own nn.TransformerEncoderLayer (torch_layer, exported with
 //     a dynamic batch), whose packed in_proj is cut by heads (the bridge's
 //     heads style; plan.TestTorchEncoderLayerTP), at tp 2 and 4 and a
-//     2 × 2 grid.
+//     2 × 2 grid;
+//   - the joint search's plans on the shipped parallel version, for the
+//     exported MLP (tp 2), encoder (2 × 2) and CNN (dp 2 and 4: data
+//     parallel, no module cut, since the version proves no convolution
+//     cut and DTensor's styles take Linear modules only).
 func TestTorchPlansRun(t *testing.T) {
 	needPython(t, "torch, onnx")
 	dir := t.TempDir()
@@ -91,7 +98,7 @@ func TestTorchPlansRun(t *testing.T) {
 	models := map[string]*onnx.Model{
 		"built block": training.Transformer(training.TransformerConfig{Layers: 2, Hidden: 64, Heads: 4, FFN: 256, Seq: 8}),
 	}
-	for _, name := range []string{"mlp", "block", "block_dynamic", "torch_layer_dynamic"} {
+	for _, name := range []string{"mlp", "block", "block_dynamic", "torch_layer_dynamic", "cnn"} {
 		m, err := onnx.ReadModel(filepath.Join(dir, name+".onnx"))
 		if err != nil {
 			t.Fatal(err)
@@ -124,6 +131,8 @@ func TestTorchPlansRun(t *testing.T) {
 		{"exported", "torch_layer_dynamic", 2, 2, headsLayer, "torch_layer", false},
 		{"exported", "mlp", 1, 2, alternating(4), "mlp", true},
 		{"exported", "block", 2, 2, megatron(2), "block", true},
+		{"exported", "cnn", 2, 1, map[string]string{}, "cnn", true},
+		{"exported", "cnn", 4, 1, map[string]string{}, "cnn", true},
 	} {
 		name := c.source + " " + c.model
 		g, err := training.FromONNX(models[name], c.model, 8)
@@ -143,6 +152,9 @@ func TestTorchPlansRun(t *testing.T) {
 		}
 		plans = append(plans, writeTorchPlan(t, tp, c.twin))
 	}
+	if err := cnnJointCutsNothing(t, models["exported cnn"]); err != nil {
+		t.Error(err)
+	}
 	for _, devices := range []string{"2", "4"} {
 		plans = append(plans, builtinMLPPlan(t, devices))
 	}
@@ -153,6 +165,21 @@ func TestTorchPlansRun(t *testing.T) {
 		t.Fatalf("%d plans: %v\n%s", len(plans), err, text)
 	}
 	t.Logf("%d plans (%.1f s):\n%s", len(plans), time.Since(start).Seconds(), text)
+}
+
+// cnnJointCutsNothing checks that the CNN's joint plan is data parallel
+// only: at tp 2 the joint search on the shipped version cuts no operator
+// (the version proves no convolution cut), so the degree is refused.
+func cnnJointCutsNothing(t *testing.T, m *onnx.Model) error {
+	t.Helper()
+	g, err := training.FromONNX(m, "cnn", 8)
+	if err != nil {
+		return err
+	}
+	if _, err := jointTorchPlan(t, g, 1, 2); !errors.Is(err, ErrCutsNothing) {
+		return fmt.Errorf("cnn joint tp2: %v, want %v", err, ErrCutsNothing)
+	}
+	return nil
 }
 
 // headsLayer is the torch plan of nn.TransformerEncoderLayer: its

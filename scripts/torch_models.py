@@ -4,7 +4,7 @@ Module paths are the ones the Go builders write into ONNX node names, so a
 plan keyed by module path (docs/torch-plan.md) applies to these modules:
 MLP layers.{i}; encoder layers.{i}.q, k, v, o, f1, f2, ln1, ln2; PyTorch's
 own encoder layer l.self_attn (its packed in_proj and out_proj), l.linear1,
-l.linear2.
+l.linear2; the CNN conv1, conv2, pool, fc.
 """
 
 import math
@@ -88,6 +88,28 @@ class TorchLayer(nn.Module):
         return self.l(x, src_mask=None, is_causal=False)
 
 
+class CNN(nn.Module):
+    """Conv 3×3, ReLU, conv 3×3, ReLU, global average pool, Linear: a small
+    image classifier (about 5,400 parameters on 3×16×16 inputs).
+
+    No batch normalization: in training mode it normalizes by the batch's
+    statistics, so data parallelism, which gives each process a slice of
+    the batch, would change the outputs unless the statistics were summed
+    over the processes (SyncBatchNorm), which the plan does not say.
+    """
+
+    def __init__(self, channels: int = 16, classes: int = 10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, channels, 3, padding=1)
+        self.conv2 = nn.Conv2d(channels, 2 * channels, 3, padding=1)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(2 * channels, classes)
+
+    def forward(self, x):
+        x = torch.relu(self.conv2(torch.relu(self.conv1(x))))
+        return self.fc(torch.flatten(self.pool(x), 1))
+
+
 # Small sizes for tests; the Go test builds the same configurations. Each
 # maker takes the layer count, so that a plan of a deeper model (the
 # built-in mlp has 16 layers) names modules the small one has.
@@ -95,4 +117,6 @@ SMALL = {
     "mlp": (lambda layers=4: MLP(layers=layers, width=64), lambda batch: torch.randn(batch, 64)),
     "block": (lambda layers=2: Encoder(layers=layers, hidden=64, heads=4, ffn=256), lambda batch: torch.randn(batch, 8, 64)),
     "torch_layer": (lambda layers=1: TorchLayer(hidden=64, heads=4, ffn=128), lambda batch: torch.randn(batch, 8, 64)),
+    # no layers list: a plan of the CNN names no layers
+    "cnn": (lambda: CNN(), lambda batch: torch.randn(batch, 3, 16, 16)),
 }

@@ -1,9 +1,9 @@
 """Run rulebook DTensor plans (docs/torch-plan.md) on CPU processes.
 
-    python3 scripts/torch_plan_run.py PLAN.json [PLAN.json ...] [--model mlp|block|torch_layer]
+    python3 scripts/torch_plan_run.py PLAN.json [PLAN.json ...] [--model mlp|block|torch_layer|cnn]
 
 --model names the module every plan runs on; without it, each plan's own
-"model" (mlp, block, torch_layer, or bert-large, whose twin is block). Plans of one
+"model" (mlp, block, torch_layer, cnn, or bert-large, whose twin is block). Plans of one
 world size share one set of processes, which saves starting PyTorch again.
 Each of a plan's world_size processes (gloo backend) builds the same
 seeded module and input, runs the unsharded module as the reference, then
