@@ -32,7 +32,7 @@ type BatchAxisError struct {
 
 func (e *BatchAxisError) Error() string {
 	if len(e.Candidates) == 0 {
-		return fmt.Sprint("no input axis behaves as the batch (doubling each axis at the traced shapes mixes rows or does not double the outputs); export with the batch as a dynamic axis named \"batch\" (torch.onnx dynamic_axes)")
+		return "no input axis behaves as the batch (doubling each axis at the traced shapes mixes rows or does not double the outputs); export with the batch as a dynamic axis named \"batch\" (torch.onnx dynamic_axes)"
 	}
 	return fmt.Sprintf("input axes %v all behave as the batch and none is named \"batch\"; export with the batch as a dynamic axis named \"batch\" (torch.onnx dynamic_axes)", e.Candidates)
 }
