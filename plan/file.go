@@ -29,6 +29,9 @@ type File struct {
 	Compared    []Compared      `json:"compared"`
 	Attention   Attention       `json:"attention"`
 	Levers      []string        `json:"memory_levers,omitempty"` // what the chosen strategy needs to fit
+	// LeverOptions are each lever family's fastest plan alone for the
+	// chosen strategy, when it needs a lever.
+	LeverOptions []LeverOption `json:"lever_options,omitempty"`
 	// Tables is where the embedding tables lie, in the emb family.
 	Tables []TableFile `json:"embedding_tables,omitempty"`
 	// Substitutions are the pinned version's rules a joint plan applies.
@@ -78,7 +81,7 @@ func (c *Choice) NewFile(g *training.Graph) *File {
 	r := c.Chosen
 	f := &File{Format: FileFormat, Simulated: Simulated, CostModel: c.Options.CostModel(), Precision: string(c.Options.precision()), Model: c.Model, Machine: c.Machine,
 		Batch: c.Batch, Strategy: r.Strategy, Attention: c.Options.attention(), Levers: r.Strategy.leverNames(), Optimizer: r.Optimizer, Time: r.Time, Memory: r.Memory, MemoryLimit: c.Options.memoryLimit(),
-		BucketBytes: c.Options.BucketBytes, Fits: r.Fits}
+		BucketBytes: c.Options.BucketBytes, Fits: r.Fits, LeverOptions: c.LeverOptions}
 	s := r.Strategy
 	for st := 0; st < s.PP; st++ {
 		sf := StageFile{Stage: st}

@@ -89,6 +89,9 @@ type Options struct {
 	// apply; without them (or without a parallel rule among them) it is
 	// not searched.
 	Substitutions *Substitutions
+	// Levers are the memory levers a strategy that does not fit may pull;
+	// 0 allows all.
+	Levers LeverSet
 }
 
 // Optimizer is the implementation of torch.optim.Adam priced: fused
