@@ -112,7 +112,7 @@ func (c *Choice) NewFile(g *training.Graph) *File {
 }
 
 // outputDegrees is the number of pieces each dimension of op's first
-// output is cut into: the batch (dimension 0) by DP, the layout's cut
+// output is cut into: the batch (training.Graph.BatchAxisOf) by DP, the layout's cut
 // axis by TP when the operator works on slices.
 func outputDegrees(g *training.Graph, op training.Op, s Strategy, l OpLayout) []int {
 	rank := len(g.ValueShape(op.Outputs[0]))
@@ -123,8 +123,8 @@ func outputDegrees(g *training.Graph, op training.Op, s Strategy, l OpLayout) []
 	for i := range d {
 		d[i] = 1
 	}
-	if g.HasBatch(op.Outputs[0]) {
-		d[0] = s.DP
+	if k := g.BatchAxisOf(op.Outputs[0]); k >= 0 {
+		d[k] = s.DP
 	}
 	if l.sliced() && l.Axis < rank {
 		d[l.Axis] *= s.TP

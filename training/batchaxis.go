@@ -58,14 +58,16 @@ func tracedInputs(g *onnx.Graph) (map[string][]int, map[string][]string) {
 	return shapes, names
 }
 
-// findBatchAxis is the input axis that is the batch (see above). A model
-// whose traced shapes do not infer gets axis 0, and the inference at the
-// batch reports what is wrong with it.
-func findBatchAxis(m *onnx.Model) (int, error) {
+// findBatchAxis is the input axis that is the batch (see above), and
+// where the batch lies in each value that carries it on one axis: the
+// one axis that doubled with it. A model whose traced shapes do not infer
+// gets axis 0, and the inference at the batch reports what is wrong with
+// it.
+func findBatchAxis(m *onnx.Model) (int, map[string]int, error) {
 	traced, names := tracedInputs(m.Graph)
 	base, err := runtime.InferShapes(m, runtime.ShapeOptions{Inputs: traced, Opset: assumedOpset})
 	if err != nil {
-		return 0, nil
+		return 0, nil, nil
 	}
 	rank := 0
 	for _, s := range traced {
@@ -73,32 +75,34 @@ func findBatchAxis(m *onnx.Model) (int, error) {
 	}
 	var passed []int
 	var retraced []error
+	found := map[int]map[string]int{}
 	for axis := range rank {
-		ok, err := rowsIndependent(m, base, traced, axis)
+		ok, axes, err := rowsIndependent(m, base, traced, axis)
 		if _, re := errors.AsType[*runtime.RetraceError](err); re {
 			retraced = append(retraced, err)
 		}
 		if ok && axis == 0 {
-			return 0, nil
+			return 0, axes, nil
 		}
 		if ok {
 			passed = append(passed, axis)
+			found[axis] = axes
 		}
 	}
 	switch {
 	case len(passed) == 1:
-		return passed[0], nil
+		return passed[0], found[passed[0]], nil
 	case len(passed) == 0 && len(retraced) == 1:
 		// The one axis that could not be retraced is the batch, merged
 		// with another dimension at a traced batch of 1.
-		return 0, retraced[0]
+		return 0, nil, retraced[0]
 	}
 	for _, axis := range passed {
 		if namedBatch(names, axis) {
-			return axis, nil
+			return axis, found[axis], nil
 		}
 	}
-	return 0, &BatchAxisError{Candidates: passed}
+	return 0, nil, &BatchAxisError{Candidates: passed}
 }
 
 // namedBatch reports whether some input's dynamic dimension at axis is
@@ -113,8 +117,9 @@ func namedBatch(names map[string][]string, axis int) bool {
 }
 
 // rowsIndependent doubles axis in every data input that has it and
-// reports whether every graph output doubled and no value grew more.
-func rowsIndependent(m *onnx.Model, base *runtime.Shapes, traced map[string][]int, axis int) (bool, error) {
+// reports whether every graph output doubled and no value grew more; if
+// so, the axis that doubled in each value where one alone did.
+func rowsIndependent(m *onnx.Model, base *runtime.Shapes, traced map[string][]int, axis int) (bool, map[string]int, error) {
 	opt := runtime.ShapeOptions{Inputs: map[string][]int{}, Batched: map[string]bool{}, BatchAxis: map[string]int{},
 		RetraceBatch: true, Traced: traced, Opset: assumedOpset}
 	for in, s := range traced {
@@ -127,24 +132,50 @@ func rowsIndependent(m *onnx.Model, base *runtime.Shapes, traced map[string][]in
 	}
 	doubled, err := runtime.InferShapes(m, opt)
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
 	grows := func(v string) (before, after int64) {
 		b, _ := base.Shape(v)
 		a, _ := doubled.Shape(v)
 		return runtime.Elements(toInt64(b)), runtime.Elements(toInt64(a))
 	}
+	axes := map[string]int{}
+	for in := range traced {
+		axes[in] = axis
+	}
 	for _, n := range m.Graph.Nodes {
 		for _, v := range n.Outputs {
 			if before, after := grows(v); v != "" && after > 2*before {
-				return false, nil
+				return false, nil, nil
+			}
+			if k, ok := doubledAxis(base, doubled, v); ok {
+				axes[v] = k
 			}
 		}
 	}
 	for _, out := range m.Graph.Outputs {
 		if before, after := grows(out.Name); after != 2*before {
-			return false, nil
+			return false, nil, nil
 		}
 	}
-	return true, nil
+	return true, axes, nil
+}
+
+// doubledAxis is the one axis of v that doubled between the two shapes.
+func doubledAxis(base, doubled *runtime.Shapes, v string) (int, bool) {
+	b, _ := base.Shape(v)
+	a, _ := doubled.Shape(v)
+	if len(a) != len(b) {
+		return 0, false
+	}
+	k := -1
+	for i := range a {
+		if a[i] != b[i] {
+			if k >= 0 || a[i] != 2*b[i] {
+				return 0, false
+			}
+			k = i
+		}
+	}
+	return k, k >= 0
 }

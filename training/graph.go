@@ -91,6 +91,7 @@ type Graph struct {
 
 	shapes    map[string][]int64
 	batched   map[string]bool
+	batchAxes map[string]int // where the batch lies in a value, where it is known
 	inputs    map[string]bool
 	producer  map[string]int
 	consumers map[string][]int
@@ -139,9 +140,21 @@ func (g *Graph) Edges() [][2]int {
 // ValueShape is v's shape at the graph's batch; nil if unknown.
 func (g *Graph) ValueShape(v string) []int64 { return g.shapes[v] }
 
-// HasBatch reports whether v carries the batch (on dimension 0 unless
-// BatchAxis says otherwise for the inputs).
+// HasBatch reports whether v carries the batch (on BatchAxisOf(v)).
 func (g *Graph) HasBatch(v string) bool { return g.batched[v] }
+
+// BatchAxisOf is the axis of v that carries the batch: the one that grew
+// with it when the batch axis was found, else dimension 0; −1 when v does
+// not carry the batch.
+func (g *Graph) BatchAxisOf(v string) int {
+	if !g.batched[v] {
+		return -1
+	}
+	if k, ok := g.batchAxes[v]; ok && k < len(g.shapes[v]) {
+		return k
+	}
+	return 0
+}
 
 // IsInput reports whether v is a graph input.
 func (g *Graph) IsInput(v string) bool { return g.inputs[v] }
@@ -229,7 +242,7 @@ func FromONNX(m *onnx.Model, name string, batch int64) (*Graph, error) {
 	if first == nil || !first.HasShape || len(first.Shape) == 0 {
 		return nil, fmt.Errorf("%s: the first input has no shape, so no batch dimension", name)
 	}
-	axis, err := findBatchAxis(m)
+	axis, axes, err := findBatchAxis(m)
 	if err != nil {
 		return nil, fmt.Errorf("%s: finding the batch axis: %w", name, err)
 	}
@@ -239,7 +252,7 @@ func FromONNX(m *onnx.Model, name string, batch int64) (*Graph, error) {
 		}
 		return nil, fmt.Errorf("%s: no batch dimension (input %s has fixed shape %v); pass --batch N to set dimension %d, the batch, to N", name, first.Name, first.Shape, axis)
 	}
-	g := &Graph{Model: name, Batch: batch, BatchAxis: axis, shapes: map[string][]int64{}, batched: map[string]bool{},
+	g := &Graph{Model: name, Batch: batch, BatchAxis: axis, batchAxes: axes, shapes: map[string][]int64{}, batched: map[string]bool{},
 		inputs: map[string]bool{}, producer: map[string]int{}, consumers: map[string][]int{}, storage: map[string]string{}}
 	inf, err := newInference(m, g, batch, axis)
 	if err != nil {
