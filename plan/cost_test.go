@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -275,5 +276,46 @@ func TestHostRunsAhead(t *testing.T) {
 	serial += r.Optimizer.Forward
 	if r.Time.Step < launches || r.Time.Step >= serial {
 		t.Errorf("step %g s, launches %g s, launch and device in turn %g s", r.Time.Step, launches, serial)
+	}
+}
+
+// TestAutocastWeightCopies: in 16 bits, memory counts autocast's copy of
+// every weight a product reads (2 bytes a parameter), sharded as the
+// weights are; fp32 and tf32 keep none.
+func TestAutocastWeightCopies(t *testing.T) {
+	g := smallEncoder(t)
+	var products float64
+	for _, op := range g.Ops {
+		if op.Product != nil {
+			products += op.ParamBytes
+		}
+	}
+	for _, c := range []struct {
+		precision cluster.Precision
+		s         Strategy
+		want      func(copies float64) bool
+	}{
+		{cluster.FP32, dp1(), func(x float64) bool { return x == 0 }},
+		{cluster.TF32, dp1(), func(x float64) bool { return x == 0 }},
+		{cluster.BF16, dp1(), func(x float64) bool { return x == products/2 }},
+		// tensor parallelism cuts every product of the encoder in two
+		{cluster.BF16, Strategy{Kind: TensorParallel, DP: 1, TP: 2, PP: 1, Microbatches: 1}, func(x float64) bool { return x == products/4 }},
+		// ZeRO-3 over 4: a quarter, and the block gathered whole
+		{cluster.BF16, Strategy{Kind: DataParallel, DP: 4, TP: 1, PP: 1, Microbatches: 1, ZeRO: 3}, func(x float64) bool { return x > products/8 && x < products/2 }},
+	} {
+		m, err := cluster.Parse(fmt.Sprintf("h100:1x%d", c.s.DP*c.s.TP))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Price(context.Background(), g, c.s, Options{Machine: m, Precision: c.precision})
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.precision, layoutText(c.s), err)
+		}
+		if r.Err != nil {
+			t.Fatalf("%s %s: %v", c.precision, layoutText(c.s), r.Err)
+		}
+		if !c.want(r.Memory.CastCopies) {
+			t.Errorf("%s %s: autocast copies %g bytes, products' weights %g", c.precision, layoutText(c.s), r.Memory.CastCopies, products)
+		}
 	}
 }

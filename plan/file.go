@@ -29,6 +29,9 @@ type File struct {
 	Compared    []Compared      `json:"compared"`
 	Attention   Attention       `json:"attention"`
 	Levers      []string        `json:"memory_levers,omitempty"` // what the chosen strategy needs to fit
+	// LeverOptions are each lever family's fastest plan alone for the
+	// chosen strategy, when it needs a lever.
+	LeverOptions []LeverOption `json:"lever_options,omitempty"`
 	// Tables is where the embedding tables lie, in the emb family.
 	Tables []TableFile `json:"embedding_tables,omitempty"`
 	// Substitutions are the pinned version's rules a joint plan applies.
@@ -78,7 +81,7 @@ func (c *Choice) NewFile(g *training.Graph) *File {
 	r := c.Chosen
 	f := &File{Format: FileFormat, Simulated: Simulated, CostModel: c.Options.CostModel(), Precision: string(c.Options.precision()), Model: c.Model, Machine: c.Machine,
 		Batch: c.Batch, Strategy: r.Strategy, Attention: c.Options.attention(), Levers: r.Strategy.leverNames(), Optimizer: r.Optimizer, Time: r.Time, Memory: r.Memory, MemoryLimit: c.Options.memoryLimit(),
-		BucketBytes: c.Options.BucketBytes, Fits: r.Fits}
+		BucketBytes: c.Options.BucketBytes, Fits: r.Fits, LeverOptions: c.LeverOptions}
 	s := r.Strategy
 	for st := 0; st < s.PP; st++ {
 		sf := StageFile{Stage: st}
@@ -109,7 +112,7 @@ func (c *Choice) NewFile(g *training.Graph) *File {
 }
 
 // outputDegrees is the number of pieces each dimension of op's first
-// output is cut into: the batch (dimension 0) by DP, the layout's cut
+// output is cut into: the batch (training.Graph.BatchAxisOf) by DP, the layout's cut
 // axis by TP when the operator works on slices.
 func outputDegrees(g *training.Graph, op training.Op, s Strategy, l OpLayout) []int {
 	rank := len(g.ValueShape(op.Outputs[0]))
@@ -120,8 +123,8 @@ func outputDegrees(g *training.Graph, op training.Op, s Strategy, l OpLayout) []
 	for i := range d {
 		d[i] = 1
 	}
-	if g.HasBatch(op.Outputs[0]) {
-		d[0] = s.DP
+	if k := g.BatchAxisOf(op.Outputs[0]); k >= 0 {
+		d[k] = s.DP
 	}
 	if l.sliced() && l.Axis < rank {
 		d[l.Axis] *= s.TP

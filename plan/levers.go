@@ -167,6 +167,9 @@ func relieve(ctx context.Context, g *training.Graph, r *Result, o Options) (*Res
 	for _, tier := range leverTiers(r.Strategy) {
 		var fit []*Result
 		for _, set := range tier {
+			if !o.Levers.allows(set) {
+				continue
+			}
 			p, err := leastAccumulation(g, set, r.Strategy, o)
 			if err != nil {
 				return nil, err
@@ -194,7 +197,7 @@ func relieve(ctx context.Context, g *training.Graph, r *Result, o Options) (*Res
 // levers (was) is skipped.
 func leastAccumulation(g *training.Graph, set, was Strategy, o Options) (*Result, error) {
 	for _, v := range accumulations(set, g.Batch) {
-		if v == was {
+		if v == was || !o.Levers.allows(v) {
 			continue
 		}
 		p, err := prepare(g, v, o)

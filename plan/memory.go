@@ -13,7 +13,9 @@ import (
 // backward, for as many micro-batches as 1F1B keeps in flight (pp −
 // stage, the first stage holding most). Weights, gradients and Adam's
 // moments are fp32 in every precision; activations are elem bytes an
-// element (training counts 4).
+// element (training counts 4). In 16 bits (elem 2) autocast also keeps
+// a 16-bit copy of every weight a product reads, for the whole step: the
+// backward's input gradient reads it (castCopies).
 func memory(g *training.Graph, s Strategy, r *Result, elem float64) Memory {
 	per := make([]Memory, s.PP)
 	unit := make([]float64, s.PP) // the largest block's weights: what ZeRO-3 gathers at once
@@ -21,6 +23,7 @@ func memory(g *training.Graph, s Strategy, r *Result, elem float64) Memory {
 	for i, op := range g.Ops {
 		w := op.ParamBytes * r.weightShare(i, s.TP)
 		per[r.Stage[i]].Weights += w
+		per[r.Stage[i]].CastCopies += castCopy(op.Product != nil, w, elem)
 		blockWeights[r.block[i]] += w
 		if r.block[i] < 0 {
 			unit[r.Stage[i]] = max(unit[r.Stage[i]], w)
@@ -46,6 +49,9 @@ func memory(g *training.Graph, s Strategy, r *Result, elem float64) Memory {
 				m.Gradients /= dp
 			}
 			if s.ZeRO >= 3 {
+				// the copies are made of the gathered weights: a share
+				// of each, and the block gathered at once whole
+				m.CastCopies = m.CastCopies/dp + castCopy(true, unit[st], elem)
 				m.Weights = m.Weights/dp + unit[st]
 			}
 		}
@@ -54,6 +60,17 @@ func memory(g *training.Graph, s Strategy, r *Result, elem float64) Memory {
 		}
 	}
 	return worst
+}
+
+// castCopy is the bytes of autocast's 16-bit copy of w bytes of fp32
+// weights, when activations are elem bytes and a product or convolution
+// reads them: those run in 16 bits and read the copy; nothing else is
+// cast (autocast leaves embeddings and norms in fp32).
+func castCopy(product bool, w, elem float64) float64 {
+	if elem >= 4 || !product {
+		return 0
+	}
+	return w * elem / 4
 }
 
 // saved is what each stage keeps for backward per micro-batch (of the

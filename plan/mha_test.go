@@ -138,3 +138,61 @@ func packedAnnotated(t *testing.T, model *onnx.Model, g *training.Graph, r *Resu
 		t.Errorf("dp%d×tp%d: check_sharding: %v\n%s", dp, tp, err, strings.TrimSpace(string(out)))
 	}
 }
+
+// exportEncoderLayer exports nn.TransformerEncoderLayer (d_model 64, 4
+// heads, sequence 8) with torch.onnx (dynamo=False), traced at batch 2
+// with constant reshape targets, to argv[1]: batch_first unless argv[2]
+// is "seq_first", where the input is [seq, batch, embed].
+const exportEncoderLayer = `
+import sys, torch, torch.nn as nn
+torch.manual_seed(0)
+bf = sys.argv[2] != "seq_first"
+layer = nn.TransformerEncoderLayer(64, 4, dim_feedforward=128, dropout=0.0, batch_first=bf)
+class Wrap(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l = layer
+    def forward(self, x):
+        # Tracing the layer with its default is_causal fails in torch 2.x.
+        return self.l(x, src_mask=None, is_causal=False)
+x = torch.randn(2, 8, 64) if bf else torch.randn(8, 2, 64)
+torch.onnx.export(Wrap(), (x,), sys.argv[1], input_names=["x"], output_names=["y"], dynamo=False)
+`
+
+// TestSeqFirstBatchCut: an encoder layer exported with batch_first=False
+// ([seq, batch, embed]) is planned at its batch: dp cuts axis 1 of its
+// input and output, in plan.json's degrees and in the IR-11 annotations,
+// and the step's compute matches the batch_first export's (within 5%:
+// batch_first wraps the same layer in two transposes).
+func TestSeqFirstBatchCut(t *testing.T) {
+	needPython(t, "torch")
+	dir := t.TempDir()
+	compute := map[string]float64{}
+	for _, layout := range []string{"batch_first", "seq_first"} {
+		path := filepath.Join(dir, layout+".onnx")
+		if out, err := exec.Command("python3", "-W", "ignore", "-c", exportEncoderLayer, path, layout).CombinedOutput(); err != nil {
+			t.Fatalf("exporting with torch: %v\n%s", err, out)
+		}
+		req := Request{Model: path, Machine: "h100:1x2", Batch: 8, Strategy: "dp", Precision: "fp32", Profile: NoProfile}
+		out, err := Run(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		compute[layout] = out.Choice.Chosen.Time.Compute
+		if layout != "seq_first" {
+			continue
+		}
+		f := out.Choice.NewFile(out.Graph)
+		for _, op := range f.Operators {
+			if op.Name == out.Graph.Ops[len(out.Graph.Ops)-1].Name && (len(op.Degrees) != 3 || op.Degrees[1] != 2 || op.Degrees[0] != 1) {
+				t.Errorf("%s: output degrees %v, want [1 2 1]", op.Name, op.Degrees)
+			}
+		}
+		if k := out.Graph.BatchAxisOf("x"); k != 1 {
+			t.Errorf("input x: batch axis %d, want 1", k)
+		}
+	}
+	if a, b := compute["batch_first"], compute["seq_first"]; b > a || a-b > 0.05*a {
+		t.Errorf("simulated compute at batch 8: %g s batch_first, %g s seq_first", a, b)
+	}
+}

@@ -103,7 +103,7 @@ func leverVariants(g *training.Graph, kinds []Kind, o Options) ([]*variant, erro
 				for _, a := range accumulations(set, g.Batch) {
 					key := a
 					key.Kind = ""
-					if seen[key] {
+					if seen[key] || !o.Levers.allows(a) {
 						continue
 					}
 					seen[key] = true

@@ -35,6 +35,9 @@ type Choice struct {
 	// says why the joint family was not searched.
 	Citations *Citations
 	JointNote string
+	// LeverOptions are, when the chosen strategy needs a memory lever,
+	// each allowed lever family's fastest fitting plan for it alone.
+	LeverOptions []LeverOption
 }
 
 // Choose prices each family of kinds on the machine (for the grid and
@@ -105,6 +108,12 @@ func Choose(ctx context.Context, g *training.Graph, kinds []Kind, o Options) (*C
 	for _, r := range c.Results {
 		if r.Strategy.Kind == Joint && r.Err == nil {
 			c.Citations = o.Substitutions.cite(g, r)
+		}
+	}
+	if c.Fits {
+		var err error
+		if c.LeverOptions, err = leverOptions(ctx, g, c.Chosen.Strategy, o); err != nil {
+			return nil, err
 		}
 	}
 	return c, nil
@@ -195,7 +204,7 @@ func (c *Choice) WriteTable(w io.Writer) error {
 			return err
 		}
 	}
-	return nil
+	return c.writeLeverOptions(w)
 }
 
 // jointAgainstClassic says how the joint plan compares with the fastest

@@ -3,6 +3,7 @@ package plan
 import (
 	"bytes"
 	"context"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -370,4 +371,57 @@ func TestLeverChosen(t *testing.T) {
 	var table bytes.Buffer
 	c.WriteTable(&table)
 	t.Log(table.String())
+}
+
+// TestLeverOptions: BERT-Large at batch 96 on summit:1 in fp32 needs a
+// lever on data parallelism; the choice says, for each lever family
+// alone, its fastest plan that fits (each with its lever in its label),
+// in the table and in plan.json; and --levers restricts the search to the
+// families named.
+func TestLeverOptions(t *testing.T) {
+	req := Request{Model: "bert-large", Machine: "summit:1", Batch: 96, Precision: "fp32", Strategy: "dp"}
+	for _, c := range []struct {
+		levers   string
+		label    string // the chosen layout's levers
+		families []string
+	}{
+		{"", "+accum2", []string{"gradient accumulation", "ZeRO 1-3", "recomputation"}},
+		{"recompute", "+recompute", []string{"recomputation"}},
+		{"zero", "+zero1", []string{"ZeRO 1-3"}},
+		{"zero,recompute", "+zero1", []string{"ZeRO 1-3", "recomputation"}},
+	} {
+		r := req
+		r.Levers = c.levers
+		r.Out = filepath.Join(t.TempDir(), "p.json")
+		out, err := Run(context.Background(), r)
+		if err != nil {
+			t.Fatalf("--levers %q: %v", c.levers, err)
+		}
+		ch := out.Choice
+		if !ch.Fits || ch.Chosen.Strategy.levers() != c.label {
+			t.Errorf("--levers %q: chose %s (fits %v), want levers %s", c.levers, layoutText(ch.Chosen.Strategy), ch.Fits, c.label)
+		}
+		var families []string
+		for _, l := range ch.LeverOptions {
+			families = append(families, l.Family)
+			if l.Result == nil || !l.Result.Fits || l.Result.Strategy.levers() == "" || l.Time.Step <= 0 {
+				t.Errorf("--levers %q: %s: %+v", c.levers, l.Family, l)
+			}
+		}
+		if strings.Join(families, ", ") != strings.Join(c.families, ", ") {
+			t.Errorf("--levers %q: families %v, want %v", c.levers, families, c.families)
+		}
+		var table bytes.Buffer
+		if err := ch.WriteTable(&table); err != nil || !strings.Contains(table.String(), "each lever alone on dp6×tp1 (simulated):") {
+			t.Errorf("--levers %q: %v\n%s", c.levers, err, table.String())
+		}
+		data, err := os.ReadFile(r.Out)
+		if err != nil || !strings.Contains(string(data), `"lever_options"`) {
+			t.Errorf("--levers %q: plan.json has no lever_options: %v", c.levers, err)
+		}
+	}
+	_, err := Run(context.Background(), Request{Model: "bert-large", Machine: "summit:1", Batch: 96, Levers: "recompute,offload"})
+	if !errors.Is(err, ErrUnknownLever) {
+		t.Errorf("--levers recompute,offload: %v; want ErrUnknownLever", err)
+	}
 }

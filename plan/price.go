@@ -20,10 +20,16 @@ type Memory struct {
 	Gradients   float64 `json:"gradients"`
 	Optimizer   float64 `json:"optimizer_state"`
 	Activations float64 `json:"saved_activations"`
+	// CastCopies are autocast's 16-bit copies of the weights products
+	// and convolutions read, kept for the step (its cast cache); 0 in
+	// fp32 and tf32.
+	CastCopies float64 `json:"autocast_weight_copies,omitempty"`
 }
 
 // Total is the sum of the categories.
-func (m Memory) Total() float64 { return m.Weights + m.Gradients + m.Optimizer + m.Activations }
+func (m Memory) Total() float64 {
+	return m.Weights + m.Gradients + m.Optimizer + m.Activations + m.CastCopies
+}
 
 // Time is one device's simulated step, in seconds: Compute plus
 // ExposedCommunication plus Idle is Step.
@@ -83,6 +89,9 @@ type Options struct {
 	// apply; without them (or without a parallel rule among them) it is
 	// not searched.
 	Substitutions *Substitutions
+	// Levers are the memory levers a strategy that does not fit may pull;
+	// 0 allows all.
+	Levers LeverSet
 }
 
 // Optimizer is the implementation of torch.optim.Adam priced: fused

@@ -56,6 +56,8 @@ type Request struct {
 	// time/memory frontier (pareto.go), printed and, with Out, written
 	// as NAME.pareto.csv and NAME.pareto.svg.
 	Pareto bool
+	// Levers restricts the memory levers (ParseLevers): "" allows all.
+	Levers string
 }
 
 // NoProfile as Request.Profile prices with the roofline alone.
@@ -153,6 +155,9 @@ func Run(ctx context.Context, req Request) (*Outcome, error) {
 		if opts.Optimizer, err = ParseOptimizer(req.Optimizer); err != nil {
 			return nil, fmt.Errorf("--optimizer: %w", err)
 		}
+	}
+	if opts.Levers, err = ParseLevers(req.Levers); err != nil {
+		return nil, fmt.Errorf("--levers: %w", err)
 	}
 	if opts.Profile, err = loadProfile(req); err != nil {
 		return nil, err

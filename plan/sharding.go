@@ -67,7 +67,7 @@ func shardTensor(g *training.Graph, op training.Op, v string, s Strategy, l OpLa
 	}
 	batch, feature := -1, cutAt{axis: -1, groups: 1}
 	if g.HasBatch(v) && s.DP > 1 {
-		batch = 0
+		batch = g.BatchAxisOf(v)
 	}
 	if s.TP > 1 {
 		feature = featureAxis(g, op, v, l, cuts)

@@ -27,10 +27,12 @@ type ShapeOptions struct {
 	// Inputs are the shapes of the graph inputs (those that are not
 	// initializers), in place of the declared ones. Every input needs one.
 	Inputs map[string][]int
-	// Batched names the inputs whose dimension 0 is the batch. A value
-	// computed from a batched one carries the batch too, when it has a
-	// dimension, unless Shape computed it.
-	Batched map[string]bool
+	// Batched names the inputs that carry the batch, on dimension
+	// BatchAxis[name] (0 when absent). A value computed from a batched one
+	// carries the batch too, when it has a dimension, unless Shape
+	// computed it.
+	Batched   map[string]bool
+	BatchAxis map[string]int
 	// RetraceBatch: a Reshape target that is a constant, traced at the
 	// batch of Traced, is re-derived for the batch of Inputs (see
 	// retrace.go); one that cannot be is refused with a *RetraceError.
@@ -61,7 +63,7 @@ func (s *Shapes) Shape(name string) ([]int, bool) {
 	return slices.Clone(s.values[id].shape), true
 }
 
-// Batched reports whether value name's dimension 0 is the batch (see
+// Batched reports whether value name carries the batch (see
 // ShapeOptions.Batched).
 func (s *Shapes) Batched(name string) bool {
 	id, ok := s.byName[name]
@@ -99,13 +101,13 @@ func InferShapes(m *onnx.Model, opt ShapeOptions) (*Shapes, error) {
 // traceBatch infers shapes at the traced input shapes and follows the
 // batch through them.
 func traceBatch(m *onnx.Model, opt ShapeOptions) (*traced, error) {
-	at := ShapeOptions{Inputs: map[string][]int{}, Batched: opt.Batched, Opset: opt.Opset}
+	at := ShapeOptions{Inputs: map[string][]int{}, Batched: opt.Batched, BatchAxis: opt.BatchAxis, Opset: opt.Opset}
 	for name, shape := range opt.Inputs {
 		t, ok := opt.Traced[name]
 		if !ok {
 			t = slices.Clone(shape)
-			if len(t) > 0 && opt.Batched[name] {
-				t[0] = 1
+			if axis := opt.BatchAxis[name]; len(t) > axis && opt.Batched[name] {
+				t[axis] = 1
 			}
 		}
 		at.Inputs[name] = t
@@ -185,10 +187,10 @@ func (b *builder) addGivenInputs(g *onnx.Graph, opt ShapeOptions) error {
 		if err != nil {
 			return err
 		}
-		if opt.Batched[vi.Name] && len(shape) > 0 {
+		if axis := opt.BatchAxis[vi.Name]; opt.Batched[vi.Name] && len(shape) > axis {
 			b.shapes.batched[id] = true
 			if b.shapes.digits != nil {
-				b.shapes.digits[id] = digit{dim: 0, inner: 1, extent: shape[0]}
+				b.shapes.digits[id] = digit{dim: axis, inner: 1, extent: shape[axis]}
 			}
 		}
 	}

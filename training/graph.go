@@ -84,10 +84,14 @@ type Op struct {
 type Graph struct {
 	Model string
 	Batch int64
-	Ops   []Op
+	// BatchAxis is the inputs' axis that is the batch (findBatchAxis):
+	// 0, or 1 for a batch_first=False export.
+	BatchAxis int
+	Ops       []Op
 
 	shapes    map[string][]int64
 	batched   map[string]bool
+	batchAxes map[string]int // where the batch lies in a value, where it is known
 	inputs    map[string]bool
 	producer  map[string]int
 	consumers map[string][]int
@@ -136,8 +140,21 @@ func (g *Graph) Edges() [][2]int {
 // ValueShape is v's shape at the graph's batch; nil if unknown.
 func (g *Graph) ValueShape(v string) []int64 { return g.shapes[v] }
 
-// HasBatch reports whether v's dimension 0 is the batch.
+// HasBatch reports whether v carries the batch (on BatchAxisOf(v)).
 func (g *Graph) HasBatch(v string) bool { return g.batched[v] }
+
+// BatchAxisOf is the axis of v that carries the batch: the one that grew
+// with it when the batch axis was found, else dimension 0; −1 when v does
+// not carry the batch.
+func (g *Graph) BatchAxisOf(v string) int {
+	if !g.batched[v] {
+		return -1
+	}
+	if k, ok := g.batchAxes[v]; ok && k < len(g.shapes[v]) {
+		return k
+	}
+	return 0
+}
 
 // IsInput reports whether v is a graph input.
 func (g *Graph) IsInput(v string) bool { return g.inputs[v] }
@@ -213,10 +230,10 @@ func ModulePath(node string) string {
 	return path
 }
 
-// FromONNX infers shapes with dimension 0 of every graph input set to
-// batch and derives each operator's work. The batch must be given (work
-// depends on it); without it the error says whether the model's batch is
-// symbolic or fixed.
+// FromONNX infers shapes with the batch axis of every graph input set to
+// batch and derives each operator's work. The batch axis is found (see
+// findBatchAxis). The batch must be given (work depends on it); without
+// it the error says whether the model's batch is symbolic or fixed.
 func FromONNX(m *onnx.Model, name string, batch int64) (*Graph, error) {
 	if m.Graph == nil || len(m.Graph.Inputs) == 0 {
 		return nil, fmt.Errorf("%s: the model has no graph inputs", name)
@@ -225,15 +242,19 @@ func FromONNX(m *onnx.Model, name string, batch int64) (*Graph, error) {
 	if first == nil || !first.HasShape || len(first.Shape) == 0 {
 		return nil, fmt.Errorf("%s: the first input has no shape, so no batch dimension", name)
 	}
+	axis, axes, err := findBatchAxis(m)
+	if err != nil {
+		return nil, fmt.Errorf("%s: finding the batch axis: %w", name, err)
+	}
 	if batch <= 0 {
-		if d := first.Shape[0]; !d.HasValue {
+		if d := first.Shape[min(axis, len(first.Shape)-1)]; !d.HasValue {
 			return nil, fmt.Errorf("%s: the batch dimension %q of input %s has no size; pass --batch N", name, d.Param, first.Name)
 		}
-		return nil, fmt.Errorf("%s: no batch dimension (input %s has fixed shape %v); pass --batch N to treat dimension 0 as the batch", name, first.Name, first.Shape)
+		return nil, fmt.Errorf("%s: no batch dimension (input %s has fixed shape %v); pass --batch N to set dimension %d, the batch, to N", name, first.Name, first.Shape, axis)
 	}
-	g := &Graph{Model: name, Batch: batch, shapes: map[string][]int64{}, batched: map[string]bool{},
+	g := &Graph{Model: name, Batch: batch, BatchAxis: axis, batchAxes: axes, shapes: map[string][]int64{}, batched: map[string]bool{},
 		inputs: map[string]bool{}, producer: map[string]int{}, consumers: map[string][]int{}, storage: map[string]string{}}
-	inf, err := newInference(m, g, batch)
+	inf, err := newInference(m, g, batch, axis)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}

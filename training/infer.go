@@ -23,10 +23,10 @@ type inference struct {
 }
 
 // newInference reads the initializers and gives every graph input its
-// shape at the batch: dimension 0 is the batch, and a dimension without a
-// size is 1. The runtime then infers the rest, re-deriving a constant
+// shape at the batch: dimension axis is the batch, and a dimension
+// without a size is 1. The runtime then infers the rest, re-deriving a constant
 // Reshape target traced at the declared batch for the batch.
-func newInference(m *onnx.Model, g *Graph, batch int64) (*inference, error) {
+func newInference(m *onnx.Model, g *Graph, batch int64, axis int) (*inference, error) {
 	og := m.Graph
 	inf := &inference{g: g, onnx: og, consts: map[string]bool{}, weights: map[string]string{}, owned: map[string]bool{}, strided: map[string]bool{}}
 	for _, t := range og.Initializers {
@@ -40,7 +40,7 @@ func newInference(m *onnx.Model, g *Graph, batch int64) (*inference, error) {
 			inf.consts[t.Name] = true
 		}
 	}
-	opt := runtime.ShapeOptions{Inputs: map[string][]int{}, Batched: map[string]bool{}, RetraceBatch: true,
+	opt := runtime.ShapeOptions{Inputs: map[string][]int{}, Batched: map[string]bool{}, BatchAxis: map[string]int{}, RetraceBatch: true,
 		Traced: map[string][]int{}, Opset: assumedOpset}
 	for _, in := range og.Inputs {
 		if og.Initializer(in.Name) != nil {
@@ -56,10 +56,10 @@ func newInference(m *onnx.Model, g *Graph, batch int64) (*inference, error) {
 		// The export was traced at its declared shape; Reshape targets
 		// traced there are re-derived for the batch.
 		opt.Traced[in.Name] = toInt(shape)
-		if len(shape) > 0 {
-			shape[0] = batch
+		if len(shape) > axis {
+			shape[axis] = batch
 			g.batched[in.Name] = true
-			opt.Batched[in.Name] = true
+			opt.Batched[in.Name], opt.BatchAxis[in.Name] = true, axis
 		}
 		if err := checkShape("input "+in.Name, shape); err != nil {
 			return nil, fmt.Errorf("at batch %d: %w", batch, err)

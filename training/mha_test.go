@@ -15,13 +15,14 @@ import (
 // exportAttention exports PyTorch's own attention modules with
 // torch.onnx's TorchScript exporter (dynamo=False; the default exporter
 // needs onnxscript): argv is the output folder, then one
-// "file module batch_first traced_batch dynamic" group per file.
+// "file module batch_first traced_batch dynamic" group per file. The
+// batch is dimension 0 with batch_first, else dimension 1.
 const exportAttention = `
 import sys, torch, torch.nn as nn
 out, specs = sys.argv[1], sys.argv[2:]
 seq, d, heads = 8, 64, 4
 for i in range(0, len(specs), 5):
-    name, kind, bf, dim0, dyn = specs[i], specs[i+1], specs[i+2] == "1", int(specs[i+3]), specs[i+4] == "1"
+    name, kind, bf, batch, dyn = specs[i], specs[i+1], specs[i+2] == "1", int(specs[i+3]), specs[i+4] == "1"
     torch.manual_seed(0)
     if kind == "layer":
         inner = nn.TransformerEncoderLayer(d, heads, dim_feedforward=128, dropout=0.0, batch_first=bf)
@@ -37,11 +38,11 @@ for i in range(0, len(specs), 5):
         def forward(self, x):
             return self.f(self.m, x)
     model = Wrap(inner, call).train(kind == "layer")
-    # Dimension 0 is the batch, or the sequence with batch_first=False.
-    x = torch.randn(dim0, seq if bf else 2, d)
+    x = torch.randn(batch, seq, d) if bf else torch.randn(seq, batch, d)
     kw = dict(input_names=["x"], output_names=["y"], dynamo=False)
     if dyn:
-        kw["dynamic_axes"] = {"x": {0: "dim0"}, "y": {0: "dim0"}}
+        axis = 0 if bf else 1
+        kw["dynamic_axes"] = {"x": {axis: "batch"}, "y": {axis: "batch"}}
     torch.onnx.export(model, (x,), out + "/" + name, **kw)
 `
 
@@ -63,14 +64,13 @@ func signature(g *Graph) []string {
 }
 
 // TestTorchAttentionExports: torch.onnx exports of nn.MultiheadAttention
-// and nn.TransformerEncoderLayer, traced at one dimension 0 with
-// constant Reshape targets or exported with it dynamic, infer at other
-// batches the shapes that an export traced at those batches has. An
-// export whose batch of 1 is merged with the heads cannot be re-derived
-// and is refused with a RetraceError. With batch_first=False dimension 0
-// is the sequence, which the planner scales as it would the batch; a
-// dynamic sequence is refused, as torch.onnx still folds the traced one
-// into a key's Reshape target.
+// and nn.TransformerEncoderLayer, traced at one batch with constant
+// Reshape targets or exported with it dynamic, infer at other batches
+// the shapes that an export traced at those batches has, whichever axis
+// the batch is (batch_first or not: the planner finds it). An export
+// whose batch of 1 is merged with the heads cannot be re-derived and is
+// refused with a RetraceError. At one batch, both layouts have the same
+// forward and backward FLOPs.
 func TestTorchAttentionExports(t *testing.T) {
 	if err := exec.Command("python3", "-c", "import torch").Run(); err != nil {
 		t.Skipf("python3 cannot import torch (pip install -r scripts/requirements-bridge.txt): %v", err)
@@ -92,17 +92,17 @@ func TestTorchAttentionExports(t *testing.T) {
 		for _, bf := range []bool{true, false} {
 			cases = append(cases,
 				export{module, bf, 2, false, false, false},
-				export{module, bf, 1, false, bf, false},
-				export{module, bf, 2, true, false, !bf})
+				export{module, bf, 1, false, true, false},
+				export{module, bf, 2, true, false, false})
 		}
 	}
-	file := func(module string, bf bool, dim0 int64, dynamic bool) string {
-		return fmt.Sprintf("%s_bf%v_%d_dyn%v.onnx", module, bf, dim0, dynamic)
+	file := func(module string, bf bool, batch int64, dynamic bool) string {
+		return fmt.Sprintf("%s_bf%v_%d_dyn%v.onnx", module, bf, batch, dynamic)
 	}
 	args := []string{"-W", "ignore", "-c", exportAttention, dir}
 	flag := func(b bool) string { return map[bool]string{true: "1", false: "0"}[b] }
-	add := func(module string, bf bool, dim0 int64, dynamic bool) {
-		args = append(args, file(module, bf, dim0, dynamic), module, flag(bf), fmt.Sprint(dim0), flag(dynamic))
+	add := func(module string, bf bool, batch int64, dynamic bool) {
+		args = append(args, file(module, bf, batch, dynamic), module, flag(bf), fmt.Sprint(batch), flag(dynamic))
 	}
 	for _, c := range cases {
 		add(c.module, c.bf, c.traced, c.dynamic)
@@ -158,4 +158,37 @@ func TestTorchAttentionExports(t *testing.T) {
 			}
 		})
 	}
+	for _, module := range []string{"mha", "layer"} {
+		for _, b := range batches {
+			t.Run(fmt.Sprintf("%s_flops_at_%d", module, b), func(t *testing.T) {
+				var work [2]float64
+				for i, bf := range []bool{true, false} {
+					g, err := load(t, file(module, bf, 2, false), b)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if want := map[bool]int{true: 0, false: 1}[bf]; g.BatchAxis != want {
+						t.Errorf("batch_first=%v: batch axis %d, want %d", bf, g.BatchAxis, want)
+					}
+					work[i] = stepFLOPs(g)
+				}
+				if work[0] != work[1] {
+					t.Errorf("FLOPs at batch %d: %g with batch_first, %g without", b, work[0], work[1])
+				}
+			})
+		}
+	}
+}
+
+// stepFLOPs is a graph's forward and backward FLOPs, less its
+// transposes: batch_first=True wraps the same computation in two
+// transposes to and from [seq, batch, embed].
+func stepFLOPs(g *Graph) float64 {
+	var f float64
+	for _, op := range g.Ops {
+		if op.Type != "Transpose" {
+			f += op.Forward.FLOPs + op.Backward.FLOPs
+		}
+	}
+	return f
 }

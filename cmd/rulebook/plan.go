@@ -33,8 +33,7 @@ func newPlanCmd() *cobra.Command {
 			}
 			out, err := plan.Run(cmd.Context(), req)
 			if out != nil {
-				// the comparison is printed even when its files could
-				// not be written (a pipeline plan has no DTensor form)
+				// printed even when no file could be written (a pipeline has no DTensor form)
 				if werr := out.WriteText(cmd.OutOrStdout(), explain, err == nil); err == nil {
 					err = werr
 				}
@@ -56,6 +55,7 @@ func newPlanCmd() *cobra.Command {
 	f.StringVar(&req.Emit, "emit", "", "also write the plan for an engine: torch (a DTensor plan)")
 	f.StringVar(&req.Precision, "precision", "", "bf16, fp16, tf32 or fp32 (default: the device's best 16-bit mixed precision, bf16, or fp16 on a V100)")
 	f.StringVar(&req.Profile, "profile", "", "a device profile of measured operator times (CSV; default: the preset's shipped one, for h200; none: the roofline alone)")
+	f.StringVar(&req.Levers, "levers", "all", "memory levers a plan that does not fit may pull: accum, zero, recompute (comma-separated), all or none")
 	f.StringVar(&req.Optimizer, "optimizer", "", "Adam as torch.optim.Adam runs it: fused (fused=True) or foreach (default: foreach, torch.optim.Adam's own default)")
 	f.BoolVar(&req.Pareto, "pareto", false, "also price every memory lever of every strategy and print the time/memory frontier (with -o, also NAME.pareto.csv and .svg)")
 	f.BoolVar(&explain, "explain", false, "also print each operator's simulated forward, backward and host launches and what priced them (profile, fit or roofline)")

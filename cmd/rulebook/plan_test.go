@@ -53,3 +53,24 @@ func TestPlanAttentionFlag(t *testing.T) {
 		t.Errorf("--attention flash: %v", err)
 	}
 }
+
+// TestPlanLeversFlag: --levers restricts the memory levers (the label
+// names the one pulled), and an unknown lever is refused in one line
+// before anything is written.
+func TestPlanLeversFlag(t *testing.T) {
+	args := []string{"plan", "bert-large", "--machine", "summit:1", "--batch", "96", "--precision", "fp32", "--strategy", "dp"}
+	for _, c := range []struct{ levers, want string }{{"recompute", "dp6×tp1+recompute"}, {"zero", "dp6×tp1+zero"}} {
+		out, err := run(context.Background(), append(args, "--levers", c.levers)...)
+		if err != nil || !strings.Contains(out, "* chosen: dp "+c.want) {
+			t.Errorf("--levers %s: %v\n%s", c.levers, err, out)
+		}
+	}
+	dir := t.TempDir()
+	out, err := run(context.Background(), append(args, "--levers", "zero,offload", "-o", filepath.Join(dir, "p.json"))...)
+	if !errors.Is(err, plan.ErrUnknownLever) || strings.Count(err.Error(), "\n") > 0 || out != "" {
+		t.Errorf("--levers zero,offload: %v; output %q", err, out)
+	}
+	if written, _ := filepath.Glob(filepath.Join(dir, "*")); len(written) > 0 {
+		t.Errorf("wrote %v", written)
+	}
+}
