@@ -65,8 +65,9 @@ func poolFlexFlowParams() []string {
 const SetParallel = "parallel"
 
 // parallelCompanions are the default set's operators that the parallel set
-// includes: those FlexFlow's parallel rules use.
-var parallelCompanions = []string{"ewadd", "ewmul", "relu", "concat", "split"}
+// includes: those FlexFlow's parallel rules use, and the convolution and
+// pools a CNN needs.
+var parallelCompanions = []string{"ewadd", "ewmul", "relu", "concat", "split", "conv2d", "pool_avg", "pool_max"}
 
 // Default returns the default operator set: TASO's Table 2.1. Each row also
 // says how the operator appears in ONNX, TASO's protobuf and FlexFlow's
