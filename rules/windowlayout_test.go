@@ -74,16 +74,23 @@ func TestPoolLayouts(t *testing.T) {
 // runWindowLayouts evaluates each case; for an accepted one it checks
 // every partial sum against the operator run on one device over the
 // operands' partial sum i restricted to input-channel block l (partial
-// sum i·c + l of the result, docs/parallel.md's order of pieces). Cuts and
-// copies are blocks of the logical tensor, so a partial sum compares whole.
+// sum i·c + l of the result, docs/parallel.md's order of pieces), in both
+// the float and the exact (modular) arithmetic, which the layout sweep
+// and axioms check trust. Cuts and copies are blocks of the logical
+// tensor, so a partial sum compares whole.
 func runWindowLayouts(t *testing.T, cases []windowLayoutCase) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			in := make([]*rules.FloatTensor, len(c.inputs))
+			exact := make([]*rules.IntTensor, len(c.inputs))
 			for i, s := range c.inputs {
 				in[i] = randomTensor(r, s)
+				exact[i] = rules.NewTensor[uint32](in[i].Shape)
+				for e := range exact[i].Data {
+					exact[i].Data[e] = r.Uint32()
+				}
 			}
 			got, err := evalFloat(t, c.graph, in)
 			if c.refused != "" {
@@ -98,14 +105,33 @@ func runWindowLayouts(t *testing.T, cases []windowLayoutCase) {
 			if got.Shape.String() != c.want {
 				t.Fatalf("laid out as %s, want %s", got.Shape, c.want)
 			}
-			checkPieces(t, c.graph, in, got)
+			checkPieces(t, c.graph, rules.FloatKernelOf, in, got, func(a, b float64) bool { return math.Abs(a-b) <= 1e-9 })
+			gotExact, err := evalWith(t, c.graph, rules.IntKernelOf, exact)
+			if err != nil {
+				t.Fatalf("exact arithmetic: %v", err)
+			}
+			checkPieces(t, c.graph, rules.IntKernelOf, exact, gotExact, func(a, b uint32) bool { return a == b })
 		})
 	}
 }
 
+// evalWith evaluates a one-output graph text with the given kernels.
+func evalWith[T any](t *testing.T, text string, kernel func(*rules.Op) func([]int, []*rules.Tensor[T], []*rules.Tensor[T]), in []*rules.Tensor[T]) (*rules.Tensor[T], error) {
+	t.Helper()
+	g, err := rules.ParseGraph(rules.All(), text)
+	if err != nil {
+		t.Fatalf("parse %s: %v", text, err)
+	}
+	out, err := rules.Evaluate(g, kernel, in)
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
 // checkPieces compares each partial sum of got with the operator on one
 // device.
-func checkPieces(t *testing.T, graph string, in []*rules.FloatTensor, got *rules.FloatTensor) {
+func checkPieces[T any](t *testing.T, graph string, kernel func(*rules.Op) func([]int, []*rules.Tensor[T], []*rules.Tensor[T]), in []*rules.Tensor[T], got *rules.Tensor[T], equal func(a, b T) bool) {
 	t.Helper()
 	blocks := in[0].Shape.Degree(1)
 	if len(in) == 1 { // a pool: its channel cut is no contraction
@@ -114,21 +140,21 @@ func checkPieces(t *testing.T, graph string, in []*rules.FloatTensor, got *rules
 	sums := got.Shape.SumDegree() / blocks
 	for i := range sums {
 		for l := range blocks {
-			plain := make([]*rules.FloatTensor, len(in))
+			plain := make([]*rules.Tensor[T], len(in))
 			for k, x := range in {
 				plain[k] = piece(x, i%x.Shape.SumDegree())
 				if blocks > 1 {
 					plain[k] = channelBlock(plain[k], l, blocks)
 				}
 			}
-			want, err := evalFloat(t, graph, plain)
+			want, err := evalWith(t, graph, kernel, plain)
 			if err != nil {
 				t.Fatalf("on one device: %v", err)
 			}
 			g := piece(got, i*blocks+l)
 			for e := range want.Data {
-				if math.Abs(g.Data[e]-want.Data[e]) > 1e-9 {
-					t.Fatalf("partial sum %d, element %d: %g, on one device %g", i*blocks+l, e, g.Data[e], want.Data[e])
+				if !equal(g.Data[e], want.Data[e]) {
+					t.Fatalf("partial sum %d, element %d: %v, on one device %v", i*blocks+l, e, g.Data[e], want.Data[e])
 				}
 			}
 		}
@@ -136,19 +162,19 @@ func checkPieces(t *testing.T, graph string, in []*rules.FloatTensor, got *rules
 }
 
 // piece is partial sum i of a parallel tensor as a tensor on one device.
-func piece(x *rules.FloatTensor, i int) *rules.FloatTensor {
+func piece[T any](x *rules.Tensor[T], i int) *rules.Tensor[T] {
 	s := x.Shape.Plain()
 	n := s.Size()
-	return &rules.FloatTensor{Shape: s, Data: x.Data[i*n : (i+1)*n]}
+	return &rules.Tensor[T]{Shape: s, Data: x.Data[i*n : (i+1)*n]}
 }
 
 // channelBlock copies block l of c along dimension 1 of an NCHW tensor
 // (or an OIHW kernel's input channels).
-func channelBlock(x *rules.FloatTensor, l, c int) *rules.FloatTensor {
+func channelBlock[T any](x *rules.Tensor[T], l, c int) *rules.Tensor[T] {
 	d := x.Shape.DimList()
 	b := d[1] / c
 	inner := d[2] * d[3]
-	out := rules.NewTensor[float64](rules.NewShape(d[0], b, d[2], d[3]))
+	out := rules.NewTensor[T](rules.NewShape(d[0], b, d[2], d[3]))
 	for n := range d[0] {
 		src := x.Data[(n*d[1]+l*b)*inner : (n*d[1]+(l+1)*b)*inner]
 		copy(out.Data[n*b*inner:(n+1)*b*inner], src)
