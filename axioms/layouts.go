@@ -24,6 +24,10 @@ import (
 // check at one layout feature per tensor (layoutShapes), which takes it.
 var layoutSweepRanks = []int{2, 3}
 
+// imageSweepRanks are the ranks of an axiom about images (conv2d, the
+// pools): NCHW, rank 4 alone.
+var imageSweepRanks = []int{4}
+
 // axiomSweepElements bounds one evaluation of an axiom instance: the
 // axioms are small identities, and a value of more elements says no more.
 const axiomSweepElements = 1 << 15
@@ -84,7 +88,11 @@ func validateLayouts(ctx context.Context, a *Axiom, reg *rules.Registry, domains
 			if err != nil {
 				return "", err
 			}
-			return sweepRanks(ctx, r, cfg, len(tensors), func(n int) { evaluated += n }, func(cx string) string {
+			ranks := layoutSweepRanks
+			if usesImageOps(a, reg) {
+				ranks = imageSweepRanks
+			}
+			return sweepRanks(ctx, r, cfg, len(tensors), ranks, func(n int) { evaluated += n }, func(cx string) string {
 				return describeInstance(a, ints, env, tensors, cx)
 			})
 		}
@@ -114,9 +122,8 @@ func degreeVars(a *Axiom, reg *rules.Registry) map[string]bool {
 	return out
 }
 
-// sweepRanks sweeps r with its tensors at every combination of
-// layoutSweepRanks.
-func sweepRanks(ctx context.Context, r *rules.Rule, cfg rules.SweepConfig, n int, count func(int), describe func(string) string) (string, error) {
+// sweepRanks sweeps r with its tensors at every combination of ranks.
+func sweepRanks(ctx context.Context, r *rules.Rule, cfg rules.SweepConfig, n int, ranks []int, count func(int), describe func(string) string) (string, error) {
 	r.InputShapes = make([]rules.Shape, n)
 	var rank func(k int) (string, error)
 	rank = func(k int) (string, error) {
@@ -128,7 +135,7 @@ func sweepRanks(ctx context.Context, r *rules.Rule, cfg rules.SweepConfig, n int
 			}
 			return describe(res.Counterexample.String()), nil
 		}
-		for _, rk := range layoutSweepRanks {
+		for _, rk := range ranks {
 			dims := make([]int, rk)
 			for i := range dims {
 				dims[i] = 1

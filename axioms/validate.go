@@ -138,6 +138,9 @@ func validateAxiom(ctx context.Context, a *Axiom, reg *rules.Registry, b Bound) 
 	c.shapes = allShapes(b)
 	if usesParallelOps(a, reg) {
 		c.shapes = layoutShapes(b)
+		if usesImageOps(a, reg) {
+			c.shapes = imageLayoutShapes()
+		}
 	}
 	domains, err := c.intDomains()
 	if err != nil {
@@ -318,6 +321,51 @@ func layoutShapes(b Bound) []rules.Shape {
 		out = append(out, sums, copies)
 		for i := 0; i < s.Rank; i++ {
 			for d := 2; d <= layoutExtent; d++ {
+				if s.Dims[i]%d == 0 {
+					cut := s
+					cut.Degrees[i] = d
+					out = append(out, cut)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// usesImageOps reports whether the axiom applies an operator of NCHW
+// images (conv2d, the pools), whose tensors are rank 4.
+func usesImageOps(a *Axiom, reg *rules.Registry) bool {
+	found := false
+	for _, side := range []*Term{a.LHS, a.RHS} {
+		walk(side, func(t *Term) {
+			if op, _, ok := reg.LookupZ3(t.Sym); ok && !t.IsVar && op.Ranks.Result == 4 {
+				found = true
+			}
+		})
+	}
+	return found
+}
+
+// imageExtents are the extents of the rank-4 shapes a parallel axiom
+// about images is checked at: the search grows with the square of the
+// shapes, and 2 and 4 give even and odd pieces, windows of 2 and 4, and
+// every degree of the check but 3, which the combined layouts take.
+var imageExtents = []int{2, 4}
+
+// imageLayoutShapes lists the rank-4 shapes, each on one device, cut
+// along one dimension by a degree that divides it, holding 2 partial
+// sums, or 2 copies.
+func imageLayoutShapes() []rules.Shape {
+	var out []rules.Shape
+	for _, s := range allShapes(Bound{Dims: imageExtents, MaxRank: 4}) {
+		if s.Rank != 4 {
+			continue
+		}
+		sums, copies := s, s
+		sums.Sum, copies.Copy = 2, 2
+		out = append(out, s, sums, copies)
+		for i := 0; i < s.Rank; i++ {
+			for _, d := range imageExtents {
 				if s.Dims[i]%d == 0 {
 					cut := s
 					cut.Degrees[i] = d

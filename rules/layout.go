@@ -135,7 +135,7 @@ func checkDegree(d int) error {
 type LayoutRule func(p []int, in []Shape) error
 
 // layoutOneDevice takes no parallel layout: the operator's tensors live
-// on one device (conv2d and the pools until they get parallel layouts).
+// on one device (smul, enlarge, and rows built outside the registry).
 func layoutOneDevice(_ []int, in []Shape) error {
 	return shapeErrorf("takes tensors on one device only, got %s", shapeList(in))
 }
@@ -332,6 +332,75 @@ func matmulLayout(x, w Shape, out Shape) (Shape, error) {
 	return productLayout(x, w, out, x.Rank == 3)
 }
 
+// convLayout lays out a convolution as productLayout lays out a matrix
+// product: the input's batch pieces are the rows, the kernel's output
+// channels the columns, and the input channels the contraction, which a
+// cut turns into partial sums. A spatial cut needs the neighbours' cells
+// (a halo) unless the window is one cell at stride 1; a cut kernel window
+// has no meaning. groups is resolved (depth-wise counted out).
+func convLayout(p []int, groups int, x, w Shape, out Shape) (Shape, error) {
+	if w.Degree(2) > 1 || w.Degree(3) > 1 {
+		return Shape{}, shapeErrorf("kernel window cut: %s", w)
+	}
+	oneCell := w.Dims[2] == 1 && w.Dims[3] == 1 && p[0] == 1
+	for d := 2; d < 4; d++ {
+		if x.Degree(d) > 1 && !oneCell {
+			return Shape{}, shapeErrorf("spatial dimension %d of %s is cut under a %dx%d window at stride %d: pieces would need their neighbours' cells",
+				d, x, w.Dims[2], w.Dims[3], p[0])
+		}
+	}
+	c := x.Degree(1)
+	if w.Degree(1) != c {
+		return Shape{}, shapeErrorf("input channels cut in %d and %d pieces: %s and kernel %s", c, w.Degree(1), x, w)
+	}
+	if c > 1 && groups != 1 {
+		return Shape{}, shapeErrorf("input channels cut in %d under %d groups: the kernel's channel blocks do not pair with the input's", c, groups)
+	}
+	if x.SumDegree() > 1 && w.SumDegree() > 1 {
+		return Shape{}, shapeErrorf("both operands hold partial sums (%s and kernel %s); reduce one first", x, w)
+	}
+	rows, cols := x.Degree(0)*x.Degree(2)*x.Degree(3), w.Degree(0)
+	needX, needW := cols*w.SumDegree(), rows*x.SumDegree()
+	if x.CopyDegree()%needX != 0 || w.CopyDegree()%needW != 0 || x.CopyDegree()/needX != w.CopyDegree()/needW {
+		return Shape{}, shapeErrorf("pieces do not pair up: %s needs %d copies per %d output-channel pieces and partial sums of kernel %s, which needs %d per %d batch and spatial pieces and partial sums",
+			x, needX, needX, w, needW, needW)
+	}
+	out.Degrees = [MaxRank]int{x.Degree(0), cols, x.Degree(2), x.Degree(3)}
+	out.Sum = c * x.SumDegree() * w.SumDegree()
+	out.Copy = x.CopyDegree() / needX
+	out.normalizeLayout()
+	if p[2] == ActRelu && out.SumDegree() > 1 {
+		return Shape{}, shapeErrorf("relu activation on %d partial sums; reduce first", out.SumDegree())
+	}
+	return out, out.CheckLayout()
+}
+
+// poolLayout takes cuts of the batch and channels and copies; partial sums
+// only where the pool is linear (average, not max); a spatial cut only
+// where no window straddles two pieces.
+func poolLayout(linear bool) LayoutRule {
+	return func(p []int, in []Shape) error {
+		x := in[0]
+		if !linear && x.SumDegree() > 1 {
+			return shapeErrorf("operand holds %d partial sums and max is not linear; reduce them first", x.SumDegree())
+		}
+		for d := 2; d < 4; d++ {
+			if deg := x.Degree(d); deg > 1 && !windowsInPieces(x.Dims[d], deg, p[0], p[1], p[2]) {
+				return shapeErrorf("spatial dimension %d of %s is cut under a window %d at stride %d: windows would straddle pieces", d, x, p[0], p[1])
+			}
+		}
+		return nil
+	}
+}
+
+// windowsInPieces reports whether a window of k at stride k, unpadded,
+// tiles each of deg pieces of an extent exactly, so that every piece pools
+// on its own.
+func windowsInPieces(extent, deg, k, stride, padding int) bool {
+	n, padBegin, err := windowOut(extent, k, stride, padding)
+	return err == nil && k == stride && padBegin == 0 && n*stride == extent && (extent/deg)%stride == 0
+}
+
 // ---- kernels ----
 
 // moveKernel copies the pieces unchanged: partition, combine and replicate
@@ -395,13 +464,27 @@ func perSum[T any](kernel func(p []int, in []*Tensor[T], out []*Tensor[T])) func
 // (i, l) of the result is x's partial i (or w's) restricted to contraction
 // block l, times w's rows of block l.
 func productKernel[T any, R Ring[T]](kernel func(p []int, in []*Tensor[T], out []*Tensor[T])) func(p []int, in []*Tensor[T], out []*Tensor[T]) {
+	return contractKernel[T, R](kernel, func(rank int) int { return rank - 1 })
+}
+
+// convProductKernel runs a convolution piece by piece as productKernel
+// runs a product, the input channels (dimension 1) being the contraction.
+func convProductKernel[T any, R Ring[T]](kernel func(p []int, in []*Tensor[T], out []*Tensor[T])) func(p []int, in []*Tensor[T], out []*Tensor[T]) {
+	return contractKernel[T, R](kernel, func(int) int { return 1 })
+}
+
+// contractKernel runs a kernel that contracts x's dimension axis(rank)
+// piece by piece: partial sum i·c + l of the result is the operands'
+// partial sum i with x's contraction restricted to block l of c.
+func contractKernel[T any, R Ring[T]](kernel func(p []int, in []*Tensor[T], out []*Tensor[T]), axis func(rank int) int) func(p []int, in []*Tensor[T], out []*Tensor[T]) {
 	return func(p []int, in []*Tensor[T], out []*Tensor[T]) {
 		x, w, y := in[0], in[1], out[0]
 		if !x.Shape.Parallel() && !w.Shape.Parallel() {
 			kernel(p, in, out)
 			return
 		}
-		c := x.Shape.Degree(x.Shape.Rank - 1)
+		k := axis(x.Shape.Rank)
+		c := x.Shape.Degree(k)
 		if y.Shape.SumDegree() == 1 {
 			kernel(p, []*Tensor[T]{piece(x, 0), piece(w, 0)}, []*Tensor[T]{piece(y, 0)})
 			return
@@ -412,20 +495,22 @@ func productKernel[T any, R Ring[T]](kernel func(p []int, in []*Tensor[T], out [
 			xi, wi := piece(x, i%x.Shape.SumDegree()), piece(w, i%w.Shape.SumDegree())
 			for l := range c {
 				yi := piece(y, i*c+l)
-				kernel(p, []*Tensor[T]{maskColumns(r, xi, l, c), wi}, []*Tensor[T]{yi})
+				kernel(p, []*Tensor[T]{maskBlock(r, xi, k, l, c), wi}, []*Tensor[T]{yi})
 			}
 		}
 	}
 }
 
-// maskColumns returns x with every column outside block l of c zeroed:
-// x_l · w equals the block product x[:, l] · w[l, :].
-func maskColumns[T any, R Ring[T]](r R, x *Tensor[T], l, c int) *Tensor[T] {
-	k := x.Shape.Dims[x.Shape.Rank-1]
+// maskBlock returns x with every index of dimension axis outside block l
+// of c zeroed: x_l · w equals the block product x[:, l] · w[l, :], and a
+// convolution of x_l sums over channel block l alone.
+func maskBlock[T any, R Ring[T]](r R, x *Tensor[T], axis, l, c int) *Tensor[T] {
+	_, inner := axisBlocks(x.Shape, axis)
+	k := x.Shape.Dims[axis]
 	b := k / c
 	m := &Tensor[T]{Shape: x.Shape, Data: make([]T, len(x.Data))}
 	for i, v := range x.Data {
-		if j := i % k; j >= l*b && j < (l+1)*b {
+		if j := i / inner % k; j >= l*b && j < (l+1)*b {
 			m.Data[i] = v
 		} else {
 			m.Data[i] = r.Zero()

@@ -52,6 +52,10 @@ func TestParallelValues(t *testing.T) {
 		{"column-parallel linear (FlexFlow's rule 241)", []string{"2x4x6", "6x4"}, "(linear none (replicate 2 ?a) (partition 1 2 ?b))", "(partition 2 2 (linear none ?a ?b))", 1},
 		{"data-parallel linear", []string{"2x4x6", "6x4"}, "(linear relu (partition 1 2 ?a) (replicate 2 ?b))", "(partition 1 2 (linear relu ?a ?b))", 1},
 		{"relu commutes with partition", []string{"6x6"}, "(relu (partition 0 2 ?a))", "(partition 0 2 (relu ?a))", 1},
+		{"data-parallel convolution", []string{"4x6x5x5", "8x6x3x3"}, "(conv2d 1 same relu 1 (partition 0 2 ?a) (replicate 2 ?b))", "(partition 0 2 (conv2d 1 same relu 1 ?a ?b))", 1},
+		{"channel-parallel convolution", []string{"4x6x5x5", "8x6x3x3"}, "(conv2d 1 same relu 1 (replicate 2 ?a) (partition 0 2 ?b))", "(partition 1 2 (conv2d 1 same relu 1 ?a ?b))", 1},
+		{"input-channel-parallel convolution", []string{"4x6x5x5", "8x6x3x3"}, "(reduce 3 (conv2d 1 same none 1 (partition 1 3 ?a) (partition 1 3 ?b)))", "(conv2d 1 same none 1 ?a ?b)", 1},
+		{"average pool of partial sums", []string{"4x6x5x5", "8x6x3x3"}, "(reduce 2 (pool_avg 3 1 same (conv2d 1 same none 1 (partition 1 2 ?a) (partition 1 2 ?b))))", "(pool_avg 3 1 same (conv2d 1 same none 1 ?a ?b))", 1},
 		{"ewadd of partial sums", []string{"4x6", "6x4"}, "(reduce 2 (ewadd (matmul (partition 1 2 ?a) (partition 0 2 ?b)) (matmul (partition 1 2 ?a) (partition 0 2 ?b))))", "(ewadd (matmul ?a ?b) (matmul ?a ?b))", 1},
 	}
 	r := rand.New(rand.NewPCG(1, 2))
@@ -96,7 +100,8 @@ func TestParallelLayoutErrors(t *testing.T) {
 		{[]string{"6x6"}, "(reduce 2 ?a)", "degree 2 does not divide the 1 partial sums"},
 		{[]string{"6x6"}, "(reduce 2 (replicate 2 ?a))", "degree 2 does not divide the 1 partial sums of 6x6+copy2"},
 		{[]string{"6x6"}, "(combine 0 2 ?a)", "does not divide dimension 0's 1 pieces"},
-		{[]string{"1x6x6x6", "6x6x3x3"}, "(conv2d 1 same none 1 (partition 1 2 ?a) ?b)", "takes tensors on one device only"},
+		{[]string{"1x6x6x6", "6x6x3x3"}, "(conv2d 1 same none 1 (partition 1 2 ?a) ?b)", "input channels cut in 2 and 1 pieces"},
+		{[]string{"6x6x3x3"}, "(enlarge 5 (partition 0 2 ?a))", "takes tensors on one device only"},
 		{[]string{"4x6", "6x4"}, "(matmul (partition 1 2 ?a) ?b)", "contraction dimension cut in 2 and 1 pieces"},
 		{[]string{"4x6", "6x4"}, "(linear none (partition 0 2 ?a) ?b)", "pieces do not pair up"},
 	}

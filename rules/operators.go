@@ -65,8 +65,9 @@ func poolFlexFlowParams() []string {
 const SetParallel = "parallel"
 
 // parallelCompanions are the default set's operators that the parallel set
-// includes: those FlexFlow's parallel rules use.
-var parallelCompanions = []string{"ewadd", "ewmul", "relu", "concat", "split"}
+// includes: those FlexFlow's parallel rules use, and the convolution and
+// pools a CNN needs.
+var parallelCompanions = []string{"ewadd", "ewmul", "relu", "concat", "split", "conv2d", "pool_avg", "pool_max"}
 
 // Default returns the default operator set: TASO's Table 2.1. Each row also
 // says how the operator appears in ONNX, TASO's protobuf and FlexFlow's
@@ -133,7 +134,8 @@ func tasoOps() []*Op {
 				{Name: "groups", Min: 1, Max: 1024, Named: map[int]string{GroupsDepthwise: "dw"},
 					Generate: []int{1, GroupsDepthwise}, Check: []int{1, 2, 3, GroupsDepthwise}}},
 			Piecewise: func(p []int) bool { return p[2] == ActRelu },
-			Layout:    layoutOneDevice, Shape: convShape, Cost: CostConv, IntKernel: convKernel[uint32, Mod], FloatKernel: convKernel[float64, Real],
+			Layout:    layoutAny, Shape: convShape, Cost: CostConv,
+			IntKernel: convProductKernel[uint32, Mod](convKernel[uint32, Mod]), FloatKernel: convProductKernel[float64, Real](convKernel[float64, Real]),
 			// A relu activation is the relu operator's node after the Conv.
 			ONNX: ONNXForm{Types: []string{"Conv"}, Attrs: windowAttrs(ONNXAttrGroup)},
 			// TASO leaves groups to the shapes; FlexFlow may give them.
@@ -160,7 +162,7 @@ func tasoOps() []*Op {
 			Pointwise: PointwiseLinear, FanIn: windowFanIn,
 			Operands: []Operand{{Name: "input", Data: true}},
 			Params:   []ParamSpec{kernelParam(), strideParam(), paddingParam()},
-			Layout:   layoutOneDevice, Shape: poolShape, Cost: CostWindow, IntKernel: poolAvgKernel[uint32, Mod], FloatKernel: poolAvgKernel[float64, Real],
+			Layout:   poolLayout(true), Shape: poolShape, Cost: CostWindow, IntKernel: perSum(poolAvgKernel[uint32, Mod]), FloatKernel: perSum(poolAvgKernel[float64, Real]),
 			ONNX: ONNXForm{Types: []string{"AveragePool", ONNXPad},
 				Attrs: windowAttrs(ONNXAttrCeilMode, ONNXAttrCountIncludePad, ONNXAttrMode, ONNXAttrValue)},
 			TASO: TASOForm{Type: 7, Name: "OP_POOL2D_AVG", Params: poolTASOParams(),
@@ -171,7 +173,7 @@ func tasoOps() []*Op {
 			Pointwise: PointwiseMax, FanIn: windowFanIn,
 			Operands: []Operand{{Name: "input", Data: true}},
 			Params:   []ParamSpec{kernelParam(), strideParam(), paddingParam()},
-			Layout:   layoutOneDevice, Shape: poolShape, Cost: CostWindow, IntKernel: poolMaxKernel[uint32, Mod], FloatKernel: poolMaxKernel[float64, Real],
+			Layout:   poolLayout(false), Shape: poolShape, Cost: CostWindow, IntKernel: poolMaxKernel[uint32, Mod], FloatKernel: poolMaxKernel[float64, Real],
 			ONNX: ONNXForm{Types: []string{"MaxPool"}, Attrs: windowAttrs(ONNXAttrCeilMode, ONNXAttrStorageOrder)},
 			TASO: TASOForm{Type: 6, Name: "OP_POOL2D_MAX", Params: poolTASOParams(),
 				Required: []TASOParam{PMKernelH, PMKernelW, PMStrideH, PMStrideW, PMPad}, Operands: []int{1, 2}},
@@ -344,6 +346,12 @@ func convShape(p []int, in []Shape) ([]Shape, error) {
 		out.Dims[d] = n
 	}
 	out.Split[0], out.Split[1] = x.Split[0], w.Split[0]
+	if x.Parallel() || w.Parallel() {
+		var err error
+		if out, err = convLayout(p, groups, x, w, out); err != nil {
+			return nil, err
+		}
+	}
 	return []Shape{out}, nil
 }
 

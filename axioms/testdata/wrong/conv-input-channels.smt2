@@ -1,0 +1,2 @@
+; cutting the input channels of a convolution and of its kernel cuts the output channels (wrong: the input channels are the contraction, whose cut leaves d partial sums, as a linear's weight rows do)
+(assert (! (forall ((s Int) (p Int) (d Int) (x Tensor) (w Tensor)) (=> (>= d 1) (= (conv2d s p activation.none 1 (partition 1 d x) (partition 1 d w)) (partition 1 d (conv2d s p activation.none 1 x w))))) :named conv-input-channels))
