@@ -34,6 +34,9 @@ func TestFlexFlowAgainstParallelRelease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("generates and proves the parallel release")
 	}
+	// The package's long tests run side by side: each one's stages that
+	// run on one goroutine leave the other cores to the rest.
+	t.Parallel()
 	ctx := context.Background()
 	reg := rules.All()
 	set, err := axioms.Builtin(reg)
