@@ -2,13 +2,17 @@ package compare_test
 
 import (
 	"context"
+	"maps"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"testing"
 
 	"rulebook/axioms"
 	"rulebook/build"
 	"rulebook/compare"
 	"rulebook/fingerprint"
+	"rulebook/internal/pool"
 	"rulebook/internal/testfiles"
 	"rulebook/rules"
 	"rulebook/store"
@@ -30,6 +34,9 @@ func TestFlexFlowAgainstParallelRelease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("generates and proves the parallel release")
 	}
+	// The package's long tests run side by side: each one's stages that
+	// run on one goroutine leave the other cores to the rest.
+	t.Parallel()
 	ctx := context.Background()
 	reg := rules.All()
 	set, err := axioms.Builtin(reg)
@@ -94,40 +101,51 @@ var issue24False = map[string]string{
 // sweepRelease sweeps every released rule, and issue24False as negative
 // controls, on draws of a seed the verifier did not use, at every
 // assignment of degrees 2 and 3 (the build's own sweep sampled 4 and 8).
+// The rules are swept on GOMAXPROCS goroutines, as the verifier sweeps
+// them, and their results checked in order.
 func sweepRelease(t *testing.T, reg *rules.Registry, released []store.Rule) {
 	t.Helper()
 	in := fingerprint.Inputs{Seed: 7}
 	cfg := rules.DefaultSweep()
 	cfg.Seed, cfg.Int, cfg.Float, cfg.Sampled = 7, in.Int, in.Float, nil
-	evaluated := 0
-	for _, sr := range released {
+	texts := make([]rules.Text, len(released))
+	for i, sr := range released {
 		text, err := sr.Checked(reg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := text.Rule().Sweep(context.Background(), cfg)
+		texts[i] = text
+	}
+	ids := slices.Sorted(maps.Keys(issue24False))
+	for _, id := range ids {
+		r, err := rules.ParseText(reg, issue24False[id], "?a:4x4x4 ?b:4x4", "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Counterexample != nil {
-			t.Errorf("released rule %d, %s, fails %s", sr.ID, text, res.Counterexample)
+		texts = append(texts, r)
+	}
+	results := make([]rules.SweepResult, len(texts))
+	err := pool.Each(context.Background(), runtime.GOMAXPROCS(0), len(texts), func(_, i int) (err error) {
+		results[i], err = texts[i].Rule().Sweep(context.Background(), cfg)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evaluated := 0
+	for i, sr := range released {
+		if cx := results[i].Counterexample; cx != nil {
+			t.Errorf("released rule %d, %s, fails %s", sr.ID, texts[i], cx)
 		}
-		evaluated += res.Evaluated
+		evaluated += results[i].Evaluated
 	}
 	t.Logf("%d released rules hold at %d assignments of layouts", len(released), evaluated)
-	for id, text := range issue24False {
-		r, err := rules.ParseText(reg, text, "?a:4x4x4 ?b:4x4", "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := r.Rule().Sweep(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Counterexample == nil {
-			t.Errorf("issue 24's rule %s was not refuted: %s", id, text)
+	for k, id := range ids {
+		cx := results[len(released)+k].Counterexample
+		if cx == nil {
+			t.Errorf("issue 24's rule %s was not refuted: %s", id, issue24False[id])
 			continue
 		}
-		t.Logf("issue 24's rule %s: %s", id, res.Counterexample)
+		t.Logf("issue 24's rule %s: %s", id, cx)
 	}
 }

@@ -77,6 +77,9 @@ var flexFlowVerdicts = func() func(t *testing.T) ([]Verdict, error) {
 // rules whose target reads inputs the source never binds are listed with
 // whether they are sound.
 func TestFlexFlowVerdicts(t *testing.T) {
+	// The package's long tests run side by side: each one's stages that
+	// run on one goroutine leave the other cores to the rest.
+	t.Parallel()
 	vs, err := flexFlowVerdicts(t)
 	if err != nil {
 		t.Fatal(err)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime"
 
 	"rulebook/exchange"
+	"rulebook/internal/pool"
 	"rulebook/internal/safetext"
 	"rulebook/rewrite"
 	"rulebook/rules"
@@ -102,7 +104,8 @@ func JudgeReading(ctx context.Context, r *rules.Rule) (Reading, string, error) {
 
 // FlexFlowReading reads FlexFlow's file at path again under FlexFlow's
 // reading and judges each rule, beside the verdicts vs Compare gave it
-// under ours (matched by name).
+// under ours (matched by name). The rules are judged on GOMAXPROCS
+// goroutines: each is a sweep of its own, as long as Compare's.
 func FlexFlowReading(ctx context.Context, path string, vs []Verdict) ([]ReadingResult, error) {
 	f, _, err := exchange.ReadFileContext(ctx, path, "flexflow-json", rules.FlexFlowReading())
 	if err != nil {
@@ -113,15 +116,21 @@ func FlexFlowReading(ctx context.Context, path string, vs []Verdict) ([]ReadingR
 		byName[v.Name] = v
 	}
 	out := make([]ReadingResult, len(f.Rules))
-	for i, n := range f.Rules {
+	err = pool.Each(ctx, runtime.GOMAXPROCS(0), len(f.Rules), func(_, i int) error {
+		n := f.Rules[i]
 		res := ReadingResult{Name: n.Name, Ours: readingNotFound}
 		if v, ok := byName[n.Name]; ok {
 			res.Ours, res.Reached = OurReading(v), v.Relation == Contained || v.Relation == Implied
 		}
+		var err error
 		if res.Theirs, res.Counterexample, err = JudgeReading(ctx, n.Rule); err != nil {
-			return nil, fmt.Errorf("%s: %w", n.Name, err)
+			return fmt.Errorf("%s: %w", n.Name, err)
 		}
 		out[i] = res
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

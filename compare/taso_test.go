@@ -22,6 +22,9 @@ func TestTASOAccountedFor(t *testing.T) {
 	if testing.Short() {
 		t.Skip("generates and proves the 3-operator rulebook")
 	}
+	// The package's long tests run side by side: each one's stages that
+	// run on one goroutine leave the other cores to the rest.
+	t.Parallel()
 	ctx := context.Background()
 	reg := rules.Default()
 	set, err := axioms.Builtin(rules.All())

@@ -24,6 +24,9 @@ import (
 // compares its own rules, exported, against it (compare --version): every
 // rule is contained and proved.
 func TestVersionParallel(t *testing.T) {
+	// The package's long tests run side by side: each one's stages that
+	// run on one goroutine leave the other cores to the rest.
+	t.Parallel()
 	ctx := context.Background()
 	reg := version.Registry()
 	set, err := axioms.Builtin(reg)

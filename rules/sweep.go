@@ -44,7 +44,9 @@ type SweepConfig struct {
 	// its own degree only.
 	AsWritten bool
 	// Int and Float draw input number i at shape s: exact values, and float
-	// draws for rules with relu (stream 0 uniform, 1 one-signed).
+	// draws for rules with relu (stream 0 uniform, 1 one-signed). Each must
+	// give the same values for the same arguments: a sweep keeps recent
+	// draws and hands them out again (drawCache), read-only.
 	Int   func(i int, s Shape) *IntTensor
 	Float func(stream uint64, i int, s Shape) *FloatTensor
 }
@@ -168,6 +170,7 @@ type sweep struct {
 	// type-checks at big.
 	big   int
 	piece bool // relu is involved: float draws too
+	draws drawCache
 	res   *SweepResult
 	err   error
 }
@@ -434,7 +437,7 @@ func (s *sweep) elements(in []Shape) int {
 func (s *sweep) exactDiffers(in []Shape) bool {
 	xs := make([]*IntTensor, len(in))
 	for i, x := range in {
-		xs[i] = s.cfg.Int(i, x)
+		xs[i] = s.draws.int(s.cfg.Int, i, x)
 	}
 	a, errA := Evaluate(&s.rule.Src, IntKernelOf, xs)
 	b, errB := Evaluate(&s.rule.Dst, IntKernelOf, xs)
@@ -459,7 +462,7 @@ func (s *sweep) floatDiffers(in []Shape) bool {
 	for stream := uint64(0); stream < 2; stream++ {
 		xs := make([]*FloatTensor, len(in))
 		for i, x := range in {
-			xs[i] = s.cfg.Float(stream, i, x)
+			xs[i] = s.draws.float(s.cfg.Float, stream, i, x)
 		}
 		a, errA := Evaluate(&s.rule.Src, FloatKernelOf, xs)
 		b, errB := Evaluate(&s.rule.Dst, FloatKernelOf, xs)
@@ -470,7 +473,9 @@ func (s *sweep) floatDiffers(in []Shape) bool {
 		for o := range a {
 			for k, v := range a[o].Data {
 				w := b[o].Data[k]
-				if math.Abs(v-w) > 1e-9*math.Max(1, math.Max(math.Abs(v), math.Abs(w))) {
+				// The builtin max inlines; math.Max, the same on every
+				// value, is a call per element.
+				if v != w && math.Abs(v-w) > 1e-9*max(1, math.Abs(v), math.Abs(w)) {
 					s.fail(in, ValueDiffers, o, fmt.Sprintf("output %d (%s) element %d: source %.6g, target %.6g (float draw %d)", o, a[o].Shape, k, v, w, stream))
 					return true
 				}
@@ -482,4 +487,65 @@ func (s *sweep) floatDiffers(in []Shape) bool {
 
 func (s *sweep) fail(in []Shape, kind Mismatch, output int, why string) {
 	s.res.Counterexample = &LayoutCounterexample{Degree: s.g, Inputs: in, Kind: kind, Output: output, Why: why}
+}
+
+// drawCache keeps a sweep's input draws: an input keeps its layout while
+// the others take theirs, so most assignments draw it again at the same
+// shape, and drawing costs about what evaluating does. It holds at most
+// drawCacheElements elements; past that it starts afresh, so that a sweep
+// of large shapes does not hold them all. Evaluation only reads its
+// inputs, so a draw is handed out as it is.
+type drawCache struct {
+	ints     map[drawKey]*IntTensor
+	floats   map[drawKey]*FloatTensor
+	elements int
+}
+
+// drawKey names a draw: the float stream (-1 for exact values), the input
+// and its shape.
+type drawKey struct {
+	stream int64
+	input  int
+	shape  Shape
+}
+
+// drawCacheElements bounds a sweep's cached draws: at most 8 MiB a sweep,
+// and so a worker. A draw over a quarter of it is not kept.
+const drawCacheElements = 1 << 20
+
+// room makes room for n more elements, and reports whether a draw of n
+// elements is kept at all.
+func (c *drawCache) room(n int) bool {
+	if n > drawCacheElements/4 {
+		return false
+	}
+	if c.elements+n > drawCacheElements || c.ints == nil {
+		c.ints, c.floats, c.elements = map[drawKey]*IntTensor{}, map[drawKey]*FloatTensor{}, 0
+	}
+	c.elements += n
+	return true
+}
+
+func (c *drawCache) int(draw func(int, Shape) *IntTensor, i int, s Shape) *IntTensor {
+	k := drawKey{stream: -1, input: i, shape: s}
+	if t, ok := c.ints[k]; ok {
+		return t
+	}
+	t := draw(i, s)
+	if c.room(len(t.Data)) {
+		c.ints[k] = t
+	}
+	return t
+}
+
+func (c *drawCache) float(draw func(uint64, int, Shape) *FloatTensor, stream uint64, i int, s Shape) *FloatTensor {
+	k := drawKey{stream: int64(stream), input: i, shape: s}
+	if t, ok := c.floats[k]; ok {
+		return t
+	}
+	t := draw(stream, i, s)
+	if c.room(len(t.Data)) {
+		c.floats[k] = t
+	}
+	return t
 }

@@ -1,7 +1,5 @@
 package rules
 
-import "math"
-
 // Prime is the modulus of the exact integer semantics (DESIGN.md,
 // Fingerprints): every linear identity holds exactly modulo a prime.
 const Prime = 1<<31 - 1
@@ -112,8 +110,11 @@ func (Real) Zero() float64            { return 0 }
 func (Real) One() float64             { return 1 }
 func (Real) Add(a, b float64) float64 { return a + b }
 func (Real) Mul(a, b float64) float64 { return a * b }
-func (Real) Relu(a float64) float64   { return math.Max(a, 0) }
-func (Real) Max(a, b float64) float64 { return math.Max(a, b) }
+
+// Relu and Max use the builtin max, which treats NaN and signed zeros as
+// math.Max does and inlines where math.Max is a call.
+func (Real) Relu(a float64) float64   { return max(a, 0) }
+func (Real) Max(a, b float64) float64 { return max(a, b) }
 func (Real) Recip(n int) float64      { return 1 / float64(n) }
 
 func (Real) Dot(acc float64, x, w []float64) float64 {
