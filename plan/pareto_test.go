@@ -119,3 +119,21 @@ func TestFrontierFiles(t *testing.T) {
 		t.Errorf("the SVG has %d dots for %d plans", dots, len(out.Frontier))
 	}
 }
+
+// TestEmptyFrontierPlot: with no plan in the device's memory the plot
+// says so, whole and well-formed, rather than failing after the plan's
+// other files are written.
+func TestEmptyFrontierPlot(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteFrontierSVG(&b, nil, 16<<30, "m on x: time/memory frontier (simulated)"); err != nil {
+		t.Fatal(err)
+	}
+	d := xml.NewDecoder(&b)
+	for {
+		if _, err := d.Token(); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("the empty plot does not parse: %v", err)
+		}
+	}
+}

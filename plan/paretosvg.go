@@ -20,7 +20,11 @@ const (
 // that bounds what can be had, with the memory limit as a dashed line.
 func WriteFrontierSVG(w io.Writer, ps []Point, limit float64, title string) error {
 	if len(ps) == 0 {
-		return fmt.Errorf("the frontier is empty: no plan fits in the device's memory")
+		// an empty frontier is an answer too, and the file is written whole
+		_, err := fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%g" height="%g" font-family="sans-serif" font-size="13">`+
+			`<rect width="100%%" height="100%%" fill="white"/><text x="%g" y="40">%s</text><text x="%g" y="70">no plan fits in the device's memory</text></svg>`+"\n",
+			plotWidth, plotHeight, marginLeft, html.EscapeString(title), marginLeft)
+		return err
 	}
 	xs := axis{lo: 0, hi: max(limit, maxOf(ps, func(p Point) float64 { return p.Memory })) * 1.08 / (1 << 30)}
 	ys := axis{lo: 0, hi: maxOf(ps, func(p Point) float64 { return p.Step }) * 1.15 * 1e3}
