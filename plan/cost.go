@@ -476,6 +476,9 @@ func (c *costs) all(g *training.Graph, layouts []OpLayout, tp int, share float64
 	out := make([]OpCost, len(g.Ops))
 	for i, op := range g.Ops {
 		l := layouts[i]
+		if l.Fused {
+			continue
+		}
 		p := piece{share: share, cut: l.cut(tp), style: l.Style}
 		gr := groups[i]
 		switch {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"rulebook/cluster"
+	"rulebook/rules"
 	"rulebook/training"
 )
 
@@ -34,7 +35,10 @@ const jointBeam = 256
 // activation (−1: whole on every device), their priced cost, and the
 // layouts chosen, newest first.
 type jointState struct {
-	cut    map[string]cutAt
+	cut map[string]cutAt
+	// fused are the values whose one relu reader runs in their
+	// producer's kernel, chosen when the producer was laid out
+	fused  map[string]bool
 	cost   float64
 	chosen *chosenLayout
 }
@@ -45,25 +49,37 @@ type chosenLayout struct {
 }
 
 // jointLayouts is the cheapest layout of every operator for strategy s by
-// jointCost.
+// jointCost. Where the version proves a product's fusion with the relu
+// that follows it, the search also chooses whether to fuse: a fused
+// relu costs nothing, but its product can no longer be cut by rows, since
+// relu does not pass partial sums. Options.Sequential fuses first, as an
+// algebraic optimizer blind to parallelism would, and searches the
+// layouts after.
 func jointLayouts(g *training.Graph, s Strategy, o Options, c *costs) []OpLayout {
 	if s.TP <= 1 {
-		return make([]OpLayout, len(g.Ops))
+		out := make([]OpLayout, len(g.Ops))
+		for i := range g.Ops {
+			if j, ok := o.fusable(g, i); ok {
+				out[j].Fused = true
+			}
+		}
+		return out
 	}
 	price := newJointPricer(g, s, o, c)
 	last := lastReads(g)
-	states := []*jointState{{cut: map[string]cutAt{}}}
+	states := []*jointState{{cut: map[string]cutAt{}, fused: map[string]bool{}}}
 	for i, op := range g.Ops {
 		next := map[string]*jointState{}
 		for _, st := range states {
 			in := inputCuts(g, op, st.cut)
-			for _, l := range jointOptions(g, i, in, s.TP) {
-				if o.Substitutions != nil && !o.Substitutions.allows(op, l) {
+			for _, ch := range o.jointChoices(g, i, in, s.TP, st.fused) {
+				if o.Substitutions != nil && !o.Substitutions.allows(op, ch.l) {
 					continue
 				}
-				cut := advance(g, i, op, in, l, st.cut, last)
-				n := &jointState{cut: cut, cost: st.cost + price.of(i, l), chosen: &chosenLayout{l, st.chosen}}
-				k := stateKey(cut)
+				cut := advance(g, i, op, in, ch.l, st.cut, last)
+				fused := nextFused(st.fused, op, ch.fuse)
+				n := &jointState{cut: cut, fused: fused, cost: st.cost + price.of(i, ch.l), chosen: &chosenLayout{ch.l, st.chosen}}
+				k := stateKey(cut, fused)
 				if old, ok := next[k]; !ok || n.cost < old.cost {
 					next[k] = n
 				}
@@ -75,6 +91,70 @@ func jointLayouts(g *training.Graph, s Strategy, o Options, c *costs) []OpLayout
 	out := make([]OpLayout, len(g.Ops))
 	for i, c := len(g.Ops)-1, best.chosen; i >= 0; i, c = i-1, c.prev {
 		out[i] = c.l
+	}
+	return out
+}
+
+// choice is one layout of an operator and whether its relu reader runs
+// fused into it.
+type choice struct {
+	l    OpLayout
+	fuse bool
+}
+
+// jointChoices are op i's layouts (jointOptions), each with and without
+// fusing its relu where the version proves the fusion and the layout
+// allows it (not a row cut), only fused under Options.Sequential. A relu
+// whose product chose to fuse it follows its input's cut, fused.
+func (o Options) jointChoices(g *training.Graph, i int, in inputSlices, tp int, fused map[string]bool) []choice {
+	op := g.Ops[i]
+	if slices.ContainsFunc(op.Inputs, func(v string) bool { return fused[v] }) {
+		l := OpLayout{}
+		if at, ok := in.cuts[0]; ok {
+			l = at.layout(Sharded)
+		}
+		l.Fused = true
+		return []choice{{l: l}}
+	}
+	_, canFuse := o.fusable(g, i)
+	var out []choice
+	for _, l := range jointOptions(g, i, in, tp) {
+		if canFuse && !l.ForwardAllReduce {
+			out = append(out, choice{l, true})
+		}
+		if !canFuse || !o.Sequential {
+			out = append(out, choice{l, false})
+		}
+	}
+	return out
+}
+
+// fusable is the relu that product i could run in its kernel, by the
+// version's fusion rule: the one reader of the product's one output.
+func (o Options) fusable(g *training.Graph, i int) (int, bool) {
+	op := g.Ops[i]
+	if o.Substitutions == nil || o.Substitutions.Fuse == nil || op.Product == nil || !op.Product.Linear || len(op.Outputs) != 1 {
+		return 0, false
+	}
+	readers := g.Consumers(op.Outputs[0])
+	if len(readers) != 1 {
+		return 0, false
+	}
+	j := readers[0]
+	return j, registryName(g.Ops[j].Type) == rules.NameRelu && len(g.Ops[j].Inputs) == 1
+}
+
+// nextFused is the fused values after op runs: the one it read dropped,
+// its output added when it chose to fuse its relu.
+func nextFused(fused map[string]bool, op training.Op, fuse bool) map[string]bool {
+	out := make(map[string]bool, len(fused)+1)
+	for v := range fused {
+		if !slices.Contains(op.Inputs, v) {
+			out[v] = true
+		}
+	}
+	if fuse {
+		out[op.Outputs[0]] = true
 	}
 	return out
 }
@@ -149,10 +229,13 @@ func lastReads(g *training.Graph) map[string]int {
 	return last
 }
 
-func stateKey(cut map[string]cutAt) string {
-	keys := make([]string, 0, len(cut))
+func stateKey(cut map[string]cutAt, fused map[string]bool) string {
+	keys := make([]string, 0, len(cut)+len(fused))
 	for v, a := range cut {
 		keys = append(keys, v+"\x00"+strconv.Itoa(a.axis)+"/"+strconv.Itoa(a.groups))
+	}
+	for v := range fused {
+		keys = append(keys, v+"\x00fused")
 	}
 	slices.Sort(keys)
 	return strings.Join(keys, "\x01")
@@ -197,6 +280,9 @@ func newJointPricer(g *training.Graph, s Strategy, o Options, c *costs) *jointPr
 }
 
 func (p *jointPricer) of(i int, l OpLayout) float64 {
+	if l.Fused {
+		return 0
+	}
 	op := p.g.Ops[i]
 	t := p.c.op(p.g, op, piece{share: p.micro, cut: l.cut(p.s.TP), style: l.Style})
 	per := t.Forward + t.Backward

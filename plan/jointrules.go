@@ -32,6 +32,8 @@ var (
 		fmt.Sprintf("(%[1]s none (%[2]s 0 d ?a) (%[3]s d ?b)) => (%[2]s 0 d (%[1]s none ?a ?b))", rules.NameLinear, rules.NamePartition, rules.NameReplicate)}
 	columnRule = layoutRule{"a product's output columns cut, its input copied (Megatron's column cut)",
 		fmt.Sprintf("(%[1]s none (%[3]s d ?a) (%[2]s 1 d ?b)) => (%[2]s 2 d (%[1]s none ?a ?b))", rules.NameLinear, rules.NamePartition, rules.NameReplicate)}
+	fuseRule = layoutRule{"a product fused with the relu that follows it",
+		fmt.Sprintf("(%[2]s (%[1]s none ?a ?b)) => (%[1]s relu ?a ?b)", rules.NameLinear, rules.NameRelu)}
 	rowRule = layoutRule{"a product's contraction cut, its output summed (Megatron's row cut)",
 		fmt.Sprintf("(%[1]s none (%[2]s 2 d ?a) (%[2]s 0 d ?b)) => (%[3]s d (%[1]s none ?a ?b))", rules.NameLinear, rules.NameCombine, rules.NameReduce)}
 	// followRules are the element-wise operators proved to keep a cut,
@@ -50,6 +52,8 @@ var (
 type Substitutions struct {
 	Version            string
 	Batch, Column, Row *AppliedRule
+	// Fuse is the product's fusion with a following relu.
+	Fuse *AppliedRule
 	// Follow are the element-wise operators' rules, by registry name.
 	Follow   map[string]*AppliedRule
 	parallel int
@@ -90,7 +94,7 @@ func NewSubstitutions(v *version.Set) (*Substitutions, error) {
 	for _, f := range []struct {
 		rule layoutRule
 		dst  **AppliedRule
-	}{{batchRule, &s.Batch}, {columnRule, &s.Column}, {rowRule, &s.Row}} {
+	}{{batchRule, &s.Batch}, {columnRule, &s.Column}, {rowRule, &s.Row}, {fuseRule, &s.Fuse}} {
 		if *f.dst, err = find(f.rule); err != nil {
 			return nil, err
 		}
@@ -170,6 +174,8 @@ func (s *Substitutions) cite(g *training.Graph, r *Result) *Citations {
 			}
 		}
 		switch {
+		case l.Fused:
+			count[s.Fuse]++
 		case l.Style == Colwise && l.Groups > 1:
 			// a packed projection's blocks cut alike: the column rule
 			// after a permutation the rulebook has no operator for
@@ -186,7 +192,7 @@ func (s *Substitutions) cite(g *training.Graph, r *Result) *Citations {
 			}
 		}
 	}
-	applied := []*AppliedRule{s.Batch, s.Column, s.Row}
+	applied := []*AppliedRule{s.Batch, s.Column, s.Row, s.Fuse}
 	for _, name := range slices.Sorted(maps.Keys(s.Follow)) {
 		applied = append(applied, s.Follow[name])
 	}

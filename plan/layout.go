@@ -57,6 +57,10 @@ type OpLayout struct {
 	BackwardAllReduce bool
 	// GatherInputs: sliced inputs are all-gathered before the operator.
 	GatherInputs bool
+	// Fused: the operator runs inside its producer's kernel, a product's
+	// relu epilogue (the joint search's fusion), and takes no time of its
+	// own.
+	Fused bool
 }
 
 // sliced reports whether the operator's outputs are cut (on Axis).

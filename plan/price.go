@@ -89,6 +89,10 @@ type Options struct {
 	// apply; without them (or without a parallel rule among them) it is
 	// not searched.
 	Substitutions *Substitutions
+	// Sequential makes the joint family optimise as TASO then FlexFlow
+	// would, one after the other: every product fused with its relu
+	// first, the layouts searched after (Unity's Figure 15b baseline).
+	Sequential bool
 	// Levers are the memory levers a strategy that does not fit may pull;
 	// 0 allows all.
 	Levers LeverSet
@@ -253,7 +257,7 @@ func Price(ctx context.Context, g *training.Graph, s Strategy, o Options) (*Resu
 			return nil, err
 		}
 	}
-	if s.Kind == Joint {
+	if s.Kind == Joint && !o.Sequential {
 		return greedyIfFaster(ctx, g, r, o)
 	}
 	return r, nil
