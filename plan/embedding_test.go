@@ -189,32 +189,12 @@ func TestDLRMChoosesEmbeddingTables(t *testing.T) {
 	if s := c.Chosen.Strategy; s.Kind != Embedding || s.PP != 1 {
 		t.Fatalf("chose %s, want the emb family", s)
 	}
-	sharded, err := c.Sharded(training.DLRM(training.SmallDLRM), g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	holders := map[string][]int64{}
-	for _, f := range c.Chosen.tableFiles(g) {
-		for _, d := range f.Devices {
-			holders[f.Weight] = append(holders[f.Weight], int64(d))
+	eachTableAnnotation(t, training.DLRM(training.SmallDLRM), g, c, func(spec onnx.ShardingSpec, want []int64) {
+		cut := len(want) > 1 // row-wise: axis 0 in one shard a device
+		if !slices.Equal(spec.Devices, want) || (len(spec.ShardedDims) == 1) != cut || (cut && spec.ShardedDims[0].NumShards != int64(len(want))) {
+			t.Errorf("%s annotated on %v cut %v, want on %v, cut by rows: %v", spec.TensorName, spec.Devices, spec.ShardedDims, want, cut)
 		}
-	}
-	for _, n := range sharded.Graph.Nodes {
-		for _, spec := range n.DeviceConfigurations[0].Shardings {
-			want, table := holders[spec.TensorName]
-			if !table {
-				continue
-			}
-			cut := len(want) > 1 // row-wise: axis 0 in one shard a device
-			if !slices.Equal(spec.Devices, want) || (len(spec.ShardedDims) == 1) != cut || (cut && spec.ShardedDims[0].NumShards != int64(len(want))) {
-				t.Errorf("%s annotated on %v cut %v, want on %v, cut by rows: %v", spec.TensorName, spec.Devices, spec.ShardedDims, want, cut)
-			}
-			delete(holders, spec.TensorName)
-		}
-	}
-	if len(holders) != 0 {
-		t.Errorf("tables not annotated: %v", holders)
-	}
+	})
 	if _, err := c.Torch(g); !errors.Is(err, ErrNotTorch) {
 		t.Errorf("--emit torch of %s: %v, want ErrNotTorch", c.Chosen.Strategy, err)
 	}
@@ -400,6 +380,18 @@ func holdsColumns(t *testing.T, g *training.Graph, r *Result, m cluster.Machine,
 // every table on axis 1 over the devices plan.json names.
 func annotatedByColumns(t *testing.T, model *onnx.Model, g *training.Graph, ch *Choice, shards int) {
 	t.Helper()
+	eachTableAnnotation(t, model, g, ch, func(spec onnx.ShardingSpec, want []int64) {
+		if !slices.Equal(spec.Devices, want) || len(spec.ShardedDims) != 1 || spec.ShardedDims[0].Axis != 1 || spec.ShardedDims[0].NumShards != int64(shards) {
+			t.Errorf("%s annotated on %v cut %v, want on %v, axis 1 in %d shards", spec.TensorName, spec.Devices, spec.ShardedDims, want, shards)
+		}
+	})
+}
+
+// eachTableAnnotation calls check with each embedding table's IR 11
+// annotation in the chosen plan's sharded model and the devices
+// plan.json names for the table, and fails for a table not annotated.
+func eachTableAnnotation(t *testing.T, model *onnx.Model, g *training.Graph, ch *Choice, check func(spec onnx.ShardingSpec, want []int64)) {
+	t.Helper()
 	sharded, err := ch.Sharded(model, g)
 	if err != nil {
 		t.Fatal(err)
@@ -412,14 +404,10 @@ func annotatedByColumns(t *testing.T, model *onnx.Model, g *training.Graph, ch *
 	}
 	for _, node := range sharded.Graph.Nodes {
 		for _, spec := range node.DeviceConfigurations[0].Shardings {
-			want, table := holders[spec.TensorName]
-			if !table {
-				continue
+			if want, table := holders[spec.TensorName]; table {
+				check(spec, want)
+				delete(holders, spec.TensorName)
 			}
-			if !slices.Equal(spec.Devices, want) || len(spec.ShardedDims) != 1 || spec.ShardedDims[0].Axis != 1 || spec.ShardedDims[0].NumShards != int64(shards) {
-				t.Errorf("%s annotated on %v cut %v, want on %v, axis 1 in %d shards", spec.TensorName, spec.Devices, spec.ShardedDims, want, shards)
-			}
-			delete(holders, spec.TensorName)
 		}
 	}
 	if len(holders) != 0 {

@@ -288,28 +288,20 @@ func (p *jointPricer) of(i int, l OpLayout) float64 {
 	per := t.Forward + t.Backward
 	in := inputBytes(p.g, op) * p.act
 	if l.GatherInputs {
-		per += p.slowest(p.tp, func(pl cluster.Placement) float64 { return p.o.Machine.AllGatherAt(pl, in) })
+		per += p.tp.slowest(func(pl cluster.Placement) float64 { return p.o.Machine.AllGatherAt(pl, in) })
 	}
 	if l.ForwardAllReduce {
-		per += p.slowest(p.tp, func(pl cluster.Placement) float64 { return p.o.Machine.AllReduceAt(pl, op.OutputBytes*p.act) })
+		per += p.tp.slowest(func(pl cluster.Placement) float64 { return p.o.Machine.AllReduceAt(pl, op.OutputBytes*p.act) })
 	}
 	if l.BackwardAllReduce {
-		per += p.slowest(p.tp, func(pl cluster.Placement) float64 { return p.o.Machine.AllReduceAt(pl, in) })
+		per += p.tp.slowest(func(pl cluster.Placement) float64 { return p.o.Machine.AllReduceAt(pl, in) })
 	}
 	total := per * float64(p.s.Microbatches)
 	if op.ParamBytes > 0 && p.s.DP > 1 {
 		w := op.ParamBytes * l.cut(p.s.TP)
-		total += p.slowest(p.dp, func(pl cluster.Placement) float64 { return p.o.Machine.AllReduceAt(pl, w) })
+		total += p.dp.slowest(func(pl cluster.Placement) float64 { return p.o.Machine.AllReduceAt(pl, w) })
 	}
 	return total
-}
-
-func (p *jointPricer) slowest(gs groups, cost func(cluster.Placement) float64) float64 {
-	var t float64
-	for _, pl := range gs.places {
-		t = max(t, cost(pl))
-	}
-	return t
 }
 
 // inputBytes are the fp32 bytes of the activations op reads.

@@ -143,8 +143,11 @@ func (s *Substitutions) allows(op training.Op, l OpLayout) bool {
 // allowAll reports whether the version proves every layout's rule (any
 // layout without a version: the family is not searched then).
 func (s *Substitutions) allowAll(g *training.Graph, ls []OpLayout) bool {
+	if s == nil {
+		return true
+	}
 	for i, l := range ls {
-		if s != nil && !s.allows(g.Ops[i], l) {
+		if !s.allows(g.Ops[i], l) {
 			return false
 		}
 	}
@@ -209,10 +212,8 @@ func (s *Substitutions) cite(g *training.Graph, r *Result) *Citations {
 // registryName is the registry's operator for an ONNX operator type, or
 // "" where it has none.
 func registryName(onnxType string) string {
-	for _, op := range rules.All().Ops() {
-		if slices.Contains(op.ONNX.Types, onnxType) {
-			return op.Name
-		}
+	if op, ok := rules.All().LookupONNX(onnxType); ok {
+		return op.Name
 	}
 	return ""
 }

@@ -115,13 +115,20 @@ func (b *builder) place(stage, count, size int, offset func(k, i int) int) group
 // collective is the slowest of a stage's groups under cost, and the link
 // resource it runs on: the network when any group crosses nodes.
 func (b *builder) collective(stage int, gs groups, cost func(cluster.Placement) float64) (resource int, seconds float64) {
-	for _, p := range gs.places {
-		seconds = max(seconds, cost(p))
-	}
+	seconds = gs.slowest(cost)
 	if gs.spans {
 		return 3*stage + 2, seconds
 	}
 	return 3*stage + 1, seconds
+}
+
+// slowest is the longest any of the groups takes under cost.
+func (gs groups) slowest(cost func(cluster.Placement) float64) float64 {
+	var seconds float64
+	for _, p := range gs.places {
+		seconds = max(seconds, cost(p))
+	}
+	return seconds
 }
 
 // send is the resource and time of sending bytes from stage st to stage

@@ -289,6 +289,16 @@ func (r *Registry) Lookup(name string) (*Op, bool) {
 	return op, ok
 }
 
+// LookupONNX finds the operator an ONNX operator type is a form of.
+func (r *Registry) LookupONNX(onnxType string) (*Op, bool) {
+	for _, op := range r.ops {
+		if slices.Contains(op.ONNX.Types, onnxType) {
+			return op, true
+		}
+	}
+	return nil, false
+}
+
 // LookupZ3 finds the operator and output index of a Z3 function symbol.
 func (r *Registry) LookupZ3(sym string) (*Op, int, bool) {
 	ref, ok := r.byZ3[sym]
