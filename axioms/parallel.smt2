@@ -69,3 +69,25 @@
 (assert (! (forall ((a Int) (b Int) (c Int) (d Int) (x Tensor) (w Tensor)) (=> (and (>= d 1) (not (= a b)) (<= a 1) (<= b 1)) (= (linear c (combine b d (partition a d x)) w) (combine b d (partition a d (linear c x w)))))) :named linear-move-row-cut))
 ; a linear whose input has a row dimension cut gives the same whole rows whichever row dimension it is
 (assert (! (forall ((a Int) (b Int) (c Int) (d Int) (x Tensor) (w Tensor)) (=> (and (>= d 1) (not (= a b)) (<= a 1) (<= b 1)) (= (combine a d (linear c (partition a d x) w)) (combine b d (linear c (partition b d x) w))))) :named linear-row-cuts))
+
+; Convolutions and pools on NCHW images (issue 28). Their layouts are
+; conv2d's and the pools' in rules/layout.go.
+
+; a convolution's data parallelism: input batch cut, kernel replicated, give the output batch cut
+(assert (! (forall ((s Int) (p Int) (c Int) (g Int) (d Int) (x Tensor) (w Tensor)) (=> (>= d 1) (= (conv2d s p c g (partition 0 d x) (replicate d w)) (partition 0 d (conv2d s p c g x w))))) :named conv-partition-batch))
+; a convolution's output channels: input replicated, kernel cut by output channels, give the output channels cut
+(assert (! (forall ((s Int) (p Int) (c Int) (d Int) (x Tensor) (w Tensor)) (=> (>= d 1) (= (conv2d s p c 1 (replicate d x) (partition 0 d w)) (partition 1 d (conv2d s p c 1 x w))))) :named conv-partition-out-channels))
+; a convolution whose input channels are cut, input and kernel alike, gives partial sums that reduce to the convolution
+(assert (! (forall ((s Int) (p Int) (d Int) (x Tensor) (w Tensor)) (=> (>= d 1) (= (reduce d (conv2d s p activation.none 1 (partition 1 d x) (partition 1 d w))) (conv2d s p activation.none 1 x w)))) :named conv-input-channels-reduce))
+; a convolution of replicated operands is the replicated convolution
+(assert (! (forall ((s Int) (p Int) (c Int) (g Int) (d Int) (x Tensor) (w Tensor)) (=> (>= d 1) (= (conv2d s p c g (replicate d x) (replicate d w)) (replicate d (conv2d s p c g x w))))) :named conv-replicate))
+; average pooling commutes with a cut of the batch or the channels
+(assert (! (forall ((a Int) (k Int) (s Int) (p Int) (d Int) (x Tensor)) (=> (and (>= d 1) (<= a 1)) (= (partition a d (pool_avg k s p x)) (pool_avg k s p (partition a d x))))) :named pool-avg-partition))
+; max pooling commutes with a cut of the batch or the channels
+(assert (! (forall ((a Int) (k Int) (s Int) (p Int) (d Int) (x Tensor)) (=> (and (>= d 1) (<= a 1)) (= (partition a d (pool_max k s p x)) (pool_max k s p (partition a d x))))) :named pool-max-partition))
+; average pooling commutes with replicate
+(assert (! (forall ((k Int) (s Int) (p Int) (d Int) (x Tensor)) (=> (>= d 1) (= (replicate d (pool_avg k s p x)) (pool_avg k s p (replicate d x))))) :named pool-avg-replicate))
+; max pooling commutes with replicate
+(assert (! (forall ((k Int) (s Int) (p Int) (d Int) (x Tensor)) (=> (>= d 1) (= (replicate d (pool_max k s p x)) (pool_max k s p (replicate d x))))) :named pool-max-replicate))
+; average pooling is linear, so it commutes with reduce
+(assert (! (forall ((k Int) (s Int) (p Int) (d Int) (x Tensor)) (=> (>= d 1) (= (reduce d (pool_avg k s p x)) (pool_avg k s p (reduce d x))))) :named pool-avg-reduce))

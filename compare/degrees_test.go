@@ -31,7 +31,7 @@ func TestJudgeDegrees(t *testing.T) {
 		{"(reduce d (replicate d ?a)) => ?a", Falsified, rules.LayoutDiffers, "at d=2"},
 		// Written at degree 4: judged as written.
 		{"(reduce 4 (replicate 4 ?a)) => ?a", Falsified, rules.LayoutDiffers, "at d=4 ?a:2x2x2+sum4"},
-		{"(combine 1 4 (partition 1 4 ?a)) => (relu (relu ?a))", Falsified, rules.ValueDiffers, "at d=4 ?a:4x4x4: output 0 (4x4x4) element 0"},
+		{"(combine 1 4 (partition 1 4 ?a)) => (relu (relu ?a))", Falsified, rules.ValueDiffers, "at d=4 ?a:2x4x2: output 0 (2x4x2) element 0"},
 		{"(combine 1 4 (partition 1 4 ?a)) => ?a", "", 0, ""},
 		{"(partition 1 2 ?a) => (partition 2 2 ?a)", Falsified, rules.LayoutDiffers, "output 0 is 2x2/2x2 on the source and 2x2x2/2 on the target"},
 		{"(reduce 2 (partition 1 2 ?a)) => (partition 1 2 (relu ?a))", Falsified, rules.TargetIllLaidOut, "relu: operand 0 holds 2 partial sums"},

@@ -210,7 +210,10 @@ func (im importer) convert(x *xRule) (*rules.Rule, string, []string) {
 	r.Src.NumInputs, r.Dst.NumInputs = r.NumInputs, r.NumInputs
 	switch {
 	case r.UsesParallelOps():
+		// The parallel pool's shapes leave a convolution's groups as the
+		// formats do: to the operands.
 		findParallelShapes(r)
+		guessGroups(r)
 	case !r.FindShapes(tasoInputShapes()):
 		guessGroups(r)
 	}

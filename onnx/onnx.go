@@ -155,6 +155,28 @@ func (n *Node) Attr(name string) *Attribute {
 	return nil
 }
 
+// AttrInts returns the ints of the attribute with the given name, as
+// ints, or nil when the node has none.
+func (n *Node) AttrInts(name string) []int {
+	a := n.Attr(name)
+	if a == nil {
+		return nil
+	}
+	out := make([]int, len(a.Ints))
+	for i, v := range a.Ints {
+		out[i] = int(v)
+	}
+	return out
+}
+
+// AttrString returns the string attribute with the given name, or def.
+func (n *Node) AttrString(name, def string) string {
+	if a := n.Attr(name); a != nil {
+		return a.S
+	}
+	return def
+}
+
 // AttributeType is AttributeProto.AttributeType.
 type AttributeType int32
 

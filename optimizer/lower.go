@@ -456,7 +456,7 @@ func (l *lowering) conv(i int, out, bias string, reads use) []*onnx.Node {
 	}
 	nodes := []*onnx.Node{{Name: out, OpType: n.Op.ONNXType(), Inputs: inputs, Outputs: []string{convOut}, Attributes: []*onnx.Attribute{
 		intsAttr(rules.ONNXAttrKernelShape, w[2], w[3]), intsAttr(rules.ONNXAttrStrides, stride, stride),
-		intsAttr(rules.ONNXAttrPads, windowPads(x[2:], w[2:], stride, padding)...), intAttr(rules.ONNXAttrGroup, groups)}}}
+		intsAttr(rules.ONNXAttrPads, rules.ONNXPads(x[2:], w[2:], stride, padding)...), intAttr(rules.ONNXAttrGroup, groups)}}}
 	if act == rules.ActRelu {
 		nodes = append(nodes, &onnx.Node{Name: l.g.gen(rules.NameRelu, out), OpType: l.g.onnxType(rules.NameRelu), Inputs: []string{convOut}, Outputs: []string{out}})
 	}
@@ -470,7 +470,7 @@ func (l *lowering) pool(i int, out string, reads use) []*onnx.Node {
 	p := rules.WindowOf(n.Params)
 	k, stride, padding := p.Kernel, p.Stride, p.Padding
 	attrs := []*onnx.Attribute{intsAttr(rules.ONNXAttrKernelShape, k, k), intsAttr(rules.ONNXAttrStrides, stride, stride),
-		intsAttr(rules.ONNXAttrPads, windowPads(x[2:], []int{k, k}, stride, padding)...)}
+		intsAttr(rules.ONNXAttrPads, rules.ONNXPads(x[2:], []int{k, k}, stride, padding)...)}
 	if n.Op.Name == rules.NamePoolAvg {
 		attrs = append(attrs, intAttr(rules.ONNXAttrCountIncludePad, 1))
 	}
@@ -488,17 +488,6 @@ func (l *lowering) split(i int) *onnx.Node {
 	return &onnx.Node{Name: l.g.gen(rules.NameSplit, strconv.Itoa(i)), OpType: n.Op.ONNXType(), Inputs: []string{l.name(n.Args[0], full), sizes},
 		Outputs:    []string{l.name(rules.Value{Node: i, Out: 0}, full), l.name(rules.Value{Node: i, Out: 1}, full)},
 		Attributes: []*onnx.Attribute{intAttr(rules.ONNXAttrAxis, axis)}}
-}
-
-// windowPads are ONNX's pads for the registry's padding.
-func windowPads(in, kernel []int, stride, padding int) []int {
-	switch padding {
-	case rules.PadValid:
-		return []int{0, 0, 0, 0}
-	case rules.PadSym:
-		return symPads(kernel)
-	}
-	return samePads(in, kernel, stride)
 }
 
 // concatInputs flattens a chain of absorbed concats into one input list.

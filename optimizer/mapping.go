@@ -254,65 +254,14 @@ type window struct {
 }
 
 // window2D reads kernel, strides, pads, auto_pad and dilations of a 2-D
-// window over an NCHW input of spatial extent in; why says what the
-// registry cannot express (unequal strides, dilation, padding that is
-// neither SAME_UPPER nor none), and is empty when it can.
+// window over an NCHW input of spatial extent in (rules.ONNXWindow); why
+// says what the registry cannot express, and is empty when it can.
 func window2D(n *onnx.Node, kernel []int, in []int) (w window, why string) {
-	if len(kernel) != 2 || len(in) != 2 {
-		return window{}, fmt.Sprintf("kernel %v over %d spatial axes (the registry's windows are 2-D)", kernel, len(in))
-	}
-	strides := attrIntsDefault(n, rules.ONNXAttrStrides, []int{1, 1})
-	dilations := attrIntsDefault(n, rules.ONNXAttrDilations, []int{1, 1})
-	switch {
-	case len(strides) != 2 || strides[0] != strides[1]:
-		return window{}, fmt.Sprintf("strides %v (the registry's are equal on both axes)", strides)
-	case !slices.Equal(dilations, []int{1, 1}):
-		return window{}, fmt.Sprintf("dilations %v (the registry's windows are not dilated)", dilations)
-	}
-	w = window{kernel: kernel, stride: strides[0]}
-	same := samePads(in, w.kernel, w.stride)
-	pads := attrIntsDefault(n, rules.ONNXAttrPads, []int{0, 0, 0, 0})
-	switch autoPad := attrString(n, rules.ONNXAttrAutoPad, "NOTSET"); autoPad {
-	case "SAME_UPPER":
-		pads = same
-	case "VALID":
-		pads = []int{0, 0, 0, 0}
-	case "NOTSET":
-	default:
-		return window{}, fmt.Sprintf("auto_pad %s (the registry pads as SAME_UPPER or not at all)", autoPad)
-	}
-	// Where paddings coincide (1×1 windows, stride 1), same is the
-	// canonical choice: it is the padding rules are generated with.
-	switch {
-	case slices.Equal(pads, same):
-		w.padding = rules.PadSame
-	case slices.Equal(pads, []int{0, 0, 0, 0}):
-		w.padding = rules.PadValid
-	case kernel[0]%2 == 1 && kernel[1]%2 == 1 && slices.Equal(pads, symPads(kernel)):
-		w.padding = rules.PadSym
-	default:
-		return window{}, fmt.Sprintf("stride %d with pads %v, neither none, SAME_UPPER's %v nor symmetric %v", w.stride, pads, same, symPads(kernel))
-	}
-	return w, ""
-}
-
-// symPads are symmetric padding's pads [top, left, bottom, right]: half
-// the (odd) window on every side.
-func symPads(kernel []int) []int {
-	return []int{kernel[0] / 2, kernel[1] / 2, kernel[0] / 2, kernel[1] / 2}
-}
-
-// samePads are SAME_UPPER's pads [top, left, bottom, right] for a window
-// of kernel[0]×kernel[1]: as many cells as the output needs, the odd one
-// at the end.
-func samePads(in, kernel []int, stride int) []int {
-	pads := make([]int, 4)
-	for d, extent := range in {
-		out := (extent + stride - 1) / stride
-		total := max(0, (out-1)*stride+kernel[d]-extent)
-		pads[d], pads[d+2] = total/2, total-total/2
-	}
-	return pads
+	w.kernel = kernel
+	w.stride, w.padding, why = rules.ONNXWindow{Kernel: kernel, In: in,
+		Strides: attrInts(n, rules.ONNXAttrStrides), Dilations: attrInts(n, rules.ONNXAttrDilations),
+		Pads: attrInts(n, rules.ONNXAttrPads), AutoPad: attrString(n, rules.ONNXAttrAutoPad, "")}.Registry()
+	return w, why
 }
 
 // conv maps a 2-D Conv; a bias becomes an ewadd with the bias broadcast
@@ -381,7 +330,7 @@ func (b *builder) pool(op string, n *onnx.Node, args []rules.Value) (bool, error
 		return b.refuse("%s", why)
 	}
 	if op == rules.NamePoolAvg {
-		if win.padding == rules.PadSame && attrInt(n, rules.ONNXAttrCountIncludePad, 0) != 1 && !slices.Equal(samePads(x[2:], win.kernel, win.stride), []int{0, 0, 0, 0}) {
+		if win.padding == rules.PadSame && attrInt(n, rules.ONNXAttrCountIncludePad, 0) != 1 && !slices.Equal(rules.ONNXPads(x[2:], win.kernel, win.stride, rules.PadSame), []int{0, 0, 0, 0}) {
 			return b.refuse("padding without count_include_pad (the registry's average counts padded cells)")
 		}
 	}
@@ -409,7 +358,7 @@ func (b *builder) padsPool(n *onnx.Node) bool {
 		!slices.Contains([]string{"NOTSET", "VALID"}, attrString(pool, rules.ONNXAttrAutoPad, "NOTSET")) {
 		return false
 	}
-	same := samePads(x[2:], kernel, strides[0])
+	same := rules.ONNXPads(x[2:], kernel, strides[0], rules.PadSame)
 	return slices.Equal(pads, []int{0, 0, same[0], same[1], 0, 0, same[2], same[3]})
 }
 
@@ -496,17 +445,7 @@ func (b *builder) concat(op string, n *onnx.Node, args []rules.Value) (bool, err
 	return true, b.bind(n, []rules.Value{acc})
 }
 
-func attrInts(n *onnx.Node, name string) []int {
-	a := n.Attr(name)
-	if a == nil {
-		return nil
-	}
-	out := make([]int, len(a.Ints))
-	for i, v := range a.Ints {
-		out[i] = int(v)
-	}
-	return out
-}
+func attrInts(n *onnx.Node, name string) []int { return n.AttrInts(name) }
 
 func attrIntsDefault(n *onnx.Node, name string, def []int) []int {
 	if v := attrInts(n, name); v != nil {
@@ -529,9 +468,4 @@ func attrFloat(n *onnx.Node, name string, def float32) float32 {
 	return def
 }
 
-func attrString(n *onnx.Node, name, def string) string {
-	if a := n.Attr(name); a != nil {
-		return a.S
-	}
-	return def
-}
+func attrString(n *onnx.Node, name, def string) string { return n.AttrString(name, def) }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"rulebook/cluster"
+	"rulebook/internal/testfiles"
+	"rulebook/onnx"
 	"rulebook/rules"
 	"rulebook/training"
 	"rulebook/version"
@@ -159,5 +161,60 @@ func TestJointRulesAreTheRegistrys(t *testing.T) {
 		if _, err := rules.ParseRule(rules.All(), a.Rule); err != nil {
 			t.Errorf("%s: %v", a.Rule, err)
 		}
+	}
+}
+
+// TestJointCutsProvedConvolutions: on inception_v3, the version's
+// convolution rules are written at stride 1 and same padding, so the
+// joint search cuts output channels only of the convolutions at those
+// parameters, cites the rule for each, and counts the strided or unpadded
+// convolutions' data parallelism as unproved.
+func TestJointCutsProvedConvolutions(t *testing.T) {
+	subs := parallelVersion(t)
+	ours := rules.ConvAttrs{Stride: 1, Padding: rules.PadSame, Activation: rules.ActNone, Groups: 1}
+	if subs.ConvBatch[ours] == nil || subs.ConvChannel[ours] == nil {
+		t.Fatalf("the bundle lacks the convolution's cuts at %+v: %v %v", ours, subs.ConvBatch[ours], subs.ConvChannel[ours])
+	}
+	m, err := onnx.ReadModel(testfiles.Shared(t, "models", "inception_v3.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := training.FromONNX(m, "inception_v3", 48)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Machine: machine(6), Substitutions: subs}
+	r, err := Price(context.Background(), g, Strategy{Kind: Joint, DP: 2, TP: 3, PP: 1, Microbatches: 1}, o)
+	if err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	cut, other := 0, 0
+	for i, l := range r.Layouts {
+		op := g.Ops[i]
+		if op.Product == nil || op.Product.Linear {
+			continue
+		}
+		if op.Product.Conv == nil || *op.Product.Conv != ours {
+			other++
+			if l.Style == Colwise {
+				t.Errorf("%s (%+v) is cut by channels, which the version does not prove", op.Name, op.Product.Conv)
+			}
+		} else if l.Style == Colwise {
+			cut++
+		}
+	}
+	if cut == 0 || other == 0 {
+		t.Fatalf("%d convolutions cut by channels, %d at other parameters: want some of each", cut, other)
+	}
+	c := subs.cite(g, r)
+	counted := map[string]int{}
+	for _, a := range c.Applied {
+		counted[a.Hash] = a.Operators
+	}
+	if counted[subs.ConvChannel[ours].Hash] != cut {
+		t.Errorf("the channel cut's rule is cited for %d operators, want %d", counted[subs.ConvChannel[ours].Hash], cut)
+	}
+	if c.Unproved["Conv (rows cut)"] == 0 || counted[subs.ConvBatch[ours].Hash] == 0 {
+		t.Errorf("data parallelism: %d convolutions cite the batch rule, %d are unproved; want both", counted[subs.ConvBatch[ours].Hash], c.Unproved["Conv (rows cut)"])
 	}
 }

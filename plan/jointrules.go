@@ -46,6 +46,19 @@ var (
 	}
 )
 
+// convRules are a convolution's batch and output-channel cuts, at its
+// parameters: the version proves them one parameter set at a time, as
+// generated (stride 1, same padding), so a convolution of another stride
+// or padding finds none.
+func convRules(a rules.ConvAttrs) (batch, channel layoutRule) {
+	conv := a.Term()
+	batch = layoutRule{"a convolution's images cut over data-parallel replicas, its kernel copied",
+		fmt.Sprintf("(%[1]s (%[2]s 0 d ?a) (%[3]s d ?b)) => (%[2]s 0 d (%[1]s ?a ?b))", conv, rules.NamePartition, rules.NameReplicate)}
+	channel = layoutRule{"a convolution's output channels cut, its input copied",
+		fmt.Sprintf("(%[1]s (%[3]s d ?a) (%[2]s 0 d ?b)) => (%[2]s 1 d (%[1]s ?a ?b))", conv, rules.NamePartition, rules.NameReplicate)}
+	return batch, channel
+}
+
 // Substitutions are the rules of the pinned version the joint search may
 // apply, by the layout they justify; a nil field is a layout the version
 // does not prove.
@@ -55,8 +68,11 @@ type Substitutions struct {
 	// Fuse is the product's fusion with a following relu.
 	Fuse *AppliedRule
 	// Follow are the element-wise operators' rules, by registry name.
-	Follow   map[string]*AppliedRule
-	parallel int
+	Follow map[string]*AppliedRule
+	// ConvBatch and ConvChannel are the convolutions' batch and
+	// output-channel cuts, by their parameters.
+	ConvBatch, ConvChannel map[rules.ConvAttrs]*AppliedRule
+	parallel               int
 }
 
 // AppliedRule is a rule of the pinned version, as the plan cites it.
@@ -99,6 +115,22 @@ func NewSubstitutions(v *version.Set) (*Substitutions, error) {
 			return nil, err
 		}
 	}
+	s.ConvBatch, s.ConvChannel = map[rules.ConvAttrs]*AppliedRule{}, map[rules.ConvAttrs]*AppliedRule{}
+	for _, a := range rules.UngroupedConvs() {
+		batch, channel := convRules(a)
+		for _, f := range []struct {
+			rule layoutRule
+			dst  map[rules.ConvAttrs]*AppliedRule
+		}{{batch, s.ConvBatch}, {channel, s.ConvChannel}} {
+			found, err := find(f.rule)
+			if err != nil {
+				return nil, err
+			}
+			if found != nil {
+				f.dst[a] = found
+			}
+		}
+	}
 	for name, lr := range followRules {
 		a, err := find(lr)
 		if err != nil {
@@ -124,20 +156,29 @@ func (s *Substitutions) why() string {
 }
 
 // allows reports whether the version proves the rule behind op's layout
-// l: a linear product's column or row cut (the rules are the registry's
-// linear; a convolution's channel cuts have no rule yet). Other layouts
-// move no product's data (gathering is the registry's combine,
-// all-reducing its reduce and replicate) or are cited as unproved
-// (Citations).
+// l: a linear product's column or row cut, or a convolution's
+// output-channel cut at its parameters (its input-channel cut has no rule
+// yet). Other layouts move no product's data (gathering is the registry's
+// combine, all-reducing its reduce and replicate) or are cited as
+// unproved (Citations).
 func (s *Substitutions) allows(op training.Op, l OpLayout) bool {
 	linear := op.Product != nil && op.Product.Linear
 	switch l.Style {
 	case Colwise:
-		return linear && s.Column != nil
+		return linear && s.Column != nil || s.convRule(s.ConvChannel, op) != nil
 	case Rowwise:
 		return linear && s.Row != nil
 	}
 	return true
+}
+
+// convRule is op's rule in byParams, if op is a convolution the version
+// has one for.
+func (s *Substitutions) convRule(byParams map[rules.ConvAttrs]*AppliedRule, op training.Op) *AppliedRule {
+	if op.Product == nil || op.Product.Conv == nil {
+		return nil
+	}
+	return byParams[*op.Product.Conv]
 }
 
 // allowAll reports whether the version proves every layout's rule (any
@@ -170,9 +211,12 @@ func (s *Substitutions) cite(g *training.Graph, r *Result) *Citations {
 	for i, l := range r.Layouts {
 		op := g.Ops[i]
 		if r.Strategy.DP > 1 && op.Product != nil && op.ParamBytes > 0 {
-			if op.Product.Linear && s.Batch != nil {
+			switch conv := s.convRule(s.ConvBatch, op); {
+			case op.Product.Linear && s.Batch != nil:
 				count[s.Batch]++
-			} else {
+			case conv != nil:
+				count[conv]++
+			default:
 				c.Unproved[op.Type+" (rows cut)"]++
 			}
 		}
@@ -183,6 +227,12 @@ func (s *Substitutions) cite(g *training.Graph, r *Result) *Citations {
 			// a packed projection's blocks cut alike: the column rule
 			// after a permutation the rulebook has no operator for
 			c.Unproved[op.Type+" (packed, cut by heads)"]++
+		case l.Style == Colwise && op.Product != nil && !op.Product.Linear:
+			if a := s.convRule(s.ConvChannel, op); a != nil {
+				count[a]++
+			} else {
+				c.Unproved[op.Type+" (channels cut)"]++
+			}
 		case l.Style == Colwise:
 			count[s.Column]++
 		case l.Style == Rowwise:
@@ -198,6 +248,9 @@ func (s *Substitutions) cite(g *training.Graph, r *Result) *Citations {
 	applied := []*AppliedRule{s.Batch, s.Column, s.Row, s.Fuse}
 	for _, name := range slices.Sorted(maps.Keys(s.Follow)) {
 		applied = append(applied, s.Follow[name])
+	}
+	for _, a := range rules.UngroupedConvs() {
+		applied = append(applied, s.ConvBatch[a], s.ConvChannel[a])
 	}
 	for _, a := range applied {
 		if a != nil && count[a] > 0 {

@@ -141,3 +141,29 @@ func (op *Op) ParamValues(p []int) iter.Seq2[ParamSpec, int] {
 		}
 	}
 }
+
+// Term is conv2d's head at these parameters as rule text writes it,
+// "conv2d 1 same none 1": a consumer of a version finds the rules about
+// one convolution by it.
+func (a ConvAttrs) Term() string {
+	op := All().byName[NameConv2D]
+	out := op.Name
+	for spec, v := range op.ParamValues(a.Params()) {
+		out += " " + spec.Format(v)
+	}
+	return out
+}
+
+// UngroupedConvs lists conv2d's parameters without groups or activation
+// at every stride and padding the registry has.
+func UngroupedConvs() []ConvAttrs {
+	op := All().byName[NameConv2D]
+	stride, padding := op.Params[0], op.Params[1]
+	var out []ConvAttrs
+	for s := stride.Min; s <= stride.Max; s++ {
+		for p := range padding.Symbols {
+			out = append(out, ConvAttrs{Stride: s, Padding: p, Activation: ActNone, Groups: 1})
+		}
+	}
+	return out
+}

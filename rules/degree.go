@@ -99,6 +99,7 @@ func ShapeAtDegree(s Shape, from, to int) (Shape, error) {
 // makes every size a multiple of multiple (24 serves degrees 2, 3, 4 and
 // 8) and under which both sides of the rule at degree d are well laid out:
 // a dimension cut twice, 4 = 2^2 at degree 2, needs d^2 at degree d.
+// Images and kernels are then shrunk (shrinkAtDegree).
 func (r *Rule) InputShapesAtDegree(d, multiple int) ([]Shape, error) {
 	if len(r.InputShapes) != r.NumInputs {
 		return nil, fmt.Errorf("rule records no input shapes")
@@ -120,10 +121,42 @@ func (r *Rule) InputShapesAtDegree(d, multiple int) ([]Shape, error) {
 			continue
 		}
 		if _, err = at.Dst.InferShapes(shapes); err == nil {
-			return shapes, nil
+			return r.shrinkAtDegree(at, shapes, factor*grow), nil
 		}
 	}
 	return nil, fmt.Errorf("at degree %d: %w", d, err)
+}
+
+// shrinkAtDegree takes the dimensions of rank-4 inputs (images and
+// kernels), which are the recorded extents times scale, back to smaller
+// multiples of the recorded extents where both sides still type-check
+// (shrinkExtents): an image's 5×5 need not grow to 120×120, nor its
+// convolution to 120⁴ cells, because its batch is cut. Other inputs keep
+// the common factor and so the multiple of the caller.
+func (r *Rule) shrinkAtDegree(at *Rule, shapes []Shape, scale int) []Shape {
+	var factors []int
+	for f := 1; f < scale; f++ {
+		if scale%f == 0 {
+			factors = append(factors, f)
+		}
+	}
+	options := func(k, i int) []int {
+		if shapes[k].Rank != 4 {
+			return nil
+		}
+		out := make([]int, len(factors))
+		for j, f := range factors {
+			out[j] = r.InputShapes[k].Dims[i] * f
+		}
+		return out
+	}
+	return shrinkExtents(shapes, options, func(in []Shape) bool {
+		if _, err := at.Src.InferShapes(in); err != nil {
+			return false
+		}
+		_, err := at.Dst.InferShapes(in)
+		return err == nil
+	})
 }
 
 // scaledInputs rewrites the input shapes' layouts for degree d and
@@ -218,7 +251,11 @@ func (g *Graph) WithDegreeVar(d int) *Graph { return g.replaceDegree(d, DegreeVa
 //   - two weights w (u, u), so a linear distributes over a pair;
 //   - activations already laid out: partial sums (xs), copies (xc), and cut
 //     along each dimension (x0, x1, x2);
-//   - weights cut along each dimension (w0, w1) and copied (wc).
+//   - weights cut along each dimension (w0, w1) and copied (wc);
+//   - two NCHW images i (u, u, 5, 5) and two 3×3 kernels k (u, u, 3, 3),
+//     for conv2d and the pools. Their spatial sizes are TASO's 5×5 and
+//     3×3, not u: a 3×3 window straddles any spatial cut, so only the
+//     batch and channels are worth cutting, and u⁴ cells would be slow.
 //
 // The laid-out inputs find rules about what a parallel operator left
 // behind, such as reduce(x) + reduce(y) = reduce(x + y), with inputs in
@@ -251,6 +288,9 @@ func ParallelPool(d int) Pool {
 		classes = append(classes, laid(weight, fmt.Sprintf("w%d", dim), 1, RoleWeight, cut(dim)))
 	}
 	classes = append(classes, laid(weight, "wc", 1, RoleWeight, func(s *Shape) { s.Copy = d }))
+	classes = append(classes,
+		laid(NewShape(u, u, 5, 5), "i", 2, RoleData, plain),
+		laid(NewShape(u, u, 3, 3), "k", 2, RoleWeight, plain))
 	axes := []int{0, 1, 2}
 	return Pool{Classes: classes, Params: map[string][]int{"concat.axis": axes, "split.axis": axes}}
 }

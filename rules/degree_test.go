@@ -41,6 +41,17 @@ func TestShapesAtDegree(t *testing.T) {
 		t.Errorf("at 3: %v, %v", shapes, err)
 	}
 
+	// An image and a kernel are not grown with the rest: the batch cut
+	// needs a batch divisible by 3, not a 120×120 image.
+	conv, err := rules.NewText(rules.All(), "(conv2d 1 same none 1 (partition 0 d ?a) (replicate d ?b))", "(partition 0 d (conv2d 1 same none 1 ?a ?b))", "?a:4x4x5x5 ?b:4x4x3x3", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shapes, err = conv.Rule().InputShapesAtDegree(3, 24)
+	if err != nil || shapes[0].String() != "12x4x5x5" || shapes[1].String() != "4x4x3x3" {
+		t.Errorf("conv2d's batch cut at 3: %v, %v; want 12x4x5x5 and 4x4x3x3", shapes, err)
+	}
+
 	// d^4 pieces at d = 8 are within the layout limit; more are refused.
 	big, err := rules.ParseDims("64/8x64/8x64+copy64")
 	if err != nil || big.Pieces() != 4096 {
@@ -54,10 +65,10 @@ func TestShapesAtDegree(t *testing.T) {
 // TestParallelPool: every size is divisible by the degree, every layout
 // factor is the degree.
 func TestParallelPool(t *testing.T) {
-	if got := rules.ParallelPool(2).String(); got != "x:4x4x4×4 w:4x4×2 xs:4x4x4+sum2×2 xc:4x4x4+copy2×1 x0:4/2x4x4×2 x1:4x4/2x4×2 x2:4x4x4/2×2 w0:4/2x4×1 w1:4x4/2×1 wc:4x4+copy2×1" {
+	if got := rules.ParallelPool(2).String(); got != "x:4x4x4×4 w:4x4×2 xs:4x4x4+sum2×2 xc:4x4x4+copy2×1 x0:4/2x4x4×2 x1:4x4/2x4×2 x2:4x4x4/2×2 w0:4/2x4×1 w1:4x4/2×1 wc:4x4+copy2×1 i:4x4x5x5×2 k:4x4x3x3×2" {
 		t.Errorf("pool at 2: %s", got)
 	}
-	if got := rules.ParallelPool(3).String(); got != "x:6x6x6×4 w:6x6×2 xs:6x6x6+sum3×2 xc:6x6x6+copy3×1 x0:6/3x6x6×2 x1:6x6/3x6×2 x2:6x6x6/3×2 w0:6/3x6×1 w1:6x6/3×1 wc:6x6+copy3×1" {
+	if got := rules.ParallelPool(3).String(); got != "x:6x6x6×4 w:6x6×2 xs:6x6x6+sum3×2 xc:6x6x6+copy3×1 x0:6/3x6x6×2 x1:6x6/3x6×2 x2:6x6x6/3×2 w0:6/3x6×1 w1:6x6/3×1 wc:6x6+copy3×1 i:6x6x5x5×2 k:6x6x3x3×2" {
 		t.Errorf("pool at 3: %s", got)
 	}
 	if got := rules.ParallelPool(8).Classes[0].Shape.String(); got != "8x8x8" {

@@ -75,7 +75,10 @@ func matmulKernel[T any, R Ring[T]](_ []int, in, out []*Tensor[T]) {
 	}
 }
 
-func convKernel[T any, R Ring[T]](p []int, in, out []*Tensor[T]) {
+// convKernel convolves over block l of blocks of the input channels (all
+// of them at 0 of 1); blocks > 1 only without groups, as conv2d's layouts
+// allow.
+func convKernel[T any, R Ring[T]](p []int, in, out []*Tensor[T], l, blocks int) {
 	var r R
 	x, w, o := in[0], in[1], out[0]
 	stride, padding, relu := p[0], p[1], p[2] == ActRelu
@@ -85,36 +88,49 @@ func convKernel[T any, R Ring[T]](p []int, in, out []*Tensor[T]) {
 	_, padT, _ := windowOut(h, kh, stride, padding)
 	_, padL, _ := windowOut(wd, kw, stride, padding)
 	perGroup := oc / (c / cg) // c / cg groups, whether explicit or depth-wise
-	idx := 0
+	// One output cell is one dot product of the window's cells (zero where
+	// it hangs over the edge) with a filter, which is contiguous in w: the
+	// ring reduces once per cell, not once per row of the window.
+	taps := cg * kh * kw
+	block := cg / blocks // input channels of the block, from lo within the group
+	lo := l * block
+	patch := make([]T, block*kh*kw)
 	for b := 0; b < n; b++ {
-		for f := 0; f < oc; f++ {
-			c0 := (f / perGroup) * cg
-			for y := 0; y < oh; y++ {
-				for xo := 0; xo < ow; xo++ {
-					acc := r.Zero()
-					for ci := 0; ci < cg; ci++ {
-						xbase := ((b*c + c0 + ci) * h) * wd
-						wbase := ((f*cg + ci) * kh) * kw
-						ix0 := xo*stride - padL
-						lo, hi := max(0, -ix0), min(kw, wd-ix0)
-						if lo >= hi {
-							continue
+		for y := 0; y < oh; y++ {
+			for xo := 0; xo < ow; xo++ {
+				for f0 := 0; f0 < oc; f0 += perGroup {
+					convPatch(r, patch, x, b, (f0/perGroup)*cg+lo, block, kh, kw, y*stride-padT, xo*stride-padL)
+					for f := f0; f < f0+perGroup; f++ {
+						from := f*taps + lo*kh*kw
+						acc := r.Dot(r.Zero(), patch, w.Data[from:from+len(patch)])
+						if relu {
+							acc = r.Relu(acc)
 						}
-						for dy := 0; dy < kh; dy++ {
-							iy := y*stride - padT + dy
-							if iy < 0 || iy >= h {
-								continue
-							}
-							row := xbase + iy*wd + ix0
-							acc = r.Dot(acc, x.Data[row+lo:row+hi], w.Data[wbase+dy*kw+lo:wbase+dy*kw+hi])
-						}
+						o.Data[((b*oc+f)*oh+y)*ow+xo] = acc
 					}
-					if relu {
-						acc = r.Relu(acc)
-					}
-					o.Data[idx] = acc
-					idx++
 				}
+			}
+		}
+	}
+}
+
+// convPatch fills patch with the cg channels from c0 of image b under the
+// kh×kw window whose top left cell is (iy0, ix0), zeros outside the image.
+func convPatch[T any, R Ring[T]](r R, patch []T, x *Tensor[T], b, c0, cg, kh, kw, iy0, ix0 int) {
+	c, h, wd := x.Shape.Dims[1], x.Shape.Dims[2], x.Shape.Dims[3]
+	k := 0
+	for ci := 0; ci < cg; ci++ {
+		plane := (b*c + c0 + ci) * h * wd
+		for dy := 0; dy < kh; dy++ {
+			iy := iy0 + dy
+			for dx := 0; dx < kw; dx++ {
+				ix := ix0 + dx
+				if iy < 0 || iy >= h || ix < 0 || ix >= wd {
+					patch[k] = r.Zero()
+				} else {
+					patch[k] = x.Data[plane+iy*wd+ix]
+				}
+				k++
 			}
 		}
 	}
@@ -140,35 +156,40 @@ func enlargeKernel[T any, R Ring[T]](_ []int, in, out []*Tensor[T]) {
 }
 
 // poolWindows calls visit for each output cell with the input cells of its
-// window that lie inside the tensor (padding excluded).
-func poolWindows(p []int, in, out Shape, visit func(outIdx int, cells []int)) {
+// window that lie inside the tensor (padding excluded): base+cells[i] in
+// x's data.
+func poolWindows(p []int, in, out Shape, visit func(outIdx, base int, cells []int)) {
 	k, stride, padding := p[0], p[1], p[2]
 	h, w := in.Dims[2], in.Dims[3]
 	oh, ow := out.Dims[2], out.Dims[3]
 	_, padT, _ := windowOut(h, k, stride, padding)
 	_, padL, _ := windowOut(w, k, stride, padding)
-	cells := make([]int, 0, k*k)
-	idx := 0
-	for plane := 0; plane < in.Dims[0]*in.Dims[1]; plane++ {
-		base := plane * h * w
-		for y := 0; y < oh; y++ {
-			for x := 0; x < ow; x++ {
-				cells = cells[:0]
-				for dy := 0; dy < k; dy++ {
-					iy := y*stride - padT + dy
-					if iy < 0 || iy >= h {
-						continue
-					}
-					for dx := 0; dx < k; dx++ {
-						ix := x*stride - padL + dx
-						if ix >= 0 && ix < w {
-							cells = append(cells, base+iy*w+ix)
-						}
+	// Every plane has the same windows: their cells, relative to the
+	// plane, are listed once.
+	windows := make([][]int, 0, oh*ow)
+	for y := 0; y < oh; y++ {
+		for x := 0; x < ow; x++ {
+			var cells []int
+			for dy := 0; dy < k; dy++ {
+				iy := y*stride - padT + dy
+				if iy < 0 || iy >= h {
+					continue
+				}
+				for dx := 0; dx < k; dx++ {
+					ix := x*stride - padL + dx
+					if ix >= 0 && ix < w {
+						cells = append(cells, iy*w+ix)
 					}
 				}
-				visit(idx, cells)
-				idx++
 			}
+			windows = append(windows, cells)
+		}
+	}
+	idx := 0
+	for plane := 0; plane < in.Dims[0]*in.Dims[1]; plane++ {
+		for _, cells := range windows {
+			visit(idx, plane*h*w, cells)
+			idx++
 		}
 	}
 }
@@ -177,10 +198,10 @@ func poolAvgKernel[T any, R Ring[T]](p []int, in, out []*Tensor[T]) {
 	var r R
 	x, o := in[0], out[0]
 	scale := r.Recip(p[0] * p[0])
-	poolWindows(p, x.Shape, o.Shape, func(i int, cells []int) {
+	poolWindows(p, x.Shape, o.Shape, func(i, base int, cells []int) {
 		acc := r.Zero()
 		for _, c := range cells {
-			acc = r.Add(acc, x.Data[c])
+			acc = r.Add(acc, x.Data[base+c])
 		}
 		o.Data[i] = r.Mul(acc, scale)
 	})
@@ -189,10 +210,10 @@ func poolAvgKernel[T any, R Ring[T]](p []int, in, out []*Tensor[T]) {
 func poolMaxKernel[T any, R Ring[T]](p []int, in, out []*Tensor[T]) {
 	var r R
 	x, o := in[0], out[0]
-	poolWindows(p, x.Shape, o.Shape, func(i int, cells []int) {
-		acc := x.Data[cells[0]]
+	poolWindows(p, x.Shape, o.Shape, func(i, base int, cells []int) {
+		acc := x.Data[base+cells[0]]
 		for _, c := range cells[1:] {
-			acc = r.Max(acc, x.Data[c])
+			acc = r.Max(acc, x.Data[base+c])
 		}
 		o.Data[i] = acc
 	})

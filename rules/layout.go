@@ -464,19 +464,29 @@ func perSum[T any](kernel func(p []int, in []*Tensor[T], out []*Tensor[T])) func
 // (i, l) of the result is x's partial i (or w's) restricted to contraction
 // block l, times w's rows of block l.
 func productKernel[T any, R Ring[T]](kernel func(p []int, in []*Tensor[T], out []*Tensor[T])) func(p []int, in []*Tensor[T], out []*Tensor[T]) {
-	return contractKernel[T, R](kernel, func(rank int) int { return rank - 1 })
+	return contractKernel[T, R](kernel, lastAxis, nil)
 }
 
-// convProductKernel runs a convolution piece by piece as productKernel
-// runs a product, the input channels (dimension 1) being the contraction.
-func convProductKernel[T any, R Ring[T]](kernel func(p []int, in []*Tensor[T], out []*Tensor[T])) func(p []int, in []*Tensor[T], out []*Tensor[T]) {
-	return contractKernel[T, R](kernel, func(int) int { return 1 })
+// blockProductKernel runs a product piece by piece as productKernel does,
+// x's dimension axis(rank) being the contraction. block contracts over
+// block l of blocks alone, which costs a blocks-th of zeroing the others
+// and contracting over all.
+func blockProductKernel[T any, R Ring[T]](block func(p []int, in, out []*Tensor[T], l, blocks int), axis func(rank int) int) func(p []int, in []*Tensor[T], out []*Tensor[T]) {
+	whole := func(p []int, in, out []*Tensor[T]) { block(p, in, out, 0, 1) }
+	return contractKernel[T, R](whole, axis, block)
 }
+
+// lastAxis is a matrix product's contraction: the last dimension of x.
+func lastAxis(rank int) int { return rank - 1 }
+
+// channelAxis is a convolution's contraction: the input channels.
+func channelAxis(int) int { return 1 }
 
 // contractKernel runs a kernel that contracts x's dimension axis(rank)
 // piece by piece: partial sum i·c + l of the result is the operands'
-// partial sum i with x's contraction restricted to block l of c.
-func contractKernel[T any, R Ring[T]](kernel func(p []int, in []*Tensor[T], out []*Tensor[T]), axis func(rank int) int) func(p []int, in []*Tensor[T], out []*Tensor[T]) {
+// partial sum i with x's contraction restricted to block l of c, by block
+// where given, else by the kernel on x with the other blocks zeroed.
+func contractKernel[T any, R Ring[T]](kernel func(p []int, in []*Tensor[T], out []*Tensor[T]), axis func(rank int) int, block func(p []int, in, out []*Tensor[T], l, c int)) func(p []int, in []*Tensor[T], out []*Tensor[T]) {
 	return func(p []int, in []*Tensor[T], out []*Tensor[T]) {
 		x, w, y := in[0], in[1], out[0]
 		if !x.Shape.Parallel() && !w.Shape.Parallel() {
@@ -495,7 +505,11 @@ func contractKernel[T any, R Ring[T]](kernel func(p []int, in []*Tensor[T], out 
 			xi, wi := piece(x, i%x.Shape.SumDegree()), piece(w, i%w.Shape.SumDegree())
 			for l := range c {
 				yi := piece(y, i*c+l)
-				kernel(p, []*Tensor[T]{maskBlock(r, xi, k, l, c), wi}, []*Tensor[T]{yi})
+				if block != nil {
+					block(p, []*Tensor[T]{xi, wi}, []*Tensor[T]{yi}, l, c)
+				} else {
+					kernel(p, []*Tensor[T]{maskBlock(r, xi, k, l, c), wi}, []*Tensor[T]{yi})
+				}
 			}
 		}
 	}
@@ -521,16 +535,29 @@ func maskBlock[T any, R Ring[T]](r R, x *Tensor[T], axis, l, c int) *Tensor[T] {
 
 // linearKernel is x·w, then relu if asked.
 func linearKernel[T any, R Ring[T]](p []int, in []*Tensor[T], out []*Tensor[T]) {
+	linearBlock[T, R](p, in, out, 0, 1)
+}
+
+// linearBlock is x·w over block l of blocks of the contraction (all of it
+// at 0 of 1), then relu if asked. w's columns are copied contiguous once,
+// so that each output is one dot product, reduced once.
+func linearBlock[T any, R Ring[T]](p []int, in, out []*Tensor[T], l, blocks int) {
 	var r R
 	x, w, y := in[0], in[1], out[0]
 	k, n := w.Shape.Dims[0], w.Shape.Dims[1]
+	lo, hi := l*k/blocks, (l+1)*k/blocks
+	m := hi - lo
+	cols := make([]T, n*m)
+	for t := lo; t < hi; t++ {
+		for j := 0; j < n; j++ {
+			cols[j*m+t-lo] = w.Data[t*n+j]
+		}
+	}
 	rows := x.Shape.Size() / k
 	for i := 0; i < rows; i++ {
+		row := x.Data[i*k+lo : i*k+hi]
 		for j := 0; j < n; j++ {
-			acc := r.Zero()
-			for l := 0; l < k; l++ {
-				acc = r.Add(acc, r.Mul(x.Data[i*k+l], w.Data[l*n+j]))
-			}
+			acc := r.Dot(r.Zero(), row, cols[j*m:(j+1)*m])
 			if p[0] == ActRelu {
 				acc = r.Relu(acc)
 			}
@@ -582,7 +609,7 @@ func parallelOps() []*Op {
 			Params:    []ParamSpec{{Name: "activation", Symbols: activationSymbols, Generate: []int{ActNone, ActRelu}}},
 			Piecewise: func(p []int) bool { return p[0] == ActRelu },
 			Layout:    layoutAny,
-			Shape:     linearShape, Cost: CostProduct, IntKernel: productKernel[uint32, Mod](linearKernel[uint32, Mod]), FloatKernel: productKernel[float64, Real](linearKernel[float64, Real]),
+			Shape:     linearShape, Cost: CostProduct, IntKernel: blockProductKernel[uint32, Mod](linearBlock[uint32, Mod], lastAxis), FloatKernel: blockProductKernel[float64, Real](linearBlock[float64, Real], lastAxis),
 			ONNX: ONNXForm{None: true}, TASO: TASOForm{None: true},
 			FlexFlow: FlexFlowForm{Type: "OP_LINEAR", Params: []string{"PM_ACTI"}, Operands: []int{2}},
 			Keys:     linearKeys(), Ranks: RankRule{Alike: []int{0}, Operands: map[int]int{1: 2}}},

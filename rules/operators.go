@@ -135,7 +135,7 @@ func tasoOps() []*Op {
 					Generate: []int{1, GroupsDepthwise}, Check: []int{1, 2, 3, GroupsDepthwise}}},
 			Piecewise: func(p []int) bool { return p[2] == ActRelu },
 			Layout:    layoutAny, Shape: convShape, Cost: CostConv,
-			IntKernel: convProductKernel[uint32, Mod](convKernel[uint32, Mod]), FloatKernel: convProductKernel[float64, Real](convKernel[float64, Real]),
+			IntKernel: blockProductKernel[uint32, Mod](convKernel[uint32, Mod], channelAxis), FloatKernel: blockProductKernel[float64, Real](convKernel[float64, Real], channelAxis),
 			// A relu activation is the relu operator's node after the Conv.
 			ONNX: ONNXForm{Types: []string{"Conv"}, Attrs: windowAttrs(ONNXAttrGroup)},
 			// TASO leaves groups to the shapes; FlexFlow may give them.

@@ -363,7 +363,7 @@ func (s *sweep) smallest(big []Shape, both bool) ([]Shape, bool) {
 	}
 	for _, m := range s.multipliers() {
 		if in := s.sized(big, func(k, i int) int { return own(k, i) * m }); fits(in) {
-			return in, true
+			return shrinkExtents(in, below(own), fits), true
 		}
 	}
 	f := 1
@@ -381,10 +381,112 @@ func (s *sweep) smallest(big []Shape, both bool) ([]Shape, bool) {
 			continue
 		}
 		if in := s.sized(big, func(k, i int) int { return s.base[k].Dims[i] * scale }); fits(in) {
-			return in, true
+			return shrinkExtents(in, below(own), fits), true
 		}
 	}
 	return big, false
+}
+
+// shrinkExtents lowers dimensions of a fitting assignment to smaller
+// extents where it still fits: options lists a dimension's candidates,
+// least first (those not below its extent are passed over). First all
+// dimensions of one extent together (a convolution's input channels must
+// stay equal to its kernel's), or all but one, each taking its j-th
+// candidate; then each alone. A common multiplier scales every dimension, but usually only
+// some need it: a batch cut in 3 has no need of a 9x9 convolution kernel,
+// which costs 81 times a 3x3 one.
+func shrinkExtents(in []Shape, options func(k, i int) []int, fits func([]Shape) bool) []Shape {
+	type dim struct{ k, i int }
+	opts := map[dim][]int{}
+	try := func(dims []dim, j int) bool {
+		was := make([]int, len(dims))
+		for m, d := range dims {
+			was[m] = in[d.k].Dims[d.i]
+			if o := opts[d]; j < len(o) {
+				in[d.k].Dims[d.i] = o[j]
+			}
+		}
+		if fits(in) {
+			return true
+		}
+		for m, d := range dims {
+			in[d.k].Dims[d.i] = was[m]
+		}
+		return false
+	}
+	// first tries each candidate index in turn, least first.
+	first := func(dims []dim) bool {
+		longest := 0
+		for _, d := range dims {
+			longest = max(longest, len(opts[d]))
+		}
+		for j := range longest {
+			if try(dims, j) {
+				return true
+			}
+		}
+		return false
+	}
+	// groups lists the dimensions that can shrink, by extent, largest
+	// first.
+	groups := func() [][]dim {
+		byExtent := map[int][]dim{}
+		var extents []int
+		for k := range in {
+			for i := 0; i < in[k].Rank; i++ {
+				d, e := dim{k, i}, in[k].Dims[i]
+				if opts[d] = slices.DeleteFunc(options(k, i), func(o int) bool { return o >= e }); len(opts[d]) == 0 {
+					continue
+				}
+				if _, ok := byExtent[e]; !ok {
+					extents = append(extents, e)
+				}
+				byExtent[e] = append(byExtent[e], d)
+			}
+		}
+		slices.Sort(extents)
+		out := make([][]dim, len(extents))
+		for j, e := range extents {
+			out[len(extents)-1-j] = byExtent[e]
+		}
+		return out
+	}
+	// Shrinking a group to a common extent can leave some of it above
+	// what it needs: group again until nothing shrinks.
+	for shrunk := true; shrunk; {
+		shrunk = false
+		for _, group := range groups() {
+			if first(group) {
+				shrunk = true
+				continue
+			}
+			if len(group) < 3 {
+				continue
+			}
+			// One of the group may need its extent (a cut dimension): the
+			// rest without it.
+			for leave := range group {
+				if first(slices.Concat(group[:leave], group[leave+1:])) {
+					shrunk = true
+					break
+				}
+			}
+		}
+	}
+	for k := range in {
+		for i := 0; i < in[k].Rank; i++ {
+			d := dim{k, i}
+			opts[d] = slices.DeleteFunc(opts[d], func(e int) bool { return e >= in[k].Dims[i] })
+			first([]dim{d})
+		}
+	}
+	return in
+}
+
+// below offers a dimension's own least extent where it is smaller than
+// the one it has.
+func below(own func(k, i int) int) func(k, i int) []int {
+	return func(k, i int) []int { return []int{own(k, i)} }
 }
 
 // multipliers are the factors smallest scales every dimension by, least

@@ -65,13 +65,24 @@ func (Mod) Max(a, b uint32) uint32 {
 func (Mod) Recip(n int) uint32 { return modInverse(uint64(n)) }
 
 func (Mod) Dot(acc uint32, x, w []uint32) uint32 {
-	s := uint64(acc)
+	// Each term p&Prime + p>>31 is ≡ p and < 2^32, so a sum of fewer than
+	// 2^32 terms fits in 64 bits. Four sums run independently for speed.
+	s0, s1, s2, s3 := uint64(acc), uint64(0), uint64(0), uint64(0)
 	w = w[:len(x)]
-	for i, a := range x {
-		p := uint64(a) * uint64(w[i])
-		s += p&Prime + p>>31 // ≡ p, and < 2^32: no overflow for any short run
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		p0, p1 := uint64(x[i])*uint64(w[i]), uint64(x[i+1])*uint64(w[i+1])
+		p2, p3 := uint64(x[i+2])*uint64(w[i+2]), uint64(x[i+3])*uint64(w[i+3])
+		s0 += p0&Prime + p0>>31
+		s1 += p1&Prime + p1>>31
+		s2 += p2&Prime + p2>>31
+		s3 += p3&Prime + p3>>31
 	}
-	return uint32(s % Prime)
+	for ; i < len(x); i++ {
+		p := uint64(x[i]) * uint64(w[i])
+		s0 += p&Prime + p>>31
+	}
+	return uint32((s0%Prime + s1%Prime + s2%Prime + s3%Prime) % Prime)
 }
 
 func signedMod(v uint32) int64 {

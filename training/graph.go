@@ -37,6 +37,10 @@ type Product struct {
 	WeightOutAxis int
 	// Linear is a matrix product (MatMul, Gemm), as against a convolution.
 	Linear bool
+	// Conv are a convolution's parameters in the registry's terms, which
+	// the rules that cut it are written at; nil for a matrix product, or a
+	// window the registry cannot express.
+	Conv *rules.ConvAttrs
 }
 
 // Op is one operator of the training step.

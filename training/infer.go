@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"rulebook/onnx"
+	"rulebook/rules"
 	"rulebook/runtime"
 )
 
@@ -260,6 +261,7 @@ func (inf *inference) product(n *onnx.Node, in, out [][]int64, k int64) *Product
 	switch {
 	case n.OpType == "Conv":
 		p.N, p.WeightOutAxis, p.WeightInAxis = in[1][0], 0, 1
+		p.Conv = convAttrs(n, in[0], in[1])
 	case n.OpType == "Gemm" && attrInt(n, "transB", 0) == 1:
 		p.N, p.WeightOutAxis, p.WeightInAxis = in[1][0], 0, 1
 	default:
@@ -269,6 +271,21 @@ func (inf *inference) product(n *onnx.Node, in, out [][]int64, k int64) *Product
 		p.M = runtime.Elements(o) / p.N
 	}
 	return p
+}
+
+// convAttrs are an ungrouped Conv's parameters in the registry's terms,
+// or nil where the registry cannot express its window.
+func convAttrs(n *onnx.Node, x, w []int64) *rules.ConvAttrs {
+	if len(x) != 4 || len(w) != 4 {
+		return nil
+	}
+	win := rules.ONNXWindow{Kernel: []int{int(w[2]), int(w[3])}, In: []int{int(x[2]), int(x[3])},
+		Strides: n.AttrInts(rules.ONNXAttrStrides), Dilations: n.AttrInts(rules.ONNXAttrDilations), Pads: n.AttrInts(rules.ONNXAttrPads), AutoPad: n.AttrString(rules.ONNXAttrAutoPad, "")}
+	stride, padding, why := win.Registry()
+	if why != "" {
+		return nil
+	}
+	return &rules.ConvAttrs{Stride: stride, Padding: padding, Activation: rules.ActNone, Groups: 1}
 }
 
 func attrInt(n *onnx.Node, name string, def int64) int64 {

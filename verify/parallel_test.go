@@ -126,7 +126,8 @@ func TestDefaultProofsUnchangedByParallelAxioms(t *testing.T) {
 }
 
 // TestRelevantAxioms: a parallel rule gets the parallel axioms whose
-// operators it applies or can reach, not the others.
+// operators it applies or can reach, not the others; an axiom about
+// convolutions or pools only where one can occur.
 func TestRelevantAxioms(t *testing.T) {
 	set := loadAxioms(t)
 	r := parseParallel(t, "(partition 0 d (relu ?a)) => (relu (partition 0 d ?a))", "?a:6x6")
@@ -135,9 +136,22 @@ func TestRelevantAxioms(t *testing.T) {
 		got[a.Name] = true
 	}
 	for name, want := range map[string]bool{"partition-relu": true, "partition-commute": true, "ewadd-comm": true,
-		"linear-relu": false, "partition-replicate": false, "reduce-one": false} {
+		"linear-relu": false, "partition-replicate": false, "reduce-one": false, "conv-partition-batch": false, "pool-max-partition": false} {
 		if got[name] != want {
 			t.Errorf("%s given: %v, want %v", name, got[name], want)
+		}
+	}
+	// A convolution's batch cut gets the convolution's parallel axioms,
+	// not the pools'.
+	r = parseParallel(t, "(conv2d 1 same none 1 (partition 0 d ?a) (replicate d ?b)) => (partition 0 d (conv2d 1 same none 1 ?a ?b))", "?a:4x4x5x5 ?b:4x4x3x3")
+	keys := ruleDimensionKeys(r, ruleParallelSymbols(r))
+	got = map[string]bool{}
+	for _, a := range RelevantAxioms(set, keys) {
+		got[a.Name] = true
+	}
+	for name, want := range map[string]bool{"conv-partition-batch": true, "conv-replicate": true, "partition-replicate": true, "pool-max-partition": false, "pool-avg-reduce": false} {
+		if got[name] != want {
+			t.Errorf("conv2d's batch cut: %s given: %v, want %v", name, got[name], want)
 		}
 	}
 }

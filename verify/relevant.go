@@ -35,6 +35,21 @@ func parallelOpSymbols() map[string]bool {
 	return out
 }
 
+// imageOpSymbols is the set of the Z3 symbols of the operators on NCHW
+// images and their kernels (result rank 4): conv2d, the pools, enlarge and
+// the kernel constants.
+func imageOpSymbols() map[string]bool {
+	out := map[string]bool{}
+	for _, op := range rules.All().Ops() {
+		if op.Ranks.Result == 4 {
+			for _, sym := range op.Z3 {
+				out[sym] = true
+			}
+		}
+	}
+	return out
+}
+
 // parallelSymbols adds to out the symbols of par that t applies.
 func parallelSymbols(t *axioms.Term, par, out map[string]bool) map[string]bool {
 	if out == nil {
@@ -91,35 +106,60 @@ func RelevantAxioms(set *axioms.Set, present map[string]bool) []*axioms.Axiom {
 		}
 		return true
 	}
-	par := parallelOpSymbols()
-	type axiomSymbols struct {
-		patterns []map[string]bool // parallel operators of each possible pattern
-		all      map[string]bool
+	par, img := parallelOpSymbols(), imageOpSymbols()
+	// The image operators a term can apply: the rule's (each has a
+	// parameter, so present names it as "sym@N"), and those an axiom that
+	// can fire on them brings in.
+	canImg := map[string]bool{}
+	for k := range present {
+		if sym, _, ok := strings.Cut(k, "@"); ok && img[sym] {
+			canImg[sym] = true
+		}
+	}
+	imageWithin := func(syms map[string]bool) bool {
+		for s := range syms {
+			if !canImg[s] {
+				return false
+			}
+		}
+		return true
 	}
 	syms := make([]axiomSymbols, len(set.Axioms))
 	for i, a := range set.Axioms {
 		syms[i].all = parallelSymbols(a.RHS, par, parallelSymbols(a.LHS, par, nil))
+		syms[i].allImage = parallelSymbols(a.RHS, img, parallelSymbols(a.LHS, img, nil))
+		syms[i].parallel = filepath.Base(a.File) == parallelFile
 		for _, t := range possiblePatterns(a) {
 			pattern := parallelSymbols(t, par, nil)
-			if filepath.Base(a.File) == parallelFile {
+			if syms[i].parallel {
 				literalDimensions(t, par, pattern)
 			}
 			syms[i].patterns = append(syms[i].patterns, pattern)
+			syms[i].images = append(syms[i].images, parallelSymbols(t, img, nil))
 		}
 	}
-	fires := make([]bool, len(set.Axioms))
+	// A parallel axiom about convolutions or pools fires only where one
+	// can occur: partition(relu(x)) never meets conv2d's batch cut. The
+	// other files' axioms are given whole, as before, but bring in image
+	// operators only where their patterns can match.
+	fires, imaging := make([]bool, len(set.Axioms)), make([]bool, len(set.Axioms))
 	for grew := true; grew; {
 		grew = false
-		for i := range set.Axioms {
-			if fires[i] || !slices.ContainsFunc(syms[i].patterns, within) {
-				continue
+		for i, a := range syms {
+			if !fires[i] && a.canMatch(within, imageWithin) {
+				fires[i], grew = true, true
+				for s := range a.all {
+					can[s] = true
+				}
+				dims.bringIn(set.Axioms[i].LHS, par)
+				dims.bringIn(set.Axioms[i].RHS, par)
 			}
-			fires[i], grew = true, true
-			for s := range syms[i].all {
-				can[s] = true
+			if fires[i] && !imaging[i] && slices.ContainsFunc(a.images, imageWithin) {
+				imaging[i], grew = true, true
+				for s := range a.allImage {
+					canImg[s] = true
+				}
 			}
-			dims.bringIn(set.Axioms[i].LHS, par)
-			dims.bringIn(set.Axioms[i].RHS, par)
 		}
 	}
 	var out []*axioms.Axiom
@@ -129,6 +169,28 @@ func RelevantAxioms(set *axioms.Set, present map[string]bool) []*axioms.Axiom {
 		}
 	}
 	return out
+}
+
+// axiomSymbols are the operators of an axiom that decide whether it can
+// fire.
+type axiomSymbols struct {
+	patterns []map[string]bool // parallel operators of each possible pattern
+	images   []map[string]bool // and its image operators
+	all      map[string]bool
+	allImage map[string]bool
+	parallel bool // in parallel.smt2
+}
+
+// canMatch reports whether one of the axiom's patterns can match: its
+// parallel operators can occur, and for a parallel axiom its image
+// operators too.
+func (a axiomSymbols) canMatch(parallel, image func(map[string]bool) bool) bool {
+	for j, p := range a.patterns {
+		if parallel(p) && (!a.parallel || image(a.images[j])) {
+			return true
+		}
+	}
+	return false
 }
 
 // possiblePatterns lists the applications in an axiom's sides that hold
