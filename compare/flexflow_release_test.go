@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"time"
 
 	"rulebook/axioms"
 	"rulebook/build"
@@ -48,7 +49,9 @@ func TestFlexFlowAgainstParallelRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	start := time.Now()
 	sum, err := build.Run(ctx, db, build.Config{Registry: reg, Ops: rules.Parallel(), Degrees: []int{2, 3}, Axioms: set, MaxOps: 3, Seed: 1, Tag: "v1", ToolVersion: "test"})
+	t.Logf("built in %s", time.Since(start).Round(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,11 +62,15 @@ func TestFlexFlowAgainstParallelRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	start = time.Now()
 	sweepRelease(t, reg, released)
+	t.Logf("swept again in %s", time.Since(start).Round(time.Second))
+	start = time.Now()
 	r, err := compare.File(ctx, db, testfiles.Shared(t, "anchors", "flexflow-graph_subst_3_v2.json"), "", "v1", compare.DefaultLimits, verify.Config{Registry: reg, Axioms: set}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("related FlexFlow's file in %s", time.Since(start).Round(time.Second))
 	reached, holds, never := compare.EveryDegree(r.Verdicts)
 	t.Logf("the parallel release holds %d rules; it contains or implies %d of FlexFlow's %d rules true at every degree (%d never apply)", sum.Version.Rules, reached, holds, never)
 	if len(r.Verdicts) != 640 || reached < holds {

@@ -140,8 +140,10 @@ func assignTensorParallel(g *training.Graph, tp int) []OpLayout {
 var ErrCutsNothing = errors.New("the tensor-parallel degree cuts no operator")
 
 // cutsSomething refuses a degree above 1 under which every operator is
-// replicated.
-func cutsSomething(layouts []OpLayout, tp int) error {
+// replicated: for the classic layouts because no weight product's
+// features divide by it, for the joint search's also where the version
+// proves no cut it could make or replicating is the cheapest.
+func cutsSomething(layouts []OpLayout, tp int, joint bool) error {
 	if tp <= 1 {
 		return nil
 	}
@@ -149,6 +151,9 @@ func cutsSomething(layouts []OpLayout, tp int) error {
 		if l.Style != Replicated {
 			return nil
 		}
+	}
+	if joint {
+		return fmt.Errorf("the joint search cuts no operator by %d (no product's features divide by it, the version proves no cut of them, or replicating every operator is the cheapest): %w", tp, ErrCutsNothing)
 	}
 	return fmt.Errorf("no weight product's features divide by %d, so every operator would be replicated: %w", tp, ErrCutsNothing)
 }

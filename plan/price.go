@@ -306,7 +306,7 @@ func prepare(g *training.Graph, s Strategy, o Options) (*Result, error) {
 	} else {
 		r.Layouts = assignTensorParallel(g, s.TP)
 	}
-	if err := cutsSomething(r.Layouts, s.TP); err != nil {
+	if err := cutsSomething(r.Layouts, s.TP, s.Kind == Joint); err != nil {
 		return &Result{Strategy: s, Err: err}, nil
 	}
 	if s.Embedding == RowWise {
