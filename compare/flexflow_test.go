@@ -110,7 +110,7 @@ func TestFlexFlowVerdicts(t *testing.T) {
 	// 32 of the missed never apply: their source type-checks under none of
 	// the layouts tried. Judged in our model (reduce adds partial sums
 	// only), none is true at degree 2 only; FlexFlow's own reading is
-	// judged apart (TestFlexFlowReading, CheckReadings).
+	// judged apart (TestFlexFlowReading, build.TestFlexFlowAgainstParallelRelease).
 	want := map[Relation]int{Contained: 5, Implied: 13, Missed: 333, Trivial: 32, Falsified: 257}
 	if !maps.Equal(got, want) {
 		t.Errorf("verdicts %v, want %v", got, want)
