@@ -170,8 +170,8 @@ func (p *prover) withHypotheses(r *rules.Rule, goal z3.AST) z3.AST {
 func newSetProver(set *axioms.Set) (*prover, error) {
 	all, par := map[string]bool{}, parallelOpSymbols()
 	for _, a := range set.Axioms {
-		parallelSymbols(a.LHS, par, all)
-		parallelSymbols(a.RHS, par, all)
+		symbolsIn(a.LHS, par, all)
+		symbolsIn(a.RHS, par, all)
 	}
 	return newProver(set, set.Axioms, all)
 }
@@ -193,8 +193,8 @@ func newRuleProver(set *axioms.Set, r *rules.Rule, core []string) (*prover, erro
 		axs = slices.DeleteFunc(axs, func(a *axioms.Axiom) bool { return !slices.Contains(core, a.Name) })
 	}
 	for _, a := range axs {
-		parallelSymbols(a.LHS, par, present)
-		parallelSymbols(a.RHS, par, present)
+		symbolsIn(a.LHS, par, present)
+		symbolsIn(a.RHS, par, present)
 	}
 	return newProver(set, axs, present)
 }

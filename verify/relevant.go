@@ -50,16 +50,17 @@ func imageOpSymbols() map[string]bool {
 	return out
 }
 
-// parallelSymbols adds to out the symbols of par that t applies.
-func parallelSymbols(t *axioms.Term, par, out map[string]bool) map[string]bool {
+// symbolsIn adds to out the symbols of set (the parallel operators', or
+// the image operators') that t applies.
+func symbolsIn(t *axioms.Term, set, out map[string]bool) map[string]bool {
 	if out == nil {
 		out = map[string]bool{}
 	}
-	if !t.IsVar && par[t.Sym] {
+	if !t.IsVar && set[t.Sym] {
 		out[t.Sym] = true
 	}
 	for _, a := range t.Args {
-		parallelSymbols(a, par, out)
+		symbolsIn(a, set, out)
 	}
 	return out
 }
@@ -126,16 +127,16 @@ func RelevantAxioms(set *axioms.Set, present map[string]bool) []*axioms.Axiom {
 	}
 	syms := make([]axiomSymbols, len(set.Axioms))
 	for i, a := range set.Axioms {
-		syms[i].all = parallelSymbols(a.RHS, par, parallelSymbols(a.LHS, par, nil))
-		syms[i].allImage = parallelSymbols(a.RHS, img, parallelSymbols(a.LHS, img, nil))
+		syms[i].all = symbolsIn(a.RHS, par, symbolsIn(a.LHS, par, nil))
+		syms[i].allImage = symbolsIn(a.RHS, img, symbolsIn(a.LHS, img, nil))
 		syms[i].parallel = filepath.Base(a.File) == parallelFile
 		for _, t := range possiblePatterns(a) {
-			pattern := parallelSymbols(t, par, nil)
+			pattern := symbolsIn(t, par, nil)
 			if syms[i].parallel {
 				literalDimensions(t, par, pattern)
 			}
 			syms[i].patterns = append(syms[i].patterns, pattern)
-			syms[i].images = append(syms[i].images, parallelSymbols(t, img, nil))
+			syms[i].images = append(syms[i].images, symbolsIn(t, img, nil))
 		}
 	}
 	// A parallel axiom about convolutions or pools fires only where one
