@@ -80,18 +80,20 @@ func Run(ctx context.Context, db *store.Store, cfg Config) (*Summary, error) {
 		return nil, fmt.Errorf("build: %w", err)
 	}
 	cfg.Budget = cfg.Budget.OrDefault()
+	// The release sweeps the rules the verify stage swept: once is enough.
+	sweeps := &verify.SweepMemo{}
 	sum := &Summary{}
 	steps := []struct {
 		name string
 		run  func() error
 	}{
 		{"generate", func() (err error) { sum.Generated, err = generate(ctx, db, cfg); return err }},
-		{"verify", func() (err error) { sum.Verified, err = verifyNew(ctx, db, cfg); return err }},
+		{"verify", func() (err error) { sum.Verified, err = verifyNew(ctx, db, cfg, sweeps); return err }},
 		{"prune", func() (err error) {
 			sum.Pruned, err = prune.Stored(ctx, db, cfg.Registry, cfg.ToolVersion, cfg.Progress)
 			return err
 		}},
-		{"release", func() error { return release(ctx, db, cfg, tag, sum) }},
+		{"release", func() error { return release(ctx, db, cfg, tag, sweeps, sum) }},
 	}
 	for _, s := range steps {
 		start := time.Now()
@@ -104,9 +106,9 @@ func Run(ctx context.Context, db *store.Store, cfg Config) (*Summary, error) {
 }
 
 // release proves the rules again and releases them (verify.Release).
-func release(ctx context.Context, db *store.Store, cfg Config, tag string, sum *Summary) error {
+func release(ctx context.Context, db *store.Store, cfg Config, tag string, sweeps *verify.SweepMemo, sum *Summary) error {
 	r, err := verify.Release(ctx, db, verify.Config{Registry: cfg.Registry, Axioms: cfg.Axioms, Budget: cfg.Budget, Workers: cfg.Workers,
-		Seed: cfg.Seed, Progress: cfg.Progress.Stage("prove again")}, tag, cfg.ToolVersion)
+		Seed: cfg.Seed, Progress: cfg.Progress.Stage("prove again"), Sweeps: sweeps}, tag, cfg.ToolVersion)
 	if err != nil {
 		return err
 	}
@@ -141,9 +143,9 @@ func generate(ctx context.Context, db *store.Store, cfg Config) (*enumerate.Gene
 // verifyNew verifies the rules without a result under this build's axioms,
 // solver and budget, as 'rulebook verify' does: an unsound axiom set is
 // refused, and concurrent verifications take turns.
-func verifyNew(ctx context.Context, db *store.Store, cfg Config) (*verify.Summary, error) {
+func verifyNew(ctx context.Context, db *store.Store, cfg Config, sweeps *verify.SweepMemo) (*verify.Summary, error) {
 	budget := cfg.Budget
 	settings := map[string]any{"axioms": cfg.Axioms.Dir, "axiom_set": cfg.Axioms.Hash, "budget": budget.Units, "timeout": budget.WallClock.String(), "build": true}
 	return verify.Stored(ctx, db, verify.Config{Registry: cfg.Registry, Axioms: cfg.Axioms, Budget: budget, Workers: cfg.Workers,
-		Seed: cfg.Seed, Progress: cfg.Progress}, verify.Request{Settings: settings, ToolVersion: cfg.ToolVersion, Waiting: cfg.Waiting})
+		Seed: cfg.Seed, Progress: cfg.Progress, Sweeps: sweeps}, verify.Request{Settings: settings, ToolVersion: cfg.ToolVersion, Waiting: cfg.Waiting})
 }

@@ -60,3 +60,35 @@ func TestInputsAreDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// TestDrawsAreRandsOwn: the draws taken from the PCG directly are the ones
+// rand.Rand gives, so that no fingerprint, release or counterexample moved
+// when they stopped going through Rand.
+func TestDrawsAreRandsOwn(t *testing.T) {
+	s := rules.NewShape(3, 7, 11)
+	in := Inputs{Seed: 9}
+	r := rand.New(rand.NewPCG(9, 1<<32|4))
+	for i, v := range in.Int(4, s).Data {
+		if want := uint32(r.Uint64N(rules.Prime)); v != want {
+			t.Fatalf("integer %d: %d, rand.Rand gives %d", i, v, want)
+		}
+	}
+	for stream := uint64(0); stream < 2; stream++ {
+		r := rand.New(rand.NewPCG(9, (2+stream)<<32|4))
+		sign := 1.0
+		if stream == 1 && r.IntN(2) == 0 {
+			sign = -1
+		}
+		for i, v := range in.Float(stream, 4, s).Data {
+			var want float64
+			if stream == 0 {
+				want = 2*r.Float64() - 1
+			} else {
+				want = sign * (0.1 + 0.9*r.Float64())
+			}
+			if v != want {
+				t.Fatalf("stream %d float %d: %g, rand.Rand gives %g", stream, i, v, want)
+			}
+		}
+	}
+}

@@ -5,11 +5,14 @@ import (
 	"testing"
 )
 
-// TestDrawCache: a sweep's kept draws are the draws themselves, whatever
-// order inputs and shapes come in; the cache stays within its bound, and
-// a draw too large to keep is drawn anew each time.
+// TestDrawCache: what a sweep's draw cache hands out equals a fresh draw,
+// whatever order inputs and shapes come in; an input is drawn again only
+// when a shape needs more elements than its longest draw holds, and a
+// draw too large to keep is drawn anew each time.
 func TestDrawCache(t *testing.T) {
 	drawn := 0
+	// Both draw one stream per input: the value at position k depends on
+	// the input (and float stream) and k only, as SweepConfig asks.
 	ints := func(i int, s Shape) *IntTensor {
 		drawn++
 		x := NewTensor[uint32](s)
@@ -26,10 +29,12 @@ func TestDrawCache(t *testing.T) {
 		}
 		return x
 	}
-	small, other := NewShape(4, 4), NewShape(2, 8)
+	small, other, larger := NewShape(4, 4), NewShape(2, 8), NewShape(4, 6)
 	split := small
 	split.Degrees[0] = 2
-	huge := NewShape(1024, 1024)
+	sums := small
+	sums.Sum = 2
+	huge := NewShape(2048, 2048)
 	cases := []struct {
 		name   string
 		stream int64 // -1 draws exact values
@@ -40,14 +45,17 @@ func TestDrawCache(t *testing.T) {
 		{"first", -1, 0, small, 1},
 		{"again", -1, 0, small, 1},
 		{"other input", -1, 1, small, 2},
-		{"other extents", -1, 0, other, 3},
-		{"other layout", -1, 0, split, 4},
-		{"float stream 0", 0, 0, small, 5},
-		{"float stream 1", 1, 0, small, 6},
-		{"float again", 0, 0, small, 6},
+		{"other extents, as many elements", -1, 0, other, 2},
+		{"other layout", -1, 0, split, 2},
+		{"more elements", -1, 0, larger, 3}, // draws 2×16
+		{"partial sums, twice the elements", -1, 0, sums, 3},
+		{"float stream 0", 0, 0, small, 4},
+		{"float stream 1", 1, 0, small, 5},
+		{"float again, more elements", 0, 0, larger, 6},
 		{"exact again", -1, 1, small, 6},
 		{"too large", -1, 0, huge, 7},
 		{"too large again", -1, 0, huge, 8},
+		{"kept draw survives", -1, 0, sums, 8},
 	}
 	var c drawCache
 	for _, tc := range cases {
@@ -67,14 +75,10 @@ func TestDrawCache(t *testing.T) {
 		if drawn != tc.draws {
 			t.Errorf("%s: %d fresh draws, want %d", tc.name, drawn, tc.draws)
 		}
-		if c.elements > drawCacheElements {
-			t.Errorf("%s: %d elements kept, over the bound of %d", tc.name, c.elements, drawCacheElements)
-		}
 	}
-	for i := range 2 * drawCacheElements / (256 * 256) {
-		c.int(ints, i, NewShape(256, 256))
-		if c.elements > drawCacheElements {
-			t.Fatalf("%d elements kept, over the bound of %d", c.elements, drawCacheElements)
+	for i, buf := range c.ints {
+		if len(buf) > drawCacheElements {
+			t.Errorf("input %d: %d elements kept, over the bound of %d", i, len(buf), drawCacheElements)
 		}
 	}
 }

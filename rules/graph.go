@@ -108,6 +108,12 @@ func (g *Graph) OpNames() []string {
 // Evaluate runs the graph on concrete inputs in one arithmetic and returns
 // its outputs. Constants without a known shape cannot be evaluated.
 func Evaluate[T any](g *Graph, kernel func(*Op) func([]int, []*Tensor[T], []*Tensor[T]), inputs []*Tensor[T]) ([]*Tensor[T], error) {
+	return EvaluateWith(g, kernel, inputs, nil)
+}
+
+// EvaluateWith is Evaluate with every value from scratch (nil: allocated):
+// the outputs are scratch's until its next Recycle.
+func EvaluateWith[T any](g *Graph, kernel func(*Op) func([]int, []*Tensor[T], []*Tensor[T]), inputs []*Tensor[T], scratch *Scratch[T]) ([]*Tensor[T], error) {
 	if len(inputs) != g.NumInputs {
 		return nil, fmt.Errorf("graph has %d inputs, got %d tensors", g.NumInputs, len(inputs))
 	}
@@ -130,7 +136,7 @@ func Evaluate[T any](g *Graph, kernel func(*Op) func([]int, []*Tensor[T], []*Ten
 			}
 			cs = *n.ConstShape
 		}
-		out, err := Eval(n.Op, kernel(n.Op), n.Params, args, cs)
+		out, err := evalWith(n.Op, kernel(n.Op), n.Params, args, cs, scratch)
 		if err != nil {
 			return nil, fmt.Errorf("node %d: %w", i, err)
 		}

@@ -165,11 +165,12 @@ func poolWindows(p []int, in, out Shape, visit func(outIdx, base int, cells []in
 	_, padT, _ := windowOut(h, k, stride, padding)
 	_, padL, _ := windowOut(w, k, stride, padding)
 	// Every plane has the same windows: their cells, relative to the
-	// plane, are listed once.
-	windows := make([][]int, 0, oh*ow)
+	// plane, are listed once, window after window (window j is
+	// cells[ends[j-1]:ends[j]]).
+	cells := make([]int, 0, oh*ow*k*k)
+	ends := make([]int, 0, oh*ow)
 	for y := 0; y < oh; y++ {
 		for x := 0; x < ow; x++ {
-			var cells []int
 			for dy := 0; dy < k; dy++ {
 				iy := y*stride - padT + dy
 				if iy < 0 || iy >= h {
@@ -182,13 +183,15 @@ func poolWindows(p []int, in, out Shape, visit func(outIdx, base int, cells []in
 					}
 				}
 			}
-			windows = append(windows, cells)
+			ends = append(ends, len(cells))
 		}
 	}
 	idx := 0
 	for plane := 0; plane < in.Dims[0]*in.Dims[1]; plane++ {
-		for _, cells := range windows {
-			visit(idx, plane*h*w, cells)
+		start := 0
+		for _, end := range ends {
+			visit(idx, plane*h*w, cells[start:end])
+			start = end
 			idx++
 		}
 	}

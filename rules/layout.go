@@ -182,7 +182,23 @@ func (op *Op) checkLayouts(p []int, in []Shape) error {
 	if op.Layout == nil { // a row built outside the registry (the optimizer's opaque nodes)
 		return layoutOneDevice(p, in)
 	}
+	for k, o := range op.Operands {
+		if o.Alone != nil && k < len(in) {
+			if err := o.Alone(in[k]); err != nil {
+				return err
+			}
+		}
+	}
 	return op.Layout(p, in)
+}
+
+// wholeWindow refuses a convolution kernel cut across its window: each
+// piece of the output needs every cell of it.
+func wholeWindow(w Shape) error {
+	if w.Degree(2) > 1 || w.Degree(3) > 1 {
+		return shapeErrorf("kernel window cut: %s", w)
+	}
+	return nil
 }
 
 func shapeList(in []Shape) string {
@@ -336,12 +352,10 @@ func matmulLayout(x, w Shape, out Shape) (Shape, error) {
 // product: the input's batch pieces are the rows, the kernel's output
 // channels the columns, and the input channels the contraction, which a
 // cut turns into partial sums. A spatial cut needs the neighbours' cells
-// (a halo) unless the window is one cell at stride 1; a cut kernel window
-// has no meaning. groups is resolved (depth-wise counted out).
+// (a halo) unless the window is one cell at stride 1. A cut kernel window
+// has no meaning: the kernel operand's wholeWindow refuses it before this
+// runs. groups is resolved (depth-wise counted out).
 func convLayout(p []int, groups int, x, w Shape, out Shape) (Shape, error) {
-	if w.Degree(2) > 1 || w.Degree(3) > 1 {
-		return Shape{}, shapeErrorf("kernel window cut: %s", w)
-	}
 	oneCell := w.Dims[2] == 1 && w.Dims[3] == 1 && p[0] == 1
 	for d := 2; d < 4; d++ {
 		if x.Degree(d) > 1 && !oneCell {

@@ -20,6 +20,10 @@ type layoutSearch struct {
 	tables   map[Value]*layoutTable
 	steps    int
 	maxSteps int // 0: no limit
+	// args and outs are shapeNode's buffers: it runs once per pair of
+	// operand shapes, millions of times in a sweep.
+	args []Shape
+	outs []int32
 }
 
 // layoutTable is the partial assignments under which one value
@@ -145,11 +149,15 @@ func (s *layoutSearch) join(n *Node, outs []*layoutTable) bool {
 		args[k] = t
 	}
 	ids := make([]int32, len(args))
-	alike := s.byLayout(n, args)
+	allowed := make([][]int32, len(args))
+	for k, t := range args {
+		allowed[k] = s.alone(n, k, t.ids)
+	}
+	alike := s.byLayout(n, allowed)
 	var pick func(k int) bool
 	pick = func(k int) bool {
 		if k < len(args) {
-			choices := args[k].ids
+			choices := allowed[k]
 			if k > 0 && alike != nil {
 				choices = alike[k][s.tab.Shape(ids[0]).layout()]
 			}
@@ -177,16 +185,30 @@ func (s *layoutSearch) join(n *Node, outs []*layoutTable) bool {
 	return pick(0)
 }
 
+// alone keeps the shape ids operand k may take by itself (Operand.Alone).
+func (s *layoutSearch) alone(n *Node, k int, ids []int32) []int32 {
+	if k >= len(n.Op.Operands) || n.Op.Operands[k].Alone == nil {
+		return ids
+	}
+	var out []int32
+	for _, id := range ids {
+		if n.Op.Operands[k].Alone(s.tab.Shape(id)) == nil {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // byLayout groups the shape ids of each operand after the first by layout,
 // for an operator whose operands must be laid out alike; nil otherwise.
-func (s *layoutSearch) byLayout(n *Node, args []*layoutTable) []map[layout][]int32 {
+func (s *layoutSearch) byLayout(n *Node, ids [][]int32) []map[layout][]int32 {
 	if !n.Op.AlikeLayouts {
 		return nil
 	}
-	out := make([]map[layout][]int32, len(args))
-	for k := 1; k < len(args); k++ {
+	out := make([]map[layout][]int32, len(ids))
+	for k := 1; k < len(ids); k++ {
 		out[k] = map[layout][]int32{}
-		for _, id := range args[k].ids {
+		for _, id := range ids[k] {
 			l := s.tab.Shape(id).layout()
 			out[k][l] = append(out[k][l], id)
 		}
@@ -228,22 +250,25 @@ func merge(a, b layoutRow) (layoutRow, bool) {
 }
 
 // shapeNode runs a node's shape rule on operand shape ids.
+// The ids it returns are valid until its next call.
 func (s *layoutSearch) shapeNode(n *Node, ids []int32) ([]int32, bool) {
-	args := make([]Shape, len(ids))
-	for k, id := range ids {
-		args[k] = s.tab.Shape(id)
+	args := s.args[:0]
+	for _, id := range ids {
+		args = append(args, s.tab.Shape(id))
 	}
 	if n.Op.IsConstant() && n.ConstShape != nil {
-		args = []Shape{*n.ConstShape}
+		args = append(args[:0], *n.ConstShape)
 	}
+	s.args = args
 	shapes, err := n.Op.InferShapes(n.Params, args)
 	if err != nil {
 		return nil, false
 	}
-	out := make([]int32, len(shapes))
-	for k, sh := range shapes {
-		out[k] = s.tab.Intern(sh)
+	out := s.outs[:0]
+	for _, sh := range shapes {
+		out = append(out, s.tab.Intern(sh))
 	}
+	s.outs = out
 	return out, true
 }
 

@@ -94,6 +94,10 @@ type Operand struct {
 	// Input marks operands the generator feeds graph inputs only (TASO
 	// enlarges input kernels, never computed ones).
 	Input bool
+	// Alone checks the operand's layout by itself (nil: no check): what no
+	// other operand could make valid. The layout sweep drops the shapes it
+	// refuses before pairing them with the other operands'.
+	Alone func(Shape) error
 }
 
 // Op is the single definition of an operator: everything the generator,
@@ -235,6 +239,11 @@ func (op *Op) InferShapes(p []int, in []Shape) ([]Shape, error) {
 
 // Eval runs one operator on concrete tensors in the given arithmetic.
 func Eval[T any](op *Op, kernel func(p []int, in []*Tensor[T], out []*Tensor[T]), p []int, in []*Tensor[T], constShape Shape) ([]*Tensor[T], error) {
+	return evalWith(op, kernel, p, in, constShape, nil)
+}
+
+// evalWith is Eval with its outputs from scratch (nil: allocated).
+func evalWith[T any](op *Op, kernel func(p []int, in []*Tensor[T], out []*Tensor[T]), p []int, in []*Tensor[T], constShape Shape, scratch *Scratch[T]) ([]*Tensor[T], error) {
 	shapes := make([]Shape, len(in))
 	for i, t := range in {
 		shapes[i] = t.Shape
@@ -248,7 +257,7 @@ func Eval[T any](op *Op, kernel func(p []int, in []*Tensor[T], out []*Tensor[T])
 	}
 	out := make([]*Tensor[T], len(outShapes))
 	for i, s := range outShapes {
-		out[i] = NewTensor[T](s)
+		out[i] = scratch.tensor(s)
 	}
 	kernel(p, in, out)
 	return out, nil

@@ -45,8 +45,10 @@ type SweepConfig struct {
 	AsWritten bool
 	// Int and Float draw input number i at shape s: exact values, and float
 	// draws for rules with relu (stream 0 uniform, 1 one-signed). Each must
-	// give the same values for the same arguments: a sweep keeps recent
-	// draws and hands them out again (drawCache), read-only.
+	// draw one stream per input (and float stream): its values at a shape
+	// of n elements are the stream's first n, whatever the shape. A sweep
+	// keeps each input's longest draw and hands out prefixes of it
+	// (drawCache), read-only.
 	Int   func(i int, s Shape) *IntTensor
 	Float func(stream uint64, i int, s Shape) *FloatTensor
 }
@@ -124,17 +126,18 @@ func (r *Rule) Sweep(ctx context.Context, cfg SweepConfig) (SweepResult, error) 
 	if len(r.InputShapes) != r.NumInputs {
 		return res, fmt.Errorf("rule records no input shapes")
 	}
+	scratch := &sweepScratch{}
 	whole, sampled := cfg.Whole, cfg.Sampled
 	if own := concreteDegrees(r); len(own) > 0 && !cfg.AsWritten {
 		whole, sampled = own, nil
 	}
 	for _, g := range whole {
-		if err := r.sweepAt(ctx, cfg, g, false, &res); err != nil || res.Counterexample != nil {
+		if err := r.sweepAt(ctx, cfg, g, false, scratch, &res); err != nil || res.Counterexample != nil {
 			return res, err
 		}
 	}
 	for _, g := range sampled {
-		if err := r.sweepAt(ctx, cfg, g, true, &res); err != nil || res.Counterexample != nil {
+		if err := r.sweepAt(ctx, cfg, g, true, scratch, &res); err != nil || res.Counterexample != nil {
 			return res, err
 		}
 	}
@@ -158,6 +161,12 @@ func concreteDegrees(r *Rule) []int {
 	return out
 }
 
+// sweepScratch holds the values of a sweep's evaluations, at every degree.
+type sweepScratch struct {
+	ints  Scratch[uint32]
+	reals Scratch[float64]
+}
+
 // sweep is one degree's search.
 type sweep struct {
 	cfg   SweepConfig
@@ -168,15 +177,16 @@ type sweep struct {
 	// big is the scale at which candidates are shaped: every scale tried
 	// divides it, so an assignment that type-checks at some scale tried
 	// type-checks at big.
-	big   int
-	piece bool // relu is involved: float draws too
-	draws drawCache
-	res   *SweepResult
-	err   error
+	big     int
+	piece   bool // relu is involved: float draws too
+	draws   drawCache
+	scratch *sweepScratch
+	res     *SweepResult
+	err     error
 }
 
-func (r *Rule) sweepAt(ctx context.Context, cfg SweepConfig, g int, sample bool, res *SweepResult) error {
-	s := &sweep{cfg: cfg, rule: r, g: g, res: res, piece: r.Src.Piecewise() || r.Dst.Piecewise(), limit: cfg.MaxElements}
+func (r *Rule) sweepAt(ctx context.Context, cfg SweepConfig, g int, sample bool, scratch *sweepScratch, res *SweepResult) error {
+	s := &sweep{cfg: cfg, rule: r, g: g, res: res, scratch: scratch, piece: r.Src.Piecewise() || r.Dst.Piecewise(), limit: cfg.MaxElements}
 	if sample {
 		s.limit = cfg.SampledElements
 	}
@@ -541,8 +551,9 @@ func (s *sweep) exactDiffers(in []Shape) bool {
 	for i, x := range in {
 		xs[i] = s.draws.int(s.cfg.Int, i, x)
 	}
-	a, errA := Evaluate(&s.rule.Src, IntKernelOf, xs)
-	b, errB := Evaluate(&s.rule.Dst, IntKernelOf, xs)
+	defer s.scratch.ints.Recycle()
+	a, errA := EvaluateWith(&s.rule.Src, IntKernelOf, xs, &s.scratch.ints)
+	b, errB := EvaluateWith(&s.rule.Dst, IntKernelOf, xs, &s.scratch.ints)
 	if errA != nil || errB != nil {
 		s.err = fmt.Errorf("evaluate at %v: %v %v", in, errA, errB)
 		return true
@@ -561,26 +572,36 @@ func (s *sweep) exactDiffers(in []Shape) bool {
 // floatDiffers compares the sides on a uniform and a one-signed float
 // draw: relu identities can hold in one arithmetic and not the other.
 func (s *sweep) floatDiffers(in []Shape) bool {
+	defer s.scratch.reals.Recycle()
 	for stream := uint64(0); stream < 2; stream++ {
 		xs := make([]*FloatTensor, len(in))
 		for i, x := range in {
 			xs[i] = s.draws.float(s.cfg.Float, stream, i, x)
 		}
-		a, errA := Evaluate(&s.rule.Src, FloatKernelOf, xs)
-		b, errB := Evaluate(&s.rule.Dst, FloatKernelOf, xs)
+		a, errA := EvaluateWith(&s.rule.Src, FloatKernelOf, xs, &s.scratch.reals)
+		b, errB := EvaluateWith(&s.rule.Dst, FloatKernelOf, xs, &s.scratch.reals)
 		if errA != nil || errB != nil {
 			s.err = fmt.Errorf("evaluate at %v: %v %v", in, errA, errB)
 			return true
 		}
-		for o := range a {
-			for k, v := range a[o].Data {
-				w := b[o].Data[k]
-				// The builtin max inlines; math.Max, the same on every
-				// value, is a call per element.
-				if v != w && math.Abs(v-w) > 1e-9*max(1, math.Abs(v), math.Abs(w)) {
-					s.fail(in, ValueDiffers, o, fmt.Sprintf("output %d (%s) element %d: source %.6g, target %.6g (float draw %d)", o, a[o].Shape, k, v, w, stream))
-					return true
-				}
+		if s.floatsDiffer(in, stream, a, b) {
+			return true
+		}
+	}
+	return false
+}
+
+// floatsDiffer compares the sides' outputs on one float draw, and fails
+// the sweep at the first element that differs.
+func (s *sweep) floatsDiffer(in []Shape, stream uint64, a, b []*FloatTensor) bool {
+	for o := range a {
+		for k, v := range a[o].Data {
+			w := b[o].Data[k]
+			// The builtin max inlines; math.Max, the same on every
+			// value, is a call per element.
+			if v != w && math.Abs(v-w) > 1e-9*max(1, math.Abs(v), math.Abs(w)) {
+				s.fail(in, ValueDiffers, o, fmt.Sprintf("output %d (%s) element %d: source %.6g, target %.6g (float draw %d)", o, a[o].Shape, k, v, w, stream))
+				return true
 			}
 		}
 	}
@@ -591,63 +612,64 @@ func (s *sweep) fail(in []Shape, kind Mismatch, output int, why string) {
 	s.res.Counterexample = &LayoutCounterexample{Degree: s.g, Inputs: in, Kind: kind, Output: output, Why: why}
 }
 
-// drawCache keeps a sweep's input draws: an input keeps its layout while
-// the others take theirs, so most assignments draw it again at the same
-// shape, and drawing costs about what evaluating does. It holds at most
-// drawCacheElements elements; past that it starts afresh, so that a sweep
-// of large shapes does not hold them all. Evaluation only reads its
-// inputs, so a draw is handed out as it is.
+// drawCache keeps, per input and float stream, the longest draw a sweep
+// has made. A draw at any shape is a prefix of its input's stream
+// (SweepConfig.Int), so each shape the sweep asks for is a slice of it:
+// the same values as a fresh draw, without drawing, which cost the sweep
+// about what evaluating does. Evaluation only reads its inputs, so the
+// slices are handed out as they are. A draw of more than
+// drawCacheElements elements is not kept.
 type drawCache struct {
-	ints     map[drawKey]*IntTensor
-	floats   map[drawKey]*FloatTensor
-	elements int
+	ints   map[int][]uint32
+	floats map[drawStream][]float64
 }
 
-// drawKey names a draw: the float stream (-1 for exact values), the input
-// and its shape.
-type drawKey struct {
-	stream int64
+// drawStream names a float draw's stream: the float stream and the input.
+type drawStream struct {
+	stream uint64
 	input  int
-	shape  Shape
 }
 
-// drawCacheElements bounds a sweep's cached draws: at most 8 MiB a sweep,
-// and so a worker. A draw over a quarter of it is not kept.
-const drawCacheElements = 1 << 20
+// drawCacheElements bounds the elements kept per input and stream: 8 MiB
+// of exact values, 16 MiB of floats.
+const drawCacheElements = 1 << 21
 
-// room makes room for n more elements, and reports whether a draw of n
-// elements is kept at all.
-func (c *drawCache) room(n int) bool {
-	if n > drawCacheElements/4 {
-		return false
-	}
-	if c.elements+n > drawCacheElements || c.ints == nil {
-		c.ints, c.floats, c.elements = map[drawKey]*IntTensor{}, map[drawKey]*FloatTensor{}, 0
-	}
-	c.elements += n
-	return true
+// drawLength is the length to draw when a kept draw of have elements is
+// shorter than the n needed: at least twice as long, so that a sweep of
+// growing shapes draws each input a few times only.
+func drawLength(have, n int) int {
+	return min(max(n, 2*have), drawCacheElements)
 }
 
 func (c *drawCache) int(draw func(int, Shape) *IntTensor, i int, s Shape) *IntTensor {
-	k := drawKey{stream: -1, input: i, shape: s}
-	if t, ok := c.ints[k]; ok {
-		return t
+	n := s.Size() * s.SumDegree()
+	if n > drawCacheElements {
+		return draw(i, s)
 	}
-	t := draw(i, s)
-	if c.room(len(t.Data)) {
-		c.ints[k] = t
+	buf := c.ints[i]
+	if len(buf) < n {
+		buf = draw(i, NewShape(drawLength(len(buf), n))).Data
+		if c.ints == nil {
+			c.ints = map[int][]uint32{}
+		}
+		c.ints[i] = buf
 	}
-	return t
+	return &IntTensor{Shape: s, Data: buf[:n:n]}
 }
 
 func (c *drawCache) float(draw func(uint64, int, Shape) *FloatTensor, stream uint64, i int, s Shape) *FloatTensor {
-	k := drawKey{stream: int64(stream), input: i, shape: s}
-	if t, ok := c.floats[k]; ok {
-		return t
+	n := s.Size() * s.SumDegree()
+	if n > drawCacheElements {
+		return draw(stream, i, s)
 	}
-	t := draw(stream, i, s)
-	if c.room(len(t.Data)) {
-		c.floats[k] = t
+	k := drawStream{stream, i}
+	buf := c.floats[k]
+	if len(buf) < n {
+		buf = draw(stream, i, NewShape(drawLength(len(buf), n))).Data
+		if c.floats == nil {
+			c.floats = map[drawStream][]float64{}
+		}
+		c.floats[k] = buf
 	}
-	return t
+	return &FloatTensor{Shape: s, Data: buf[:n:n]}
 }

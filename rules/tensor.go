@@ -1,5 +1,7 @@
 package rules
 
+import "math/bits"
+
 // Prime is the modulus of the exact integer semantics (DESIGN.md,
 // Fingerprints): every linear identity holds exactly modulo a prime.
 const Prime = 1<<31 - 1
@@ -147,6 +149,53 @@ type Tensor[T any] struct {
 // per partial sum of its layout.
 func NewTensor[T any](s Shape) *Tensor[T] {
 	return &Tensor[T]{Shape: s, Data: make([]T, s.Size()*s.SumDegree())}
+}
+
+// Scratch recycles the values of evaluations. A sweep evaluates a rule at
+// thousands of assignments of a few shapes each; allocating every value
+// afresh made the allocator and the collector most of its cost. Buffers
+// are kept by capacity, in powers of two, so that a value of another shape
+// reuses one too. The zero Scratch is ready; a nil one allocates.
+type Scratch[T any] struct {
+	free [64][][]T // recycled buffers, by the log2 of their capacity
+	used [][]T     // handed out since the last Recycle
+	kept int       // elements on the free lists
+}
+
+// scratchElements bounds the elements a Scratch keeps for reuse.
+const scratchElements = 1 << 22
+
+// tensor hands out a zero tensor of shape s.
+func (sc *Scratch[T]) tensor(s Shape) *Tensor[T] {
+	n := s.Size() * s.SumDegree()
+	if sc == nil || n == 0 {
+		return NewTensor[T](s)
+	}
+	class := bits.Len(uint(n - 1))
+	var d []T
+	if l := sc.free[class]; len(l) > 0 {
+		d, sc.free[class] = l[len(l)-1][:n], l[:len(l)-1]
+		sc.kept -= cap(d)
+		clear(d)
+	} else {
+		d = make([]T, n, 1<<class)
+	}
+	sc.used = append(sc.used, d)
+	return &Tensor[T]{Shape: s, Data: d}
+}
+
+// Recycle takes back every tensor handed out since the last Recycle: the
+// caller holds none of them any more.
+func (sc *Scratch[T]) Recycle() {
+	for _, d := range sc.used {
+		if sc.kept+cap(d) <= scratchElements {
+			class := bits.Len(uint(cap(d) - 1))
+			sc.free[class] = append(sc.free[class], d)
+			sc.kept += cap(d)
+		}
+	}
+	clear(sc.used)
+	sc.used = sc.used[:0]
 }
 
 // IntTensor and FloatTensor are the two instantiations the project uses.

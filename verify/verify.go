@@ -30,6 +30,9 @@ type Config struct {
 	Seed uint64
 	// Progress hears of each rule decided, as stage "verify".
 	Progress progress.Func
+	// Sweeps, if not nil, keeps layout sweeps' outcomes for later runs in
+	// this process with the same memo (build's release, after its verify).
+	Sweeps *SweepMemo
 
 	blockAxioms axiomNames // BlockAxioms(Axioms), set by Run
 	// retested names the axioms whose proofs are tested at other shapes
@@ -188,7 +191,7 @@ func refute(ctx context.Context, j Job, res Result, cfg Config) (Result, error) 
 	r := j.Rule
 	why, found, err := "", false, error(nil)
 	if j.swept() {
-		why, found, err = LayoutSweep(ctx, r, cfg.Seed)
+		why, found, err = cfg.Sweeps.sweep(ctx, r, cfg.Seed)
 	}
 	if !found && err == nil {
 		why, found, err = Counterexample(ctx, r, cfg.Seed)
@@ -220,7 +223,7 @@ func checkProofShapes(ctx context.Context, j Job, res Result, cfg Config) (Resul
 	r := j.Rule
 	conditional := slices.ContainsFunc(res.Core, cfg.retested.has)
 	if j.swept() {
-		why, found, err := LayoutSweep(ctx, r, cfg.Seed)
+		why, found, err := cfg.Sweeps.sweep(ctx, r, cfg.Seed)
 		if err != nil {
 			return res, err
 		}
