@@ -3,6 +3,8 @@ package axioms
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"rulebook/fingerprint"
@@ -27,6 +29,35 @@ var layoutSweepRanks = []int{2, 3}
 // imageSweepRanks are the ranks of an axiom about images (conv2d, the
 // pools): NCHW, rank 4 alone.
 var imageSweepRanks = []int{4}
+
+// lookupSweepRanks are the ranks of an axiom about lookups (embedding):
+// rank-1 indices, rank-2 tables and results.
+var lookupSweepRanks = []int{1, 2}
+
+// sweepRanksOf are the ranks a's tensors take in the sweep.
+func sweepRanksOf(a *Axiom, reg *rules.Registry) []int {
+	switch {
+	case usesImageOps(a, reg):
+		return imageSweepRanks
+	case usesLookups(a, reg):
+		return lookupSweepRanks
+	}
+	return layoutSweepRanks
+}
+
+// usesLookups reports whether the axiom applies an operator that takes a
+// rank-1 operand: an embedding's indices.
+func usesLookups(a *Axiom, reg *rules.Registry) bool {
+	found := false
+	for _, side := range []*Term{a.LHS, a.RHS} {
+		walk(side, func(t *Term) {
+			if op, _, ok := reg.LookupZ3(t.Sym); ok && !t.IsVar && slices.Contains(slices.Collect(maps.Values(op.Ranks.Operands)), 1) {
+				found = true
+			}
+		})
+	}
+	return found
+}
 
 // axiomSweepElements bounds one evaluation of an axiom instance: the
 // axioms are small identities, and a value of more elements says no more.
@@ -88,11 +119,7 @@ func validateLayouts(ctx context.Context, a *Axiom, reg *rules.Registry, domains
 			if err != nil {
 				return "", err
 			}
-			ranks := layoutSweepRanks
-			if usesImageOps(a, reg) {
-				ranks = imageSweepRanks
-			}
-			return sweepRanks(ctx, r, cfg, len(tensors), ranks, func(n int) { evaluated += n }, func(cx string) string {
+			return sweepRanks(ctx, r, cfg, len(tensors), sweepRanksOf(a, reg), func(n int) { evaluated += n }, func(cx string) string {
 				return describeInstance(a, ints, env, tensors, cx)
 			})
 		}

@@ -91,3 +91,23 @@
 (assert (! (forall ((k Int) (s Int) (p Int) (d Int) (x Tensor)) (=> (>= d 1) (= (replicate d (pool_max k s p x)) (pool_max k s p (replicate d x))))) :named pool-max-replicate))
 ; average pooling is linear, so it commutes with reduce
 (assert (! (forall ((k Int) (s Int) (p Int) (d Int) (x Tensor)) (=> (>= d 1) (= (reduce d (pool_avg k s p x)) (pool_avg k s p (reduce d x))))) :named pool-avg-reduce))
+
+; Embedding lookups: indices (n) into a table (rows, columns). Their
+; layouts are embedding's in rules/embedding.go.
+
+; a lookup's data parallelism: indices cut, table replicated, give the output rows cut
+(assert (! (forall ((d Int) (x Tensor) (w Tensor)) (=> (>= d 1) (= (embedding (partition 0 d x) (replicate d w)) (partition 0 d (embedding x w))))) :named embedding-partition-indices))
+; a table cut by columns, looked up by copies of the indices, gives the output columns cut
+(assert (! (forall ((d Int) (x Tensor) (w Tensor)) (=> (>= d 1) (= (embedding (replicate d x) (partition 1 d w)) (partition 1 d (embedding x w))))) :named embedding-partition-columns))
+; a table cut by rows gives partial sums (each piece its own rows' lookups, zeros elsewhere) that reduce to the lookup
+(assert (! (forall ((d Int) (x Tensor) (w Tensor)) (=> (>= d 1) (= (reduce d (embedding (replicate d x) (partition 0 d w))) (embedding x w)))) :named embedding-rows-reduce))
+; a lookup of replicated operands is the replicated lookup
+(assert (! (forall ((d Int) (x Tensor) (w Tensor)) (=> (>= d 1) (= (embedding (replicate d x) (replicate d w)) (replicate d (embedding x w))))) :named embedding-replicate))
+; a lookup copies rows, so a lookup in a sum of tables is the sum of the lookups
+(assert (! (forall ((x Tensor) (w Tensor) (z Tensor)) (= (embedding x (ewadd w z)) (ewadd (embedding x w) (embedding x z)))) :named embedding-ewadd))
+; and a lookup in a product of tables, element by element, the product of the lookups
+(assert (! (forall ((x Tensor) (w Tensor) (z Tensor)) (= (embedding x (ewmul w z)) (ewmul (embedding x w) (embedding x z)))) :named embedding-ewmul))
+; and a lookup in a table after relu the relu of the lookup
+(assert (! (forall ((x Tensor) (w Tensor)) (= (embedding x (relu w)) (relu (embedding x w)))) :named embedding-relu))
+; a lookup in tables side by side is the lookups side by side
+(assert (! (forall ((x Tensor) (w Tensor) (z Tensor)) (= (embedding x (concat 1 w z)) (concat 1 (embedding x w) (embedding x z)))) :named embedding-concat-columns))

@@ -41,7 +41,7 @@ func DefaultBound() Bound { return Bound{Dims: []int{1, 2, 3}, MaxRank: 4, Seed:
 // this digest has passed the concrete check already, so verify's gate
 // need not make it again. Change it only with the files, and only once
 // that test passes.
-const ShippedDigest = "06276249b0470879eac54f9c29b508fad0e342d1fa181382029f5ecba235c4a0"
+const ShippedDigest = "bef432dfc7296f9e3a6b8ea530291bb5361576fcb8095c14080882a75d8cad5c"
 
 // Digest is SHA-256 over every axiom's name and formula, in order. Unlike
 // Hash (a quick identity), it is a cryptographic hash, so that no other

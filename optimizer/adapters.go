@@ -94,6 +94,7 @@ var adapters = map[string]*adapter{
 	rules.NamePartition: {none: whyParallel},
 	rules.NameCombine:   {none: whyParallel},
 	rules.NameReplicate: {none: whyParallel},
+	rules.NameEmbedding: {none: whyParallel},
 	rules.NameReduce:    {none: whyParallel},
 	rules.NameLinear:    {none: whyParallel},
 }

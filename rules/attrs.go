@@ -31,6 +31,7 @@ const (
 	NameReplicate = "replicate"
 	NameReduce    = "reduce"
 	NameLinear    = "linear"
+	NameEmbedding = "embedding"
 )
 
 // Typed parameters, as flexflow-train's op-attrs has them. A node stores

@@ -255,7 +255,9 @@ func (g *Graph) WithDegreeVar(d int) *Graph { return g.replaceDegree(d, DegreeVa
 //   - two NCHW images i (u, u, 5, 5) and two 3×3 kernels k (u, u, 3, 3),
 //     for conv2d and the pools. Their spatial sizes are TASO's 5×5 and
 //     3×3, not u: a 3×3 window straddles any spatial cut, so only the
-//     batch and channels are worth cutting, and u⁴ cells would be slow.
+//     batch and channels are worth cutting, and u⁴ cells would be slow;
+//   - one index vector n (u), for embedding: the weights serve as its
+//     tables.
 //
 // The laid-out inputs find rules about what a parallel operator left
 // behind, such as reduce(x) + reduce(y) = reduce(x + y), with inputs in
@@ -290,7 +292,8 @@ func ParallelPool(d int) Pool {
 	classes = append(classes, laid(weight, "wc", 1, RoleWeight, func(s *Shape) { s.Copy = d }))
 	classes = append(classes,
 		laid(NewShape(u, u, 5, 5), "i", 2, RoleData, plain),
-		laid(NewShape(u, u, 3, 3), "k", 2, RoleWeight, plain))
+		laid(NewShape(u, u, 3, 3), "k", 2, RoleWeight, plain),
+		laid(NewShape(u), "n", 1, RoleData, plain))
 	axes := []int{0, 1, 2}
 	return Pool{Classes: classes, Params: map[string][]int{"concat.axis": axes, "split.axis": axes}}
 }

@@ -65,10 +65,10 @@ func TestShapesAtDegree(t *testing.T) {
 // TestParallelPool: every size is divisible by the degree, every layout
 // factor is the degree.
 func TestParallelPool(t *testing.T) {
-	if got := rules.ParallelPool(2).String(); got != "x:4x4x4×4 w:4x4×2 xs:4x4x4+sum2×2 xc:4x4x4+copy2×1 x0:4/2x4x4×2 x1:4x4/2x4×2 x2:4x4x4/2×2 w0:4/2x4×1 w1:4x4/2×1 wc:4x4+copy2×1 i:4x4x5x5×2 k:4x4x3x3×2" {
+	if got := rules.ParallelPool(2).String(); got != "x:4x4x4×4 w:4x4×2 xs:4x4x4+sum2×2 xc:4x4x4+copy2×1 x0:4/2x4x4×2 x1:4x4/2x4×2 x2:4x4x4/2×2 w0:4/2x4×1 w1:4x4/2×1 wc:4x4+copy2×1 i:4x4x5x5×2 k:4x4x3x3×2 n:4×1" {
 		t.Errorf("pool at 2: %s", got)
 	}
-	if got := rules.ParallelPool(3).String(); got != "x:6x6x6×4 w:6x6×2 xs:6x6x6+sum3×2 xc:6x6x6+copy3×1 x0:6/3x6x6×2 x1:6x6/3x6×2 x2:6x6x6/3×2 w0:6/3x6×1 w1:6x6/3×1 wc:6x6+copy3×1 i:6x6x5x5×2 k:6x6x3x3×2" {
+	if got := rules.ParallelPool(3).String(); got != "x:6x6x6×4 w:6x6×2 xs:6x6x6+sum3×2 xc:6x6x6+copy3×1 x0:6/3x6x6×2 x1:6x6/3x6×2 x2:6x6x6/3×2 w0:6/3x6×1 w1:6x6/3×1 wc:6x6+copy3×1 i:6x6x5x5×2 k:6x6x3x3×2 n:6×1" {
 		t.Errorf("pool at 3: %s", got)
 	}
 	if got := rules.ParallelPool(8).Classes[0].Shape.String(); got != "8x8x8" {

@@ -627,6 +627,15 @@ func parallelOps() []*Op {
 			ONNX: ONNXForm{None: true}, TASO: TASOForm{None: true},
 			FlexFlow: FlexFlowForm{Type: "OP_LINEAR", Params: []string{"PM_ACTI"}, Operands: []int{2}},
 			Keys:     linearKeys(), Ranks: RankRule{Alike: []int{0}, Operands: map[int]int{1: 2}}},
+		{Name: NameEmbedding, Doc: "look up rows of a table: indices (n) into a table (rows, columns) give (n, columns); an index is taken modulo the rows", Arity: 2, Outputs: 1, Z3: []string{"embedding"}, Pointwise: PointwiseOpaque,
+			Set:      SetParallel,
+			Operands: []Operand{{Name: "indices", Data: true, Alone: wholeIndices}, {Name: "table", Weight: true}},
+			Layout:   layoutAny, Shape: embeddingShape, Cost: CostPerOutput,
+			IntKernel: embeddingKernel(modIndex), FloatKernel: embeddingKernel(realIndex),
+			// ONNX's Gather on a weight is an embedding; the optimizer does
+			// not rewrite lookups, so no form is read or written yet.
+			ONNX: ONNXForm{None: true}, TASO: TASOForm{None: true}, FlexFlow: FlexFlowForm{None: true},
+			Keys: plainKeys(), Ranks: RankRule{Result: 2, Operands: map[int]int{0: 1, 1: 2}}},
 	}
 }
 
