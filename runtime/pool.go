@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"rulebook/internal/budget"
 	"rulebook/runtime/gemm"
 )
 
@@ -41,6 +42,9 @@ func preparePool(kind poolKind) func(c *nodeContext) (prepared, error) {
 			parts = append(parts, fmt.Sprintf("count_include_pad=%d", boolInt(includePad)))
 		}
 		out := append([]int{x[0], x[1]}, win.out...)
+		if err := reserveTaps(c.mem, win.out); err != nil {
+			return prepared{}, err
+		}
 		k := newPoolKernel(kind, x[0]*x[1], win, includePad)
 		return prepared{kernel: k, outputs: [][]int{out}, params: paramString(parts...)}, nil
 	}
@@ -102,6 +106,19 @@ func newPoolKernel(kind poolKind, planes int, win window, includePad bool) *pool
 	}
 	k.fast = newPlanePool(k)
 	return k
+}
+
+// reserveTaps takes the bytes of a pool's tap tables (three ints per
+// output index of each spatial dimension, tapRanges) from the memory
+// budget before they are built: a padded extent can make them larger
+// than any tensor of the model (an empty batch leaves the output itself
+// empty).
+func reserveTaps(m *budget.Meter, out []int) error {
+	n := uint64(0)
+	for _, o := range out {
+		n += uint64(o)
+	}
+	return m.Take(fmt.Sprintf("the tap tables of a pool with output extents %v", out), 3*8*n)
 }
 
 // tapRanges computes, for spatial dimension s and each output index, the
