@@ -111,3 +111,39 @@
 (assert (! (forall ((x Tensor) (w Tensor)) (= (embedding x (relu w)) (relu (embedding x w)))) :named embedding-relu))
 ; a lookup in tables side by side is the lookups side by side
 (assert (! (forall ((x Tensor) (w Tensor) (z Tensor)) (= (embedding x (concat 1 w z)) (concat 1 (embedding x w) (embedding x z)))) :named embedding-concat-columns))
+
+; Attention over heads: attn_softmax(q, k) gives the weights, attn_mix(w,
+; v) the output. Their layouts are in rules/attention.go.
+
+; the softmax's data and tensor parallelism: queries and keys cut alike by batch or heads give the weights cut alike
+(assert (! (forall ((a Int) (d Int) (q Tensor) (k Tensor)) (=> (and (>= d 1) (<= a 1)) (= (attn_softmax (partition a d q) (partition a d k)) (partition a d (attn_softmax q k))))) :named attn-softmax-partition))
+; query rows cut, keys replicated, give the weights' rows cut
+(assert (! (forall ((d Int) (q Tensor) (k Tensor)) (=> (>= d 1) (= (attn_softmax (partition 2 d q) (replicate d k)) (partition 2 d (attn_softmax q k))))) :named attn-softmax-rows))
+; the softmax of replicated operands is the replicated softmax
+(assert (! (forall ((d Int) (q Tensor) (k Tensor)) (=> (>= d 1) (= (attn_softmax (replicate d q) (replicate d k)) (replicate d (attn_softmax q k))))) :named attn-softmax-replicate))
+; batches or heads side by side give their weights side by side
+(assert (! (forall ((a Int) (q Tensor) (r Tensor) (k Tensor) (l Tensor)) (=> (<= a 1) (= (attn_softmax (concat a q r) (concat a k l)) (concat a (attn_softmax q k) (attn_softmax r l))))) :named attn-softmax-concat))
+; query rows side by side give their weight rows side by side
+(assert (! (forall ((q Tensor) (r Tensor) (k Tensor)) (= (attn_softmax (concat 2 q r) k) (concat 2 (attn_softmax q k) (attn_softmax r k)))) :named attn-softmax-concat-rows))
+; attention whose keys are its values does not depend on their order: reordering key rows reorders the weights' columns and the value rows alike
+(assert (! (forall ((q Tensor) (k Tensor) (l Tensor)) (= (attn_mix (attn_softmax q (concat 2 k l)) (concat 2 k l)) (attn_mix (attn_softmax q (concat 2 l k)) (concat 2 l k)))) :named attn-keys-permute))
+; the mix's data and tensor parallelism: weights and values cut alike by batch or heads give the output cut alike
+(assert (! (forall ((a Int) (d Int) (w Tensor) (v Tensor)) (=> (and (>= d 1) (<= a 1)) (= (attn_mix (partition a d w) (partition a d v)) (partition a d (attn_mix w v))))) :named attn-mix-partition))
+; weight rows cut, values replicated, give the output rows cut
+(assert (! (forall ((d Int) (w Tensor) (v Tensor)) (=> (>= d 1) (= (attn_mix (partition 2 d w) (replicate d v)) (partition 2 d (attn_mix w v))))) :named attn-mix-rows))
+; weights replicated, value columns cut, give the output columns cut
+(assert (! (forall ((d Int) (w Tensor) (v Tensor)) (=> (>= d 1) (= (attn_mix (replicate d w) (partition 3 d v)) (partition 3 d (attn_mix w v))))) :named attn-mix-cols))
+; the mix of replicated operands is the replicated mix
+(assert (! (forall ((d Int) (w Tensor) (v Tensor)) (=> (>= d 1) (= (attn_mix (replicate d w) (replicate d v)) (replicate d (attn_mix w v))))) :named attn-mix-replicate))
+; the mix is linear in its weights
+(assert (! (forall ((w Tensor) (u Tensor) (v Tensor)) (= (attn_mix (ewadd w u) v) (ewadd (attn_mix w v) (attn_mix u v)))) :named attn-mix-ewadd-weights))
+; the mix is linear in its values
+(assert (! (forall ((w Tensor) (v Tensor) (u Tensor)) (= (attn_mix w (ewadd v u)) (ewadd (attn_mix w v) (attn_mix w u)))) :named attn-mix-ewadd-values))
+; the mix is a batched product, so it is associative (it takes no partial sums, whose order would differ)
+(assert (! (forall ((w Tensor) (u Tensor) (v Tensor)) (= (attn_mix (attn_mix w u) v) (attn_mix w (attn_mix u v)))) :named attn-mix-assoc))
+; batches or heads side by side give their mixes side by side
+(assert (! (forall ((a Int) (w Tensor) (u Tensor) (v Tensor) (z Tensor)) (=> (<= a 1) (= (attn_mix (concat a w u) (concat a v z)) (concat a (attn_mix w v) (attn_mix u z))))) :named attn-mix-concat))
+; weight rows side by side give output rows side by side
+(assert (! (forall ((w Tensor) (u Tensor) (v Tensor)) (= (attn_mix (concat 2 w u) v) (concat 2 (attn_mix w v) (attn_mix u v)))) :named attn-mix-concat-rows))
+; value columns side by side give output columns side by side
+(assert (! (forall ((w Tensor) (v Tensor) (z Tensor)) (= (attn_mix w (concat 3 v z)) (concat 3 (attn_mix w v) (attn_mix w z)))) :named attn-mix-concat-cols))

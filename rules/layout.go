@@ -636,6 +636,23 @@ func parallelOps() []*Op {
 			// not rewrite lookups, so no form is read or written yet.
 			ONNX: ONNXForm{None: true}, TASO: TASOForm{None: true}, FlexFlow: FlexFlowForm{None: true},
 			Keys: plainKeys(), Ranks: RankRule{Result: 2, Operands: map[int]int{0: 1, 1: 2}}},
+		{Name: NameAttnSoftmax, Doc: "attention's weights: queries (B, H, S, E) and keys (B, H, T, E) give (B, H, S, T), each row the softmax of the query's scaled dot products with the keys", Arity: 2, Outputs: 1, Z3: []string{"attn_softmax"}, Pointwise: PointwiseOpaque,
+			Set:      SetParallel,
+			Operands: []Operand{{Name: "queries", Data: true, Alone: attnQueries}, {Name: "keys", Data: true, Alone: attnKeys}},
+			// The exact kernel stands in for the softmax (attention.go):
+			// every check draws floats too.
+			Piecewise: always,
+			Layout:    layoutAny, Shape: attnSoftmaxShape, Cost: CostPerOutput,
+			IntKernel: attnSoftmaxKernel[uint32, Mod](squaresWeights), FloatKernel: attnSoftmaxKernel[float64, Real](softmaxWeights),
+			ONNX: ONNXForm{None: true}, TASO: TASOForm{None: true}, FlexFlow: FlexFlowForm{None: true},
+			Keys: plainKeys(), Ranks: RankRule{Result: 4, Operands: map[int]int{0: 4, 1: 4}}},
+		{Name: NameAttnMix, Doc: "attention's output: weights (B, H, S, T) and values (B, H, T, F) give (B, H, S, F), a product batched over B and H", Arity: 2, Outputs: 1, Z3: []string{"attn_mix"}, Pointwise: PointwiseOpaque,
+			Set:      SetParallel,
+			Operands: []Operand{{Name: "weights", Data: true, Alone: attnWeights}, {Name: "values", Data: true, Alone: attnValues}},
+			Layout:   layoutAny, Shape: attnMixShape, Cost: CostPerOutput,
+			IntKernel: attnMixKernel[uint32, Mod], FloatKernel: attnMixKernel[float64, Real],
+			ONNX: ONNXForm{None: true}, TASO: TASOForm{None: true}, FlexFlow: FlexFlowForm{None: true},
+			Keys: plainKeys(), Ranks: RankRule{Result: 4, Operands: map[int]int{0: 4, 1: 4}}},
 	}
 }
 

@@ -154,6 +154,19 @@ func TestRelevantAxioms(t *testing.T) {
 			t.Errorf("conv2d's batch cut: %s given: %v, want %v", name, got[name], want)
 		}
 	}
+	// Attention's heads cut gets attention's axioms, which take no
+	// parameter (present names them without one), and not conv2d's.
+	r = parseParallel(t, "(attn_softmax (partition 1 d ?a) (partition 1 d ?b)) => (partition 1 d (attn_softmax ?a ?b))", "?a:4x4x5x5 ?b:4x4x5x5")
+	keys = ruleDimensionKeys(r, ruleParallelSymbols(r))
+	got = map[string]bool{}
+	for _, a := range RelevantAxioms(set, keys) {
+		got[a.Name] = true
+	}
+	for name, want := range map[string]bool{"attn-softmax-partition": true, "attn-softmax-replicate": true, "conv-partition-batch": false, "embedding-partition-indices": false} {
+		if got[name] != want {
+			t.Errorf("attention's heads cut: %s given: %v, want %v", name, got[name], want)
+		}
+	}
 }
 
 // concatGeometryCols swaps nested concats on axis 2 and another axis: it

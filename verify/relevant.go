@@ -108,12 +108,12 @@ func RelevantAxioms(set *axioms.Set, present map[string]bool) []*axioms.Axiom {
 		return true
 	}
 	par, img := parallelOpSymbols(), imageOpSymbols()
-	// The image operators a term can apply: the rule's (each has a
-	// parameter, so present names it as "sym@N"), and those an axiom that
-	// can fire on them brings in.
+	// The image operators a term can apply: the rule's (present names one
+	// with parameters "sym@N", attention's without as "sym"), and those an
+	// axiom that can fire on them brings in.
 	canImg := map[string]bool{}
 	for k := range present {
-		if sym, _, ok := strings.Cut(k, "@"); ok && img[sym] {
+		if sym, _, _ := strings.Cut(k, "@"); img[sym] {
 			canImg[sym] = true
 		}
 	}
