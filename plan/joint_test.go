@@ -35,7 +35,7 @@ func parallelVersion(t *testing.T) *Substitutions {
 // the first MLP product cut by output columns, the attention's output and
 // the second MLP product by input rows, and so one forward all-reduce per
 // attention block and one per MLP block. Each product's layout cites the
-// version's rule.
+// version's rule, and so does the attention's heads cut.
 func TestJointFindsMegatron(t *testing.T) {
 	m, _ := training.Builtin("bert-large")
 	g, err := training.FromONNX(m, "bert-large", 8)
@@ -78,6 +78,16 @@ func TestJointFindsMegatron(t *testing.T) {
 		c := subs.cite(g, r)
 		if len(c.Applied) < 2 || c.Applied[0].Rule != subs.Column.Rule || c.Applied[0].Operators != 96 || c.Applied[1].Operators != 48 {
 			t.Errorf("tp%d: citations %+v", tp, c.Applied)
+		}
+		// Each layer's attention: the scores' product, its mask and the
+		// softmax cite the weights' heads cut, the product by V the
+		// output's.
+		heads := map[string]int{}
+		for _, a := range c.Applied {
+			heads[a.Rule] = a.Operators
+		}
+		if heads[subs.AttnSoftmax.Rule] != 72 || heads[subs.AttnMix.Rule] != 24 || c.Unproved["MatMul"]+c.Unproved["Softmax"] != 0 {
+			t.Errorf("tp%d: attention cites %d and %d operators, want 72 and 24; unproved %v", tp, heads[subs.AttnSoftmax.Rule], heads[subs.AttnMix.Rule], c.Unproved)
 		}
 	}
 }
@@ -152,7 +162,7 @@ func TestJointNeedsParallelRules(t *testing.T) {
 // with the registry and each appears in the shipped bundle as released.
 func TestJointRulesAreTheRegistrys(t *testing.T) {
 	subs := parallelVersion(t)
-	found := []*AppliedRule{subs.Batch, subs.Column, subs.Row, subs.Follow[rules.NameRelu], subs.Follow[rules.NameEwadd]}
+	found := []*AppliedRule{subs.Batch, subs.Column, subs.Row, subs.Follow[rules.NameRelu], subs.Follow[rules.NameEwadd], subs.AttnSoftmax, subs.AttnMix}
 	for i, a := range found {
 		if a == nil {
 			t.Errorf("rule %d of the search is not in the version", i)

@@ -36,6 +36,13 @@ var (
 		fmt.Sprintf("(%[2]s (%[1]s none ?a ?b)) => (%[1]s relu ?a ?b)", rules.NameLinear, rules.NameRelu)}
 	rowRule = layoutRule{"a product's contraction cut, its output summed (Megatron's row cut)",
 		fmt.Sprintf("(%[1]s none (%[2]s 2 d ?a) (%[2]s 0 d ?b)) => (%[3]s d (%[1]s none ?a ?b))", rules.NameLinear, rules.NameCombine, rules.NameReduce)}
+	// The attention's heads cut, Megatron's: the weights (the scores'
+	// product, its scale and mask, the softmax) and the product by V, each
+	// cut along the heads, dimension 1 of [B, H, S, D].
+	attnSoftmaxRule = layoutRule{"attention's weights cut by heads, queries and keys alike",
+		fmt.Sprintf("(%[1]s (%[2]s 1 d ?a) (%[2]s 1 d ?b)) => (%[2]s 1 d (%[1]s ?a ?b))", rules.NameAttnSoftmax, rules.NamePartition)}
+	attnMixRule = layoutRule{"attention's output cut by heads, weights and values alike",
+		fmt.Sprintf("(%[1]s (%[2]s 1 d ?a) (%[2]s 1 d ?b)) => (%[2]s 1 d (%[1]s ?a ?b))", rules.NameAttnMix, rules.NamePartition)}
 	// followRules are the element-wise operators proved to keep a cut,
 	// by the registry's name
 	followRules = map[string]layoutRule{
@@ -72,7 +79,9 @@ type Substitutions struct {
 	// ConvBatch and ConvChannel are the convolutions' batch and
 	// output-channel cuts, by their parameters.
 	ConvBatch, ConvChannel map[rules.ConvAttrs]*AppliedRule
-	parallel               int
+	// AttnSoftmax and AttnMix are the attention's heads cut.
+	AttnSoftmax, AttnMix *AppliedRule
+	parallel             int
 }
 
 // AppliedRule is a rule of the pinned version, as the plan cites it.
@@ -110,7 +119,8 @@ func NewSubstitutions(v *version.Set) (*Substitutions, error) {
 	for _, f := range []struct {
 		rule layoutRule
 		dst  **AppliedRule
-	}{{batchRule, &s.Batch}, {columnRule, &s.Column}, {rowRule, &s.Row}, {fuseRule, &s.Fuse}} {
+	}{{batchRule, &s.Batch}, {columnRule, &s.Column}, {rowRule, &s.Row}, {fuseRule, &s.Fuse},
+		{attnSoftmaxRule, &s.AttnSoftmax}, {attnMixRule, &s.AttnMix}} {
 		if *f.dst, err = find(f.rule); err != nil {
 			return nil, err
 		}
@@ -237,6 +247,8 @@ func (s *Substitutions) cite(g *training.Graph, r *Result) *Citations {
 			count[s.Column]++
 		case l.Style == Rowwise:
 			count[s.Row]++
+		case l.Style == Sharded && s.headsRule(g, i, l) != nil:
+			count[s.headsRule(g, i, l)]++
 		case l.Style == Sharded:
 			if a := s.Follow[registryName(op.Type)]; a != nil {
 				count[a]++
@@ -245,7 +257,7 @@ func (s *Substitutions) cite(g *training.Graph, r *Result) *Citations {
 			}
 		}
 	}
-	applied := []*AppliedRule{s.Batch, s.Column, s.Row, s.Fuse}
+	applied := []*AppliedRule{s.Batch, s.Column, s.Row, s.Fuse, s.AttnSoftmax, s.AttnMix}
 	for _, name := range slices.Sorted(maps.Keys(s.Follow)) {
 		applied = append(applied, s.Follow[name])
 	}
@@ -260,6 +272,29 @@ func (s *Substitutions) cite(g *training.Graph, r *Result) *Citations {
 		}
 	}
 	return c
+}
+
+// headsRule is the version's rule for op i's layout l when op i belongs to
+// an attention cut along its heads (axis 1 of [B, H, S, D]): the product
+// by V is attn_mix, the operators before it attn_softmax. Nil otherwise:
+// heads merged with the batch, or a version without the rule.
+func (s *Substitutions) headsRule(g *training.Graph, i int, l OpLayout) *AppliedRule {
+	if l.Axis != 1 || l.Groups > 1 {
+		return nil
+	}
+	for _, a := range g.Attentions() {
+		if !slices.Contains(a.Ops, i) {
+			continue
+		}
+		if len(g.ValueShape(g.Ops[i].Outputs[0])) != 4 {
+			return nil
+		}
+		if i == a.Ops[len(a.Ops)-1] {
+			return s.AttnMix
+		}
+		return s.AttnSoftmax
+	}
+	return nil
 }
 
 // registryName is the registry's operator for an ONNX operator type, or
