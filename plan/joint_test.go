@@ -162,7 +162,7 @@ func TestJointNeedsParallelRules(t *testing.T) {
 // with the registry and each appears in the shipped bundle as released.
 func TestJointRulesAreTheRegistrys(t *testing.T) {
 	subs := parallelVersion(t)
-	found := []*AppliedRule{subs.Batch, subs.Column, subs.Row, subs.Follow[rules.NameRelu], subs.Follow[rules.NameEwadd], subs.AttnSoftmax, subs.AttnMix}
+	found := []*AppliedRule{subs.Batch, subs.Column, subs.Row, subs.Follow[rules.NameRelu], subs.Follow[rules.NameEwadd], subs.AttnSoftmax, subs.AttnMix, subs.LookupBatch}
 	for i, a := range found {
 		if a == nil {
 			t.Errorf("rule %d of the search is not in the version", i)
@@ -227,4 +227,36 @@ func TestJointCutsProvedConvolutions(t *testing.T) {
 	if c.Unproved["Conv (rows cut)"] == 0 || counted[subs.ConvBatch[ours].Hash] == 0 {
 		t.Errorf("data parallelism: %d convolutions cite the batch rule, %d are unproved; want both", counted[subs.ConvBatch[ours].Hash], c.Unproved["Conv (rows cut)"])
 	}
+}
+
+// TestJointCitesLookups: DLRM's data-parallel lookups (indices of rank
+// 1 into tables of 64 columns) cite the version's lookup batch cut, one
+// per table.
+func TestJointCitesLookups(t *testing.T) {
+	subs := parallelVersion(t)
+	if subs.LookupBatch == nil {
+		t.Fatal("the bundle lacks the lookup's batch cut")
+	}
+	m, _ := training.Builtin("dlrm")
+	g, err := training.FromONNX(m, "dlrm", 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Price(context.Background(), g, Strategy{Kind: Joint, DP: 4, TP: 1, PP: 1, Microbatches: 1}, Options{Machine: machine(4), Substitutions: subs})
+	if err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	c := subs.cite(g, r)
+	tables := 0
+	for _, op := range g.Ops {
+		if op.Lookup {
+			tables++
+		}
+	}
+	for _, a := range c.Applied {
+		if a.Rule == subs.LookupBatch.Rule && a.Operators == tables && tables > 0 {
+			return
+		}
+	}
+	t.Errorf("%d lookups; citations %+v, unproved %v", tables, c.Applied, c.Unproved)
 }

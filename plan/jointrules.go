@@ -43,6 +43,10 @@ var (
 		fmt.Sprintf("(%[1]s (%[2]s 1 d ?a) (%[2]s 1 d ?b)) => (%[2]s 1 d (%[1]s ?a ?b))", rules.NameAttnSoftmax, rules.NamePartition)}
 	attnMixRule = layoutRule{"attention's output cut by heads, weights and values alike",
 		fmt.Sprintf("(%[1]s (%[2]s 1 d ?a) (%[2]s 1 d ?b)) => (%[2]s 1 d (%[1]s ?a ?b))", rules.NameAttnMix, rules.NamePartition)}
+	// lookupBatchRule is an embedding lookup's data parallelism: the
+	// indices cut by batch, the table copied.
+	lookupBatchRule = layoutRule{"a lookup's indices cut over data-parallel replicas, its table copied",
+		fmt.Sprintf("(%[1]s (%[2]s 0 d ?a) (%[3]s d ?b)) => (%[2]s 0 d (%[1]s ?a ?b))", rules.NameEmbedding, rules.NamePartition, rules.NameReplicate)}
 	// followRules are the element-wise operators proved to keep a cut,
 	// by the registry's name
 	followRules = map[string]layoutRule{
@@ -81,7 +85,9 @@ type Substitutions struct {
 	ConvBatch, ConvChannel map[rules.ConvAttrs]*AppliedRule
 	// AttnSoftmax and AttnMix are the attention's heads cut.
 	AttnSoftmax, AttnMix *AppliedRule
-	parallel             int
+	// LookupBatch is a lookup's data parallelism.
+	LookupBatch *AppliedRule
+	parallel    int
 }
 
 // AppliedRule is a rule of the pinned version, as the plan cites it.
@@ -120,7 +126,7 @@ func NewSubstitutions(v *version.Set) (*Substitutions, error) {
 		rule layoutRule
 		dst  **AppliedRule
 	}{{batchRule, &s.Batch}, {columnRule, &s.Column}, {rowRule, &s.Row}, {fuseRule, &s.Fuse},
-		{attnSoftmaxRule, &s.AttnSoftmax}, {attnMixRule, &s.AttnMix}} {
+		{attnSoftmaxRule, &s.AttnSoftmax}, {attnMixRule, &s.AttnMix}, {lookupBatchRule, &s.LookupBatch}} {
 		if *f.dst, err = find(f.rule); err != nil {
 			return nil, err
 		}
@@ -220,6 +226,14 @@ func (s *Substitutions) cite(g *training.Graph, r *Result) *Citations {
 	count := map[*AppliedRule]int{}
 	for i, l := range r.Layouts {
 		op := g.Ops[i]
+		if r.Strategy.DP > 1 && op.Lookup && op.ParamBytes > 0 {
+			// the registry's embedding takes indices of rank 1, as DLRM's are
+			if s.LookupBatch != nil && len(g.ValueShape(op.Inputs[1])) == 1 {
+				count[s.LookupBatch]++
+			} else {
+				c.Unproved[op.Type+" (indices cut)"]++
+			}
+		}
 		if r.Strategy.DP > 1 && op.Product != nil && op.ParamBytes > 0 {
 			switch conv := s.convRule(s.ConvBatch, op); {
 			case op.Product.Linear && s.Batch != nil:
@@ -257,7 +271,7 @@ func (s *Substitutions) cite(g *training.Graph, r *Result) *Citations {
 			}
 		}
 	}
-	applied := []*AppliedRule{s.Batch, s.Column, s.Row, s.Fuse, s.AttnSoftmax, s.AttnMix}
+	applied := []*AppliedRule{s.Batch, s.Column, s.Row, s.Fuse, s.AttnSoftmax, s.AttnMix, s.LookupBatch}
 	for _, name := range slices.Sorted(maps.Keys(s.Follow)) {
 		applied = append(applied, s.Follow[name])
 	}
