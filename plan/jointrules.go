@@ -290,8 +290,9 @@ func (s *Substitutions) cite(g *training.Graph, r *Result) *Citations {
 
 // headsRule is the version's rule for op i's layout l when op i belongs to
 // an attention cut along its heads (axis 1 of [B, H, S, D]): the product
-// by V is attn_mix, the operators before it attn_softmax. Nil otherwise:
-// heads merged with the batch, or a version without the rule.
+// by V is attn_mix, the scores' product and the softmax attn_softmax. Nil
+// otherwise: the scale, mask and dropout between them (element-wise, cited
+// as such), heads merged with the batch, or a version without the rule.
 func (s *Substitutions) headsRule(g *training.Graph, i int, l OpLayout) *AppliedRule {
 	if l.Axis != 1 || l.Groups > 1 {
 		return nil
@@ -303,10 +304,13 @@ func (s *Substitutions) headsRule(g *training.Graph, i int, l OpLayout) *Applied
 		if len(g.ValueShape(g.Ops[i].Outputs[0])) != 4 {
 			return nil
 		}
-		if i == a.Ops[len(a.Ops)-1] {
+		switch {
+		case i == a.Ops[len(a.Ops)-1]:
 			return s.AttnMix
+		case i == a.Ops[0] || g.Ops[i].Type == "Softmax":
+			return s.AttnSoftmax
 		}
-		return s.AttnSoftmax
+		return nil
 	}
 	return nil
 }
