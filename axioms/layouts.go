@@ -48,15 +48,7 @@ func sweepRanksOf(a *Axiom, reg *rules.Registry) []int {
 // usesLookups reports whether the axiom applies an operator that takes a
 // rank-1 operand: an embedding's indices.
 func usesLookups(a *Axiom, reg *rules.Registry) bool {
-	found := false
-	for _, side := range []*Term{a.LHS, a.RHS} {
-		walk(side, func(t *Term) {
-			if op, _, ok := reg.LookupZ3(t.Sym); ok && !t.IsVar && slices.Contains(slices.Collect(maps.Values(op.Ranks.Operands)), 1) {
-				found = true
-			}
-		})
-	}
-	return found
+	return applies(a, reg, func(op *rules.Op) bool { return slices.Contains(slices.Collect(maps.Values(op.Ranks.Operands)), 1) })
 }
 
 // axiomSweepElements bounds one evaluation of an axiom instance: the

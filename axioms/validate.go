@@ -333,12 +333,17 @@ func layoutShapes(b Bound) []rules.Shape {
 }
 
 // usesImageOps reports whether the axiom applies an operator of NCHW
-// images (conv2d, the pools), whose tensors are rank 4.
+// images (conv2d, the pools, attention), whose tensors are rank 4.
 func usesImageOps(a *Axiom, reg *rules.Registry) bool {
+	return applies(a, reg, func(op *rules.Op) bool { return op.Ranks.Result == 4 })
+}
+
+// applies reports whether the axiom applies an operator with property is.
+func applies(a *Axiom, reg *rules.Registry, is func(*rules.Op) bool) bool {
 	found := false
 	for _, side := range []*Term{a.LHS, a.RHS} {
 		walk(side, func(t *Term) {
-			if op, _, ok := reg.LookupZ3(t.Sym); ok && !t.IsVar && op.Ranks.Result == 4 {
+			if op, _, ok := reg.LookupZ3(t.Sym); ok && !t.IsVar && is(op) {
 				found = true
 			}
 		})

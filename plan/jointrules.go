@@ -224,6 +224,7 @@ type Citations struct {
 func (s *Substitutions) cite(g *training.Graph, r *Result) *Citations {
 	c := &Citations{Version: s.Version, Unproved: map[string]int{}}
 	count := map[*AppliedRule]int{}
+	heads := s.headsRules(g)
 	for i, l := range r.Layouts {
 		op := g.Ops[i]
 		if r.Strategy.DP > 1 && op.Lookup && op.ParamBytes > 0 {
@@ -261,8 +262,8 @@ func (s *Substitutions) cite(g *training.Graph, r *Result) *Citations {
 			count[s.Column]++
 		case l.Style == Rowwise:
 			count[s.Row]++
-		case l.Style == Sharded && s.headsRule(g, i, l) != nil:
-			count[s.headsRule(g, i, l)]++
+		case l.Style == Sharded && l.Axis == 1 && l.Groups <= 1 && heads[i] != nil:
+			count[heads[i]]++
 		case l.Style == Sharded:
 			if a := s.Follow[registryName(op.Type)]; a != nil {
 				count[a]++
@@ -288,31 +289,26 @@ func (s *Substitutions) cite(g *training.Graph, r *Result) *Citations {
 	return c
 }
 
-// headsRule is the version's rule for op i's layout l when op i belongs to
-// an attention cut along its heads (axis 1 of [B, H, S, D]): the product
-// by V is attn_mix, the scores' product and the softmax attn_softmax. Nil
-// otherwise: the scale, mask and dropout between them (element-wise, cited
-// as such), heads merged with the batch, or a version without the rule.
-func (s *Substitutions) headsRule(g *training.Graph, i int, l OpLayout) *AppliedRule {
-	if l.Axis != 1 || l.Groups > 1 {
-		return nil
-	}
+// headsRules are the version's rules for the attention groups' operators
+// when cut along the heads (axis 1 of [B, H, S, D]), by operator: the
+// product by V is attn_mix, the scores' product and the softmax
+// attn_softmax. The scale, mask and dropout between them are element-wise
+// (cited as such); a version without the rules gives none.
+func (s *Substitutions) headsRules(g *training.Graph) map[int]*AppliedRule {
+	out := map[int]*AppliedRule{}
 	for _, a := range g.Attentions() {
-		if !slices.Contains(a.Ops, i) {
+		last := a.Ops[len(a.Ops)-1]
+		if len(g.ValueShape(g.Ops[last].Outputs[0])) != 4 {
 			continue
 		}
-		if len(g.ValueShape(g.Ops[i].Outputs[0])) != 4 {
-			return nil
+		out[last] = s.AttnMix
+		for _, i := range a.Ops[:len(a.Ops)-1] {
+			if i == a.Ops[0] || g.Ops[i].Type == "Softmax" {
+				out[i] = s.AttnSoftmax
+			}
 		}
-		switch {
-		case i == a.Ops[len(a.Ops)-1]:
-			return s.AttnMix
-		case i == a.Ops[0] || g.Ops[i].Type == "Softmax":
-			return s.AttnSoftmax
-		}
-		return nil
 	}
-	return nil
+	return out
 }
 
 // registryName is the registry's operator for an ONNX operator type, or

@@ -17,7 +17,7 @@ import "math"
 // features E (the scores feed the softmax, which is not linear), nor
 // partial sums. attn_mix is a product batched over batch and heads; it
 // takes cuts of the rows and columns, not of the keys, its contraction
-// (attnWeights).
+// (its operands' Alone checks).
 //
 // The float softmax is the softmax. The exact arithmetic has no
 // exponential, so its kernel normalises the squared scores instead
@@ -39,10 +39,8 @@ func attnSoftmaxShape(_ []int, in []Shape) ([]Shape, error) {
 	if !q.Parallel() && !k.Parallel() {
 		return []Shape{out}, nil
 	}
-	for d := 0; d < 2; d++ {
-		if q.Degree(d) != k.Degree(d) {
-			return nil, shapeErrorf("dimension %d of queries %s and keys %s is cut differently", d, q, k)
-		}
+	if err := cutAlike(q, k); err != nil {
+		return nil, err
 	}
 	// Each query piece meets every key piece of its batch and heads.
 	rows := q.Degree(2)
@@ -53,22 +51,6 @@ func attnSoftmaxShape(_ []int, in []Shape) ([]Shape, error) {
 	out.Copy = q.CopyDegree()
 	out.normalizeLayout()
 	return []Shape{out}, out.CheckLayout()
-}
-
-// attnQueries and attnKeys check the softmax's operands by themselves
-// (Operand.Alone).
-func attnQueries(s Shape) error {
-	if s.SumDegree() > 1 || s.Degree(3) > 1 {
-		return shapeErrorf("queries %s hold partial sums or have their features cut; the scores feed a softmax", s)
-	}
-	return nil
-}
-
-func attnKeys(s Shape) error {
-	if s.SumDegree() > 1 || s.Degree(2) > 1 || s.Degree(3) > 1 {
-		return shapeErrorf("keys %s hold partial sums or have their rows or features cut; each query's softmax needs every key whole", s)
-	}
-	return nil
 }
 
 // attnMixShape: weights (B, H, S, T) and values (B, H, T, F) give
@@ -95,10 +77,8 @@ func attnMixShape(_ []int, in []Shape) ([]Shape, error) {
 // piece meets every value-column piece, each value piece every weight-row
 // piece.
 func attnMixLayout(w, v Shape, out Shape) (Shape, error) {
-	for d := 0; d < 2; d++ {
-		if w.Degree(d) != v.Degree(d) {
-			return Shape{}, shapeErrorf("dimension %d of weights %s and values %s is cut differently", d, w, v)
-		}
+	if err := cutAlike(w, v); err != nil {
+		return Shape{}, err
 	}
 	rows, cols := w.Degree(2), v.Degree(3)
 	if w.CopyDegree()%cols != 0 || v.CopyDegree()%rows != 0 || w.CopyDegree()/cols != v.CopyDegree()/rows {
@@ -111,21 +91,12 @@ func attnMixLayout(w, v Shape, out Shape) (Shape, error) {
 	return out, out.CheckLayout()
 }
 
-// attnWeights and attnValues check the mix's operands by themselves
-// (Operand.Alone): no partial sums and no cut of the keys, the
-// contraction. A cut contraction would give partial sums, whose order
-// differs between (w·u)·v and w·(u·v), and the mix is associative only
-// where none arise.
-func attnWeights(s Shape) error {
-	if s.SumDegree() > 1 || s.Degree(3) > 1 {
-		return shapeErrorf("weights %s hold partial sums or have their key columns cut", s)
-	}
-	return nil
-}
-
-func attnValues(s Shape) error {
-	if s.SumDegree() > 1 || s.Degree(2) > 1 {
-		return shapeErrorf("values %s hold partial sums or have their key rows cut", s)
+// cutAlike checks that two operands' batch and heads are cut alike.
+func cutAlike(a, b Shape) error {
+	for d := 0; d < 2; d++ {
+		if a.Degree(d) != b.Degree(d) {
+			return shapeErrorf("dimension %d of %s and %s is cut differently", d, a, b)
+		}
 	}
 	return nil
 }

@@ -29,15 +29,6 @@ func embeddingShape(_ []int, in []Shape) ([]Shape, error) {
 	return []Shape{out}, nil
 }
 
-// wholeIndices refuses indices held as partial sums: an index is looked
-// up, not added.
-func wholeIndices(x Shape) error {
-	if x.SumDegree() > 1 {
-		return shapeErrorf("indices %s hold partial sums; an index is not a sum", x)
-	}
-	return nil
-}
-
 // embeddingLayout pairs pieces as a product does (productLayout): the
 // indices' pieces are the rows, the table's column pieces the columns,
 // and its row pieces (with its partial sums) the contraction, which gives

@@ -192,13 +192,20 @@ func (op *Op) checkLayouts(p []int, in []Shape) error {
 	return op.Layout(p, in)
 }
 
-// wholeWindow refuses a convolution kernel cut across its window: each
-// piece of the output needs every cell of it.
-func wholeWindow(w Shape) error {
-	if w.Degree(2) > 1 || w.Degree(3) > 1 {
-		return shapeErrorf("kernel window cut: %s", w)
+// whole makes an Operand.Alone check: the operand holds no partial sums
+// (unless sums allows them) and none of dims is cut; why says why not.
+func whole(name string, sums bool, why string, dims ...int) func(Shape) error {
+	return func(s Shape) error {
+		if !sums && s.SumDegree() > 1 {
+			return shapeErrorf("%s %s hold partial sums; %s", name, s, why)
+		}
+		for _, d := range dims {
+			if s.Degree(d) > 1 {
+				return shapeErrorf("%s %s have dimension %d cut; %s", name, s, d, why)
+			}
+		}
+		return nil
 	}
-	return nil
 }
 
 func shapeList(in []Shape) string {
@@ -353,7 +360,7 @@ func matmulLayout(x, w Shape, out Shape) (Shape, error) {
 // channels the columns, and the input channels the contraction, which a
 // cut turns into partial sums. A spatial cut needs the neighbours' cells
 // (a halo) unless the window is one cell at stride 1. A cut kernel window
-// has no meaning: the kernel operand's wholeWindow refuses it before this
+// has no meaning: the kernel operand's Alone check refuses it before this
 // runs. groups is resolved (depth-wise counted out).
 func convLayout(p []int, groups int, x, w Shape, out Shape) (Shape, error) {
 	oneCell := w.Dims[2] == 1 && w.Dims[3] == 1 && p[0] == 1
@@ -629,7 +636,7 @@ func parallelOps() []*Op {
 			Keys:     linearKeys(), Ranks: RankRule{Alike: []int{0}, Operands: map[int]int{1: 2}}},
 		{Name: NameEmbedding, Doc: "look up rows of a table: indices (n) into a table (rows, columns) give (n, columns); an index is taken modulo the rows", Arity: 2, Outputs: 1, Z3: []string{"embedding"}, Pointwise: PointwiseOpaque,
 			Set:      SetParallel,
-			Operands: []Operand{{Name: "indices", Data: true, Alone: wholeIndices}, {Name: "table", Weight: true}},
+			Operands: []Operand{{Name: "indices", Data: true, Alone: whole("indices", false, "an index is looked up, not added")}, {Name: "table", Weight: true}},
 			Layout:   layoutAny, Shape: embeddingShape, Cost: CostPerOutput,
 			IntKernel: embeddingKernel(modIndex), FloatKernel: embeddingKernel(realIndex),
 			// ONNX's Gather on a weight is an embedding; the optimizer does
@@ -637,8 +644,9 @@ func parallelOps() []*Op {
 			ONNX: ONNXForm{None: true}, TASO: TASOForm{None: true}, FlexFlow: FlexFlowForm{None: true},
 			Keys: plainKeys(), Ranks: RankRule{Result: 2, Operands: map[int]int{0: 1, 1: 2}}},
 		{Name: NameAttnSoftmax, Doc: "attention's weights: queries (B, H, S, E) and keys (B, H, T, E) give (B, H, S, T), each row the softmax of the query's scaled dot products with the keys", Arity: 2, Outputs: 1, Z3: []string{"attn_softmax"}, Pointwise: PointwiseOpaque,
-			Set:      SetParallel,
-			Operands: []Operand{{Name: "queries", Data: true, Alone: attnQueries}, {Name: "keys", Data: true, Alone: attnKeys}},
+			Set: SetParallel,
+			Operands: []Operand{{Name: "queries", Data: true, Alone: whole("queries", false, "the scores feed a softmax", 3)},
+				{Name: "keys", Data: true, Alone: whole("keys", false, "each query's softmax needs every key whole", 2, 3)}},
 			// The exact kernel stands in for the softmax (attention.go):
 			// every check draws floats too.
 			Piecewise: always,
@@ -647,9 +655,14 @@ func parallelOps() []*Op {
 			ONNX: ONNXForm{None: true}, TASO: TASOForm{None: true}, FlexFlow: FlexFlowForm{None: true},
 			Keys: plainKeys(), Ranks: RankRule{Result: 4, Operands: map[int]int{0: 4, 1: 4}}},
 		{Name: NameAttnMix, Doc: "attention's output: weights (B, H, S, T) and values (B, H, T, F) give (B, H, S, F), a product batched over B and H", Arity: 2, Outputs: 1, Z3: []string{"attn_mix"}, Pointwise: PointwiseOpaque,
-			Set:      SetParallel,
-			Operands: []Operand{{Name: "weights", Data: true, Alone: attnWeights}, {Name: "values", Data: true, Alone: attnValues}},
-			Layout:   layoutAny, Shape: attnMixShape, Cost: CostPerOutput,
+			Set: SetParallel,
+			// No operand holds partial sums, and the keys, the contraction,
+			// are not cut: a cut contraction gives partial sums, whose order
+			// differs between (w·u)·v and w·(u·v), and the mix is
+			// associative only where none arise.
+			Operands: []Operand{{Name: "weights", Data: true, Alone: whole("weights", false, "the key columns are the mix's contraction", 3)},
+				{Name: "values", Data: true, Alone: whole("values", false, "the key rows are the mix's contraction", 2)}},
+			Layout: layoutAny, Shape: attnMixShape, Cost: CostPerOutput,
 			IntKernel: attnMixKernel[uint32, Mod], FloatKernel: attnMixKernel[float64, Real],
 			ONNX: ONNXForm{None: true}, TASO: TASOForm{None: true}, FlexFlow: FlexFlowForm{None: true},
 			Keys: plainKeys(), Ranks: RankRule{Result: 4, Operands: map[int]int{0: 4, 1: 4}}},

@@ -124,7 +124,8 @@ func tasoOps() []*Op {
 			Keys:     matmulKeys(), Ranks: RankRule{Alike: []int{0, 1}, Hint: 2}},
 		{Name: NameConv2D, Attrs: ConvAttrs{}, Doc: "grouped 2-D convolution, NCHW input, OIHW kernel; input channels = groups × kernel input channels", Arity: 2, Outputs: 1, Z3: []string{"conv2d"},
 			Pointwise: PointwiseLinearActivated, FanIn: convFanIn,
-			Operands: []Operand{{Name: "input", Data: true}, {Name: "kernel", Weight: true, Alone: wholeWindow}},
+			Operands: []Operand{{Name: "input", Data: true}, {Name: "kernel", Weight: true,
+				Alone: whole("kernel", true, "a kernel window cut leaves each output piece without cells it needs", 2, 3)}},
 			Params: []ParamSpec{strideParam(), paddingParam(),
 				{Name: "activation", Symbols: activationSymbols, Generate: []int{ActNone, ActRelu}},
 				// Groups are explicit, not inferred from shapes, so that an axiom

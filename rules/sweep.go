@@ -620,8 +620,8 @@ func (s *sweep) fail(in []Shape, kind Mismatch, output int, why string) {
 // slices are handed out as they are. A draw of more than
 // drawCacheElements elements is not kept.
 type drawCache struct {
-	ints   map[int][]uint32
-	floats map[drawStream][]float64
+	ints   prefixes[int, uint32]
+	floats prefixes[drawStream, float64]
 }
 
 // drawStream names a float draw's stream: the float stream and the input.
@@ -634,42 +634,34 @@ type drawStream struct {
 // of exact values, 16 MiB of floats.
 const drawCacheElements = 1 << 21
 
-// drawLength is the length to draw when a kept draw of have elements is
-// shorter than the n needed: at least twice as long, so that a sweep of
-// growing shapes draws each input a few times only.
-func drawLength(have, n int) int {
-	return min(max(n, 2*have), drawCacheElements)
+// prefixes keeps the longest draw of each stream.
+type prefixes[K comparable, T any] map[K][]T
+
+// get returns the first n values of stream k, drawing (with draw, which
+// takes a length) only when the kept draw is shorter: then at least twice
+// as long, so that a sweep of growing shapes draws each stream a few
+// times only. A draw of more than drawCacheElements is not kept.
+func (p *prefixes[K, T]) get(k K, n int, draw func(n int) []T) []T {
+	if n > drawCacheElements {
+		return draw(n)
+	}
+	buf := (*p)[k]
+	if len(buf) < n {
+		buf = draw(min(max(n, 2*len(buf)), drawCacheElements))
+		if *p == nil {
+			*p = prefixes[K, T]{}
+		}
+		(*p)[k] = buf
+	}
+	return buf[:n:n]
 }
 
 func (c *drawCache) int(draw func(int, Shape) *IntTensor, i int, s Shape) *IntTensor {
-	n := s.Size() * s.SumDegree()
-	if n > drawCacheElements {
-		return draw(i, s)
-	}
-	buf := c.ints[i]
-	if len(buf) < n {
-		buf = draw(i, NewShape(drawLength(len(buf), n))).Data
-		if c.ints == nil {
-			c.ints = map[int][]uint32{}
-		}
-		c.ints[i] = buf
-	}
-	return &IntTensor{Shape: s, Data: buf[:n:n]}
+	data := c.ints.get(i, s.Size()*s.SumDegree(), func(n int) []uint32 { return draw(i, NewShape(n)).Data })
+	return &IntTensor{Shape: s, Data: data}
 }
 
 func (c *drawCache) float(draw func(uint64, int, Shape) *FloatTensor, stream uint64, i int, s Shape) *FloatTensor {
-	n := s.Size() * s.SumDegree()
-	if n > drawCacheElements {
-		return draw(stream, i, s)
-	}
-	k := drawStream{stream, i}
-	buf := c.floats[k]
-	if len(buf) < n {
-		buf = draw(stream, i, NewShape(drawLength(len(buf), n))).Data
-		if c.floats == nil {
-			c.floats = map[drawStream][]float64{}
-		}
-		c.floats[k] = buf
-	}
-	return &FloatTensor{Shape: s, Data: buf[:n:n]}
+	data := c.floats.get(drawStream{stream, i}, s.Size()*s.SumDegree(), func(n int) []float64 { return draw(stream, i, NewShape(n)).Data })
+	return &FloatTensor{Shape: s, Data: data}
 }
