@@ -59,8 +59,12 @@ func strides(shape []int) []int {
 // (same element count): the output dimension whose span holds the
 // digit's whole span. A digit of extent 1 sits on a boundary that two
 // dimensions may share; it then lands in a dimension of size 1 at its
-// stride, the batch kept as its own dimension, or nowhere.
+// stride, the batch kept as its own dimension, or nowhere. An empty
+// value has no strides to place it by (found by FuzzTrainingFromONNX).
 func landing(x, o []int, d digit) (digit, bool) {
+	if numElements(x) == 0 || numElements(o) == 0 || d.dim < 0 || d.dim >= len(x) {
+		return digit{}, false
+	}
 	sx := strides(x)
 	lo := d.inner * sx[d.dim]
 	hi := lo * d.extent
@@ -313,7 +317,7 @@ func (p *shapePass) rederive(n *onnx.Node, x1 []int, target *value) (*value, err
 	}
 	o1 := slices.Clone(o0)
 	scaled := o0[to.dim] * x1[d.dim]
-	if scaled%x0[d.dim] != 0 {
+	if x0[d.dim] == 0 || scaled%x0[d.dim] != 0 {
 		return refused("the batch does not divide the target")
 	}
 	o1[to.dim] = scaled / x0[d.dim]

@@ -84,3 +84,18 @@ func TestRetraceBatch(t *testing.T) {
 		})
 	}
 }
+
+// TestLandingOnEmptyValues: a value with no elements has no strides to
+// place the batch by, so the batch is dropped there, where it divided by
+// zero (found by FuzzTrainingFromONNX).
+func TestLandingOnEmptyValues(t *testing.T) {
+	for _, c := range []struct{ x, o []int }{
+		{[]int{2, 0, 4}, []int{0, 8}},
+		{[]int{2, 3}, []int{6, 0}},
+		{[]int{0}, []int{0, 0}},
+	} {
+		if d, ok := landing(c.x, c.o, digit{dim: 0, inner: 1, extent: 2}); ok {
+			t.Errorf("landing(%v, %v) = %+v; want none", c.x, c.o, d)
+		}
+	}
+}
