@@ -201,7 +201,7 @@ func (p *parser) side() (*Graph, error) {
 			p.next()
 			name := p.next()
 			names = append(names, name)
-			if !strings.HasPrefix(name.text, "%") || len(name.text) < 2 {
+			if !strings.HasPrefix(name.text, "%") || !isName(name.text[1:]) {
 				return nil, p.fail(name, "expected a binding name like %%0")
 			}
 			if _, dup := b.vars[name.text]; dup {
@@ -287,6 +287,9 @@ func (p *parser) expr(b *graphBuilder) (Value, error) {
 	t := p.next()
 	switch {
 	case strings.HasPrefix(t.text, "?") && len(t.text) > 1:
+		if !isName(t.text[1:]) {
+			return Value{}, p.fail(t, "expected an input ?name of letters, digits and _")
+		}
 		idx, ok := p.inputs[t.text]
 		if !ok {
 			idx = len(p.inputs)
@@ -364,4 +367,19 @@ func (p *parser) checkNew(b *graphBuilder, head token, args []Value) error {
 	}
 	b.depth = append(b.depth, depth+1)
 	return nil
+}
+
+// isName reports whether s is a name an input or binding may carry: ASCII
+// letters, digits and _, so that a rule reads back as it was written
+// (a control character in a name was lost on writing; FuzzReadSexpr).
+func isName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+			return false
+		}
+	}
+	return true
 }

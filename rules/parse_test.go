@@ -19,6 +19,8 @@ func TestSyntaxErrorsSayWhere(t *testing.T) {
 		{"(let ((%0 (relu ?a)) (%1 (relu %0)) (%2 (relu %1))) %0) => ?a", "1:23: binding %1 is not used by any output"},
 		{"(outputs ?a ?b) => ?a", "source has 2 outputs but target has 1"},
 		{"(relu ?a) => (relu ?a) extra", "1:24: expected end of rule"},
+		{"(transpose (transpose ?0)) => ?\f", "1:31: expected an input ?name of letters, digits and _, got \"?\\f\""},
+		{"(let ((%\v (relu ?a))) %\v) => ?a", "1:8: expected a binding name like %0"},
 	}
 	for _, c := range cases {
 		_, err := ParseRule(reg, c.text)
