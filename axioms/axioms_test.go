@@ -12,18 +12,20 @@ import (
 
 // TestWrongAxiomsAreCaught validates each deliberately wrong axiom of
 // testdata/wrong on its own and expects a counterexample: three about the
-// default set's operators, ten about the parallel ones
+// default set's operators, twelve about the parallel ones
 // (reduce-replicate-identity, relu-reduce, linear-weight-rows,
 // conv-input-channels, embedding-rows-partition, embedding-concat-swapped,
-// attn-mix-swapped, attn-softmax-ewadd, and Unity's
-// linear-reduce-input and linear-reduce-weight), which are evaluated at
-// degrees 1 to 4 and at parallel layouts (rank 4 for the convolution and
-// attention, 1 and 2 for the lookups). The last two hold at every layout
-// with one feature per tensor; only the combined layouts refute them.
+// attn-mix-swapped, attn-softmax-ewadd, batchnorm-concat-batch,
+// batchnorm-idempotent, and Unity's linear-reduce-input and
+// linear-reduce-weight), which are evaluated at degrees 1 to 4 and at
+// parallel layouts (rank 4 for the convolution, attention and batch
+// normalisation, 1 and 2 for the lookups). The last two hold at every
+// layout with one feature per tensor; only the combined layouts refute
+// them.
 func TestWrongAxiomsAreCaught(t *testing.T) {
 	files, _ := filepath.Glob("testdata/wrong/*.smt2")
-	if len(files) != 13 {
-		t.Fatalf("want 13 wrong-axiom fixtures, found %d", len(files))
+	if len(files) != 15 {
+		t.Fatalf("want 15 wrong-axiom fixtures, found %d", len(files))
 	}
 	combined := map[string]bool{"linear-reduce-input": true, "linear-reduce-weight": true}
 	reg := rules.All()

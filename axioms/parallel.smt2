@@ -147,3 +147,26 @@
 (assert (! (forall ((w Tensor) (u Tensor) (v Tensor)) (= (attn_mix (concat 2 w u) v) (concat 2 (attn_mix w v) (attn_mix u v)))) :named attn-mix-concat-rows))
 ; value columns side by side give output columns side by side
 (assert (! (forall ((w Tensor) (v Tensor) (z Tensor)) (= (attn_mix w (concat 3 v z)) (concat 3 (attn_mix w v) (attn_mix w z)))) :named attn-mix-concat-cols))
+
+; Batch normalisation in training, without its affine: each channel
+; normalised over its batch and image. Its layouts are in
+; rules/batchnorm.go: channels cut, and copies, only.
+
+; channels cut give the normalisation's channels cut: each channel is normalised on its own
+(assert (! (forall ((d Int) (x Tensor)) (=> (>= d 1) (= (batchnorm (partition 1 d x)) (partition 1 d (batchnorm x))))) :named batchnorm-partition-channels))
+; the normalisation of a replicated tensor is the replicated normalisation
+(assert (! (forall ((d Int) (x Tensor)) (=> (>= d 1) (= (batchnorm (replicate d x)) (replicate d (batchnorm x))))) :named batchnorm-replicate))
+; channels side by side are normalised side by side
+(assert (! (forall ((x Tensor) (y Tensor)) (= (batchnorm (concat 1 x y)) (concat 1 (batchnorm x) (batchnorm y)))) :named batchnorm-concat-channels))
+; a channel's statistics are sums over its batch and image, so the order in which batches or images are put side by side does not change them
+(assert (! (forall ((a Int) (x Tensor) (y Tensor)) (=> (or (= a 0) (= a 2) (= a 3)) (= (split0 a (batchnorm (concat a x y))) (split1 a (batchnorm (concat a y x)))))) :named batchnorm-concat-order))
+; nor whether they are put side by side as batches or as image rows or columns
+(assert (! (forall ((a Int) (x Tensor) (y Tensor)) (=> (or (= a 2) (= a 3)) (= (split0 0 (batchnorm (concat 0 x y))) (split0 a (batchnorm (concat a x y)))))) :named batchnorm-concat-axes))
+; and the same for the second of the two
+(assert (! (forall ((a Int) (x Tensor) (y Tensor)) (=> (or (= a 2) (= a 3)) (= (split1 0 (batchnorm (concat 0 x y))) (split1 a (batchnorm (concat a x y)))))) :named batchnorm-concat-axes-second))
+; a normalised tensor normalised again is scaled per channel (per head, as attention reads it), and a product batched over heads takes a head's scale from either operand
+(assert (! (forall ((x Tensor)) (= (attn_mix (batchnorm x) (batchnorm (batchnorm x))) (attn_mix (batchnorm (batchnorm x)) (batchnorm x)))) :named batchnorm-again-mix))
+; and so do attention's scores, a product too
+(assert (! (forall ((x Tensor)) (= (attn_softmax (batchnorm x) (batchnorm (batchnorm x))) (attn_softmax (batchnorm (batchnorm x)) (batchnorm x)))) :named batchnorm-again-scores))
+; attention's weights sum to one along each row, so centring either operand of scores between two weight tensors takes the same constant off every score
+(assert (! (forall ((q Tensor) (k Tensor)) (= (attn_softmax (attn_softmax q k) (batchnorm (attn_softmax q k))) (attn_softmax (batchnorm (attn_softmax q k)) (attn_softmax q k)))) :named attn-weights-centred))

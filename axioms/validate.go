@@ -41,7 +41,7 @@ func DefaultBound() Bound { return Bound{Dims: []int{1, 2, 3}, MaxRank: 4, Seed:
 // this digest has passed the concrete check already, so verify's gate
 // need not make it again. Change it only with the files, and only once
 // that test passes.
-const ShippedDigest = "c551d87ea0c3997bcd93281d30669aa2642d8cc2776d1a72efaaf1ca0d0fbb63"
+const ShippedDigest = "3c29aa2c44a47e96820cf514d8b55fba79485a946b0e46583ce5dce7049408b3"
 
 // Digest is SHA-256 over every axiom's name and formula, in order. Unlike
 // Hash (a quick identity), it is a cryptographic hash, so that no other

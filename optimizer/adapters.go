@@ -97,6 +97,7 @@ var adapters = map[string]*adapter{
 	rules.NameEmbedding:   {none: whyParallel},
 	rules.NameAttnSoftmax: {none: whyParallel},
 	rules.NameAttnMix:     {none: whyParallel},
+	rules.NameBatchNorm:   {none: whyParallel},
 	rules.NameReduce:      {none: whyParallel},
 	rules.NameLinear:      {none: whyParallel},
 }

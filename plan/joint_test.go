@@ -3,6 +3,7 @@ package plan
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -259,4 +260,52 @@ func TestJointCitesLookups(t *testing.T) {
 		}
 	}
 	t.Errorf("%d lookups; citations %+v, unproved %v", tables, c.Applied, c.Unproved)
+}
+
+// TestJointCitesBatchNorm: a training export's batch normalisation cut by
+// channels cites the version's channel rule; cut by batch over
+// data-parallel replicas, or by its image, it is reported as another
+// function than one device computes, which no rule can prove.
+func TestJointCitesBatchNorm(t *testing.T) {
+	subs := parallelVersion(t)
+	if subs.BatchNormChannel == nil {
+		t.Fatal("the bundle lacks batch normalisation's channel cut")
+	}
+	vec := func(name string) *onnx.Tensor {
+		return &onnx.Tensor{Name: name, Dims: []int64{4}, DataType: onnx.Float, FloatData: []float32{1, 2, 3, 4}}
+	}
+	w := &onnx.Tensor{Name: "w", Dims: []int64{4, 3, 3, 3}, DataType: onnx.Float, FloatData: make([]float32, 108)}
+	m := badModel(&onnx.Node{OpType: "Conv", Inputs: []string{"x", "w"}, Attributes: []*onnx.Attribute{ints("pads", 1, 1, 1, 1)}}, w, vec("scale"), vec("bias"), vec("mean"), vec("var"))
+	m.Graph.Nodes[0].Outputs = []string{"c"}
+	m.Graph.Nodes = append(m.Graph.Nodes, &onnx.Node{Name: "bn", OpType: "BatchNormalization",
+		Inputs: []string{"c", "scale", "bias", "mean", "var"}, Outputs: []string{"y"}})
+	g, err := training.FromONNX(m, "cnn", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bn := slices.IndexFunc(g.Ops, func(op training.Op) bool { return op.Type == batchNormType })
+	if bn < 0 {
+		t.Fatalf("no batch normalisation among %d operators", len(g.Ops))
+	}
+	layouts := func(axis int) []OpLayout {
+		ls := make([]OpLayout, len(g.Ops))
+		ls[bn] = OpLayout{Style: Sharded, Axis: axis}
+		return ls
+	}
+	channels := subs.cite(g, &Result{Strategy: Strategy{Kind: Joint, DP: 1, TP: 2, PP: 1}, Layouts: layouts(1)})
+	if len(channels.Applied) != 1 || channels.Applied[0].Rule != subs.BatchNormChannel.Rule || len(channels.Changed) != 0 {
+		t.Errorf("channels cut: applied %+v, changed %v", channels.Applied, channels.Changed)
+	}
+	batch := subs.cite(g, &Result{Strategy: Strategy{Kind: Joint, DP: 2, TP: 1, PP: 1}, Layouts: make([]OpLayout, len(g.Ops))})
+	if batch.Changed[ghostBatchNorm] != 1 {
+		t.Errorf("data parallel: changed %v, want %q", batch.Changed, ghostBatchNorm)
+	}
+	image := subs.cite(g, &Result{Strategy: Strategy{Kind: Joint, DP: 1, TP: 2, PP: 1}, Layouts: layouts(2)})
+	if len(image.Changed) != 1 {
+		t.Errorf("image rows cut: changed %v", image.Changed)
+	}
+	var out strings.Builder
+	if err := batch.Write(&out); err != nil || !strings.Contains(out.String(), "not the one-device function") {
+		t.Errorf("written: %v\n%s", err, out.String())
+	}
 }

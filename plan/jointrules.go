@@ -47,6 +47,10 @@ var (
 	// indices cut by batch, the table copied.
 	lookupBatchRule = layoutRule{"a lookup's indices cut over data-parallel replicas, its table copied",
 		fmt.Sprintf("(%[1]s (%[2]s 0 d ?a) (%[3]s d ?b)) => (%[2]s 0 d (%[1]s ?a ?b))", rules.NameEmbedding, rules.NamePartition, rules.NameReplicate)}
+	// batchNormChannelRule is batch normalisation's channel cut, the only
+	// cut its statistics allow.
+	batchNormChannelRule = layoutRule{"a batch normalisation's channels cut, each normalised on its own",
+		fmt.Sprintf("(%[1]s (%[2]s 1 d ?a)) => (%[2]s 1 d (%[1]s ?a))", rules.NameBatchNorm, rules.NamePartition)}
 	// followRules are the element-wise operators proved to keep a cut,
 	// by the registry's name
 	followRules = map[string]layoutRule{
@@ -87,7 +91,9 @@ type Substitutions struct {
 	AttnSoftmax, AttnMix *AppliedRule
 	// LookupBatch is a lookup's data parallelism.
 	LookupBatch *AppliedRule
-	parallel    int
+	// BatchNormChannel is batch normalisation's channel cut.
+	BatchNormChannel *AppliedRule
+	parallel         int
 }
 
 // AppliedRule is a rule of the pinned version, as the plan cites it.
@@ -126,7 +132,8 @@ func NewSubstitutions(v *version.Set) (*Substitutions, error) {
 		rule layoutRule
 		dst  **AppliedRule
 	}{{batchRule, &s.Batch}, {columnRule, &s.Column}, {rowRule, &s.Row}, {fuseRule, &s.Fuse},
-		{attnSoftmaxRule, &s.AttnSoftmax}, {attnMixRule, &s.AttnMix}, {lookupBatchRule, &s.LookupBatch}} {
+		{attnSoftmaxRule, &s.AttnSoftmax}, {attnMixRule, &s.AttnMix}, {lookupBatchRule, &s.LookupBatch},
+		{batchNormChannelRule, &s.BatchNormChannel}} {
 		if *f.dst, err = find(f.rule); err != nil {
 			return nil, err
 		}
@@ -213,16 +220,28 @@ func (s *Substitutions) allowAll(g *training.Graph, ls []OpLayout) bool {
 
 // Citations is what the chosen joint plan rests on: each rule applied,
 // with the operators it lays out, and by operator type the layouts no
-// proved rule covers yet (the registry has no operator for them).
+// proved rule covers yet (the registry has no operator for them) and
+// those that compute another function than one device would.
 type Citations struct {
 	Version  string         `json:"version"`
 	Applied  []AppliedRule  `json:"applied"`
 	Unproved map[string]int `json:"unproved,omitempty"`
+	// Changed are layouts no rule can prove, because they change the
+	// result: by operator type, what changes.
+	Changed map[string]int `json:"changed,omitempty"`
 }
+
+// batchNormType is ONNX's batch normalisation, which a training export
+// keeps (an inference export folds it into the convolution before it).
+const batchNormType = "BatchNormalization"
+
+// ghostBatchNorm is why a batch cut of a batch normalisation is not an
+// identity.
+const ghostBatchNorm = batchNormType + " (batch cut: each replica normalises by its own part of the batch, as DDP does without SyncBatchNorm)"
 
 // cite counts the rules r's layouts apply to g's operators.
 func (s *Substitutions) cite(g *training.Graph, r *Result) *Citations {
-	c := &Citations{Version: s.Version, Unproved: map[string]int{}}
+	c := &Citations{Version: s.Version, Unproved: map[string]int{}, Changed: map[string]int{}}
 	count := map[*AppliedRule]int{}
 	heads := s.headsRules(g)
 	for i, l := range r.Layouts {
@@ -234,6 +253,9 @@ func (s *Substitutions) cite(g *training.Graph, r *Result) *Citations {
 			} else {
 				c.Unproved[op.Type+" (indices cut)"]++
 			}
+		}
+		if r.Strategy.DP > 1 && op.Type == batchNormType {
+			c.Changed[ghostBatchNorm]++
 		}
 		if r.Strategy.DP > 1 && op.Product != nil && op.ParamBytes > 0 {
 			switch conv := s.convRule(s.ConvBatch, op); {
@@ -264,6 +286,15 @@ func (s *Substitutions) cite(g *training.Graph, r *Result) *Citations {
 			count[s.Row]++
 		case l.Style == Sharded && l.Axis == 1 && l.Groups <= 1 && heads[i] != nil:
 			count[heads[i]]++
+		case l.Style == Sharded && op.Type == batchNormType:
+			switch {
+			case l.Axis != 1:
+				c.Changed[fmt.Sprintf("%s (axis %d cut: each piece normalises by its own statistics)", op.Type, l.Axis)]++
+			case s.BatchNormChannel != nil:
+				count[s.BatchNormChannel]++
+			default:
+				c.Unproved[op.Type+" (channels cut)"]++
+			}
 		case l.Style == Sharded:
 			if a := s.Follow[registryName(op.Type)]; a != nil {
 				count[a]++
@@ -272,7 +303,7 @@ func (s *Substitutions) cite(g *training.Graph, r *Result) *Citations {
 			}
 		}
 	}
-	applied := []*AppliedRule{s.Batch, s.Column, s.Row, s.Fuse, s.AttnSoftmax, s.AttnMix, s.LookupBatch}
+	applied := []*AppliedRule{s.Batch, s.Column, s.Row, s.Fuse, s.AttnSoftmax, s.AttnMix, s.LookupBatch, s.BatchNormChannel}
 	for _, name := range slices.Sorted(maps.Keys(s.Follow)) {
 		applied = append(applied, s.Follow[name])
 	}
@@ -341,6 +372,9 @@ func (c *Citations) Write(w io.Writer) error {
 			fmt.Fprintf(w, " %s ×%d", t, c.Unproved[t])
 		}
 		fmt.Fprintln(w)
+	}
+	for _, t := range slices.Sorted(maps.Keys(c.Changed)) {
+		fmt.Fprintf(w, "  not the one-device function, so no rule can prove it: %s ×%d\n", t, c.Changed[t])
 	}
 	return nil
 }

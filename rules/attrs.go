@@ -34,6 +34,7 @@ const (
 	NameEmbedding   = "embedding"
 	NameAttnSoftmax = "attn_softmax"
 	NameAttnMix     = "attn_mix"
+	NameBatchNorm   = "batchnorm"
 )
 
 // Typed parameters, as flexflow-train's op-attrs has them. A node stores

@@ -253,7 +253,8 @@ func (g *Graph) WithDegreeVar(d int) *Graph { return g.replaceDegree(d, DegreeVa
 //     along each dimension (x0, x1, x2);
 //   - weights cut along each dimension (w0, w1) and copied (wc);
 //   - two NCHW images i (u, u, 5, 5) and two 3×3 kernels k (u, u, 3, 3),
-//     for conv2d and the pools. Their spatial sizes are TASO's 5×5 and
+//     for conv2d, the pools and batchnorm, and as (B, H, S, E) tensors
+//     for attention. Their spatial sizes are TASO's 5×5 and
 //     3×3, not u: a 3×3 window straddles any spatial cut, so only the
 //     batch and channels are worth cutting, and u⁴ cells would be slow;
 //   - one index vector n (u), for embedding: the weights serve as its

@@ -666,6 +666,20 @@ func parallelOps() []*Op {
 			IntKernel: attnMixKernel[uint32, Mod], FloatKernel: attnMixKernel[float64, Real],
 			ONNX: ONNXForm{None: true}, TASO: TASOForm{None: true}, FlexFlow: FlexFlowForm{None: true},
 			Keys: plainKeys(), Ranks: RankRule{Result: 4, Operands: map[int]int{0: 4, 1: 4}}},
+		{Name: NameBatchNorm, Doc: "batch normalisation in training, NCHW, without its affine: each channel centred and scaled by its mean and variance over the batch and image", Arity: 1, Outputs: 1, Z3: []string{"batchnorm"}, Pointwise: PointwiseOpaque,
+			Set: SetParallel,
+			Operands: []Operand{{Name: "input", Data: true,
+				Alone: whole("input", false, "each channel is normalised by statistics over its whole batch and image", 0, 2, 3)}},
+			// The exact kernel stands in for the square root (batchnorm.go):
+			// every check draws floats too.
+			Piecewise: always,
+			Layout:    layoutAny, Shape: batchNormShape, Cost: CostPerOutput,
+			IntKernel: batchNormExact, FloatKernel: batchNormFloat,
+			// ONNX's BatchNormalization in training mode and TASO's and
+			// FlexFlow's batchnorm take a scale and a shift (and TASO's the
+			// running statistics), which this one leaves to ewmul and ewadd.
+			ONNX: ONNXForm{None: true}, TASO: TASOForm{None: true}, FlexFlow: FlexFlowForm{None: true},
+			Keys: plainKeys(), Ranks: RankRule{Result: 4, Operands: map[int]int{0: 4}}},
 	}
 }
 

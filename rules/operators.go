@@ -80,7 +80,7 @@ func All() *Registry { return newRegistry(append(tasoOps(), parallelOps()...)) }
 
 // Parallel returns the parallel operator set (SetParallel).
 func Parallel() *Registry {
-	reg, err := All().Select(append(parallelCompanions, "partition", "combine", "replicate", "reduce", "linear", "embedding", "attn_softmax", "attn_mix"))
+	reg, err := All().Select(append(parallelCompanions, "partition", "combine", "replicate", "reduce", "linear", "embedding", "attn_softmax", "attn_mix", "batchnorm"))
 	if err != nil {
 		panic(err)
 	}

@@ -218,7 +218,7 @@ func reportConcrete(ctx context.Context, out io.Writer, reg *rules.Registry, set
 			failures = append(failures, "axiom "+r.Axiom.Name+" is false")
 		}
 	}
-	fmt.Fprintf(out, "concrete: %d of %s hold at all %s (shapes up to rank 4, extents 1..%d; parallel axioms also at every combined layout of ranks 2 and 3, 4 for conv2d, the pools and attention, 1 and 2 for lookups, at degrees 2 and 3)\n",
+	fmt.Fprintf(out, "concrete: %d of %s hold at all %s (shapes up to rank 4, extents 1..%d; parallel axioms also at every combined layout of ranks 2 and 3, 4 for conv2d, the pools, attention and batch normalisation, 1 and 2 for lookups, at degrees 2 and 3)\n",
 		len(reports)-len(failures), english.Nouns(len(reports), "axiom"), english.Nouns(total, "instance"), c.MaxDim)
 	return failures, nil
 }
