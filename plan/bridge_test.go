@@ -131,6 +131,8 @@ func TestTorchPlansRun(t *testing.T) {
 		{"exported", "torch_layer_dynamic", 1, 4, headsLayer, "torch_layer", false},
 		{"exported", "torch_layer_dynamic", 2, 2, headsLayer, "torch_layer", false},
 		{"exported", "mlp", 1, 2, alternating(4), "mlp", true},
+		{"exported", "mlp", 1, 4, alternating(4), "mlp", true},
+		{"exported", "block", 1, 2, megatron(2), "block", true},
 		{"exported", "block", 2, 2, megatron(2), "block", true},
 		{"exported", "cnn", 2, 1, map[string]string{}, "cnn", true},
 		{"exported", "cnn", 4, 1, map[string]string{}, "cnn", true},
