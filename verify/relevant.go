@@ -134,20 +134,37 @@ func RelevantAxioms(set *axioms.Set, present map[string]bool) []*axioms.Axiom {
 			pattern := symbolsIn(t, par, nil)
 			if syms[i].parallel {
 				literalDimensions(t, par, pattern)
+				if len(pattern) == 0 {
+					// A parallel axiom fires for a rule only where its
+					// parallel operators or literal dimensions can occur:
+					// (concat a x y) holds every variable of
+					// batchnorm-concat-order, but the axiom says nothing a
+					// rule without batchnorm can use.
+					continue
+				}
 			}
 			syms[i].patterns = append(syms[i].patterns, pattern)
 			syms[i].images = append(syms[i].images, symbolsIn(t, img, nil))
 		}
 	}
 	// A parallel axiom about convolutions or pools fires only where one
-	// can occur: partition(relu(x)) never meets conv2d's batch cut. The
-	// other files' axioms are given whole, as before, but bring in image
-	// operators only where their patterns can match.
+	// can occur: partition(relu(x)) never meets conv2d's batch cut, nor
+	// batchnorm's channel cut, whose pattern (partition 1 d x) holds no
+	// image operator. The other files' axioms are given whole, as before,
+	// but bring in image operators only where their patterns can match.
+	someImage := func(syms map[string]bool) bool {
+		for s := range syms {
+			if canImg[s] {
+				return true
+			}
+		}
+		return len(syms) == 0
+	}
 	fires, imaging := make([]bool, len(set.Axioms)), make([]bool, len(set.Axioms))
 	for grew := true; grew; {
 		grew = false
 		for i, a := range syms {
-			if !fires[i] && a.canMatch(within, imageWithin) {
+			if !fires[i] && a.canMatch(within, imageWithin, someImage) {
 				fires[i], grew = true, true
 				for s := range a.all {
 					can[s] = true
@@ -184,8 +201,12 @@ type axiomSymbols struct {
 
 // canMatch reports whether one of the axiom's patterns can match: its
 // parallel operators can occur, and for a parallel axiom its image
-// operators too.
-func (a axiomSymbols) canMatch(parallel, image func(map[string]bool) bool) bool {
+// operators too, and one of the image operators the axiom applies
+// anywhere.
+func (a axiomSymbols) canMatch(parallel, image, someImage func(map[string]bool) bool) bool {
+	if a.parallel && !someImage(a.allImage) {
+		return false
+	}
 	for j, p := range a.patterns {
 		if parallel(p) && (!a.parallel || image(a.images[j])) {
 			return true
