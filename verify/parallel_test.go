@@ -136,9 +136,22 @@ func TestRelevantAxioms(t *testing.T) {
 		got[a.Name] = true
 	}
 	for name, want := range map[string]bool{"partition-relu": true, "partition-commute": true, "ewadd-comm": true,
-		"linear-relu": false, "partition-replicate": false, "reduce-one": false, "conv-partition-batch": false, "pool-max-partition": false} {
+		"linear-relu": false, "partition-replicate": false, "reduce-one": false, "conv-partition-batch": false, "pool-max-partition": false,
+		"batchnorm-partition-channels": false, "batchnorm-concat-order": false} {
 		if got[name] != want {
 			t.Errorf("%s given: %v, want %v", name, got[name], want)
+		}
+	}
+	// batchnorm's channel cut gets batchnorm's axioms, even those whose
+	// patterns hold no batchnorm.
+	r = parseParallel(t, "(batchnorm (partition 1 d ?a)) => (partition 1 d (batchnorm ?a))", "?a:4x4x5x5")
+	got = map[string]bool{}
+	for _, a := range RelevantAxioms(set, ruleDimensionKeys(r, ruleParallelSymbols(r))) {
+		got[a.Name] = true
+	}
+	for _, name := range []string{"batchnorm-partition-channels", "batchnorm-replicate", "batchnorm-concat-order"} {
+		if !got[name] {
+			t.Errorf("%s not given to batchnorm's channel cut", name)
 		}
 	}
 	// A convolution's batch cut gets the convolution's parallel axioms,
