@@ -10,9 +10,11 @@ ONNX's test-data layout, so that
     rulebook run OUT_DIR/NAME/model.onnx --input .../input_0.pb --expect .../output_0.pb
 
 checks our runtime against PyTorch. The input is one image (299 × 299 for
-inception_v3, 224 × 224 otherwise), seeded. The files are large and stay
-out of git; this script makes them. Prints one line per model: exported,
-or why not.
+inception_v3, 224 × 224 otherwise), seeded. Weight matrices torchvision
+initialises to zeros (the ViTs' heads) get seeded values, and a model whose
+output is still constant is refused: a constant reference checks nothing.
+The files are large and stay out of git; this script makes them. Prints one
+line per model: exported, or why not.
 """
 
 import argparse
@@ -34,9 +36,12 @@ def export(name, out, opset):
     torch.manual_seed(0)
     kwargs = {"aux_logits": False, "init_weights": True} if name in ("inception_v3", "googlenet") else {}
     model = torchvision.models.get_model(name, weights=None, **kwargs).eval()
+    filled = fill_zero_weights(model)
     x = torch.randn(1, 3, side(name), side(name), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         y = model(x)
+    if constant(y):
+        raise ValueError(f"PyTorch's output is constant ({y.flatten()[0].item():g}): it checks nothing")
     folder = os.path.join(out, name)
     data = os.path.join(folder, "test_data_set_0")
     os.makedirs(data, exist_ok=True)
@@ -45,6 +50,29 @@ def export(name, out, opset):
     for kind, t in (("input", x), ("output", y)):
         with open(os.path.join(data, f"{kind}_0.pb"), "wb") as f:
             f.write(numpy_helper.from_array(t.numpy(), kind).SerializeToString())
+    return filled
+
+
+def fill_zero_weights(model):
+    """Give every weight matrix or kernel that torchvision initialises to
+    zeros (the vision transformers' classification heads) seeded normal
+    values (std 0.02), so that the output depends on the features before
+    it. With a zero head every output is its bias, all zeros, and the
+    check would compare zeros with zeros. Biases keep their values.
+    Returns the names of the weights filled."""
+    g = torch.Generator().manual_seed(2)
+    filled = []
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if p.dim() >= 2 and not p.any():
+                p.copy_(torch.randn(p.shape, generator=g) * 0.02)
+                filled.append(pname)
+    return filled
+
+
+def constant(y):
+    """Whether every element of an output is the same: no reference."""
+    return y.numel() > 1 and bool((y == y.flatten()[0]).all())
 
 
 def main():
@@ -59,8 +87,9 @@ def main():
     for name in names:
         start = time.monotonic()
         try:
-            export(name, args.out, args.opset)
-            print(f"{name}: exported in {time.monotonic() - start:.1f} s")
+            filled = export(name, args.out, args.opset)
+            note = f" (zero weights given seeded values: {', '.join(filled)})" if filled else ""
+            print(f"{name}: exported in {time.monotonic() - start:.1f} s{note}")
         except Exception as e:  # one line per model, whatever went wrong
             failed += 1
             print(f"{name}: not exported: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
