@@ -134,14 +134,6 @@ func RelevantAxioms(set *axioms.Set, present map[string]bool) []*axioms.Axiom {
 			pattern := symbolsIn(t, par, nil)
 			if syms[i].parallel {
 				literalDimensions(t, par, pattern)
-				if len(pattern) == 0 {
-					// A parallel axiom fires for a rule only where its
-					// parallel operators or literal dimensions can occur:
-					// (concat a x y) holds every variable of
-					// batchnorm-concat-order, but the axiom says nothing a
-					// rule without batchnorm can use.
-					continue
-				}
 			}
 			syms[i].patterns = append(syms[i].patterns, pattern)
 			syms[i].images = append(syms[i].images, symbolsIn(t, img, nil))
