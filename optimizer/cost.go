@@ -100,24 +100,15 @@ func (g *Graph) eachPriced(price func(i, bias int, weight []bool)) {
 	}
 }
 
-// node is one node's modelled time in seconds: the registry's count of
-// its work, with each broadcast weight read at its stored size.
+// node is one node's modelled time in seconds: its work (nodeWork) at
+// the machine's bandwidth and throughput, one after the other.
 func (a Analytic) node(g *Graph, i int) float64 {
 	n := &g.G.Nodes[i]
 	if fusedRelu(g, n) {
 		return 0
 	}
-	var buf [4]rules.Shape // Work keeps no operand: the shapes stay on the stack
-	in := buf[:0]
-	stored := 0 // bytes a compact weight saves against its full shape
-	for k, arg := range n.Args {
-		in = append(in, g.shapeOf(arg))
-		if arg.IsInput() && g.Inputs[arg.Input()].Compact != nil {
-			stored += rules.ElementBytes * (len(g.Inputs[arg.Input()].Compact.Data) - in[k].Size())
-		}
-	}
-	w := n.Op.Work(n.Params, in, g.Shapes[i])
-	return a.Launch + (w.Bytes+float64(stored))/a.Bandwidth + w.FLOPs/a.FLOPS
+	flops, bytes := nodeWork(g, i)
+	return a.Launch + bytes/a.Bandwidth + flops/a.FLOPS
 }
 
 func elements(shape []int) int {

@@ -38,16 +38,18 @@ type CostCache struct {
 }
 
 // NewCostCache caches costs on device (e.g. "cpu/2", see
-// runtime.CPUDevice) over st, which may be nil; what it saves is
+// runtime.CPUDevice, or "cuda/NVIDIA H200", see runtime.CUDADevice) over st, which may be nil; what it saves is
 // recorded as measured by run runID.
 func NewCostCache(st CostStore, device string, runID int64) *CostCache {
 	return &CostCache{store: st, device: device, runID: runID, known: map[OpKey]float64{}, timed: map[OpKey]float64{}}
 }
 
 // Measured is the measured cost model over the cache: what it times on
-// demand, with threads CPU threads, is remembered and saved.
-func (c *CostCache) Measured(ctx context.Context, threads int) *Measured {
-	return &Measured{Repeat: measureRepeat, Threads: threads, Ctx: ctx,
+// demand on backend (runtime.BackendCPU with threads CPU threads, or
+// runtime.BackendCUDA, the cache's device being that GPU's) is remembered
+// and saved.
+func (c *CostCache) Measured(ctx context.Context, backend string, threads int) *Measured {
+	return &Measured{Repeat: measureRepeat, Threads: threads, Backend: backend, Ctx: ctx,
 		Known:  func(k OpKey) (float64, bool) { return c.Lookup(ctx, k) },
 		Record: c.Remember}
 }

@@ -93,7 +93,7 @@ func TestInterruptEveryPhase(t *testing.T) {
 				}
 			}
 			if c.measured {
-				opt.Cost = NewCostCache(nil, runtime.CPUDevice(1), 0).Measured(ctx, 1)
+				opt.Cost = NewCostCache(nil, runtime.CPUDevice(1), 0).Measured(ctx, runtime.BackendCPU, 1)
 				opt.MinGain = 0.005
 			}
 			job := Job{Path: c.model, Runtime: rt, Graph: g, Rules: c.rules, Options: opt, CostModel: "analytic", Compare: c.compare, Threads: 1,

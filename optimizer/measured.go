@@ -1,6 +1,7 @@
 package optimizer
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -29,8 +30,9 @@ func opKey(n runtime.NodeInfo) OpKey {
 	return OpKey{Operator: n.Op, Shapes: n.ShapeKey(), Params: n.Params}
 }
 
-// Measured prices each node by the CPU runtime's measured time of the ONNX
-// nodes it lowers to. Known supplies stored measurements; a configuration
+// Measured prices each node by the runtime's measured time of the ONNX
+// nodes it lowers to, on the CPU or, with Backend runtime.BackendCUDA, on
+// the GPU (each node's kernels timed with CUDA events). Known supplies stored measurements; a configuration
 // it lacks is timed on demand and handed to Record, so that the next
 // search finds it. Graph costs are sums of per-node times: the runtime
 // runs nodes one after another.
@@ -40,6 +42,9 @@ type Measured struct {
 	// Repeat is the number of timed runs per configuration (median).
 	Repeat  int
 	Threads int
+	// Backend is what the nodes are timed on: runtime.BackendCPU (or "")
+	// or runtime.BackendCUDA.
+	Backend string
 	Ctx     context.Context
 
 	cache    map[string]float64 // by node signature
@@ -51,7 +56,7 @@ type Measured struct {
 func (m *Measured) Measurements() int { return m.measured }
 
 // Err is the first failure to measure a node; such nodes cost what the
-// analytic model says, so the search goes on, but the result is suspect.
+// backend's analytic model (DefaultCPU or H200) says, so the search goes on, but the result is suspect.
 func (m *Measured) Err() error { return m.err }
 
 // Cost is the graph's measured time in milliseconds.
@@ -72,7 +77,7 @@ func (m *Measured) price(g *Graph, i, bias int, weight []bool) float64 {
 		if m.err == nil {
 			m.err = fmt.Errorf("measure %s: %w", sig, err)
 		}
-		ms = DefaultCPU().price(g, i, bias, weight)
+		ms = m.analytic().price(g, i, bias, weight)
 	}
 	m.cache[sig] = ms
 	return ms
@@ -116,6 +121,7 @@ func (m *Measured) time(g *Graph, i, bias int, weight []bool) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	defer s.Close()
 	ctx := m.context()
 	total := 0.0
 	for _, n := range rt.Nodes() {
@@ -138,8 +144,17 @@ func (m *Measured) time(g *Graph, i, bias int, weight []bool) (float64, error) {
 	return total, nil
 }
 
-// open loads node i's lowered model with the runtime.
-func (m *Measured) open(g *Graph, i, bias int, weight []bool) (*runtime.Model, *runtime.Session, error) {
+// analytic is the model that prices what cannot be timed.
+func (m *Measured) analytic() pricer {
+	if m.Backend == runtime.BackendCUDA {
+		return H200()
+	}
+	return DefaultCPU()
+}
+
+// open loads node i's lowered model with the runtime and opens it on the
+// backend; the caller closes the executor.
+func (m *Measured) open(g *Graph, i, bias int, weight []bool) (*runtime.Model, runtime.Executor, error) {
 	model, err := g.nodeModel(i, bias, weight)
 	if err != nil {
 		return nil, nil, err
@@ -148,7 +163,7 @@ func (m *Measured) open(g *Graph, i, bias int, weight []bool) (*runtime.Model, *
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := rt.NewSession(runtime.SessionOptions{Threads: m.Threads})
+	s, err := rt.Open(cmp.Or(m.Backend, runtime.BackendCPU), m.Threads)
 	return rt, s, err
 }
 
@@ -168,6 +183,7 @@ func (m *Measured) context() context.Context {
 // are timed together is noise. The fresh times replace the stored ones.
 func (m *Measured) Confirm(ctx context.Context, a, b *Graph, rounds int) (aMs, bMs float64, err error) {
 	differ, err := m.differences(a, b)
+	defer closeRivals(differ)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -190,13 +206,14 @@ func (m *Measured) Confirm(ctx context.Context, a, b *Graph, rounds int) (aMs, b
 type rival struct {
 	sig   string
 	count int
-	load  func() (*runtime.Model, *runtime.Session, error)
+	load  func() (*runtime.Model, runtime.Executor, error)
 	rt    *runtime.Model
-	s     *runtime.Session
+	s     runtime.Executor
 	times [][]time.Duration // by round, by runtime node
 }
 
-// differences loads the configurations that a and b do not share.
+// differences loads the configurations that a and b do not share; those
+// loaded are returned with an error too, to be closed.
 func (m *Measured) differences(a, b *Graph) ([]*rival, error) {
 	bySig := map[string]*rival{}
 	var all []*rival
@@ -205,7 +222,7 @@ func (m *Measured) differences(a, b *Graph) ([]*rival, error) {
 			sig := g.signature(i, bias, weight)
 			c := bySig[sig]
 			if c == nil {
-				c = &rival{sig: sig, load: func() (*runtime.Model, *runtime.Session, error) { return m.open(g, i, bias, weight) }}
+				c = &rival{sig: sig, load: func() (*runtime.Model, runtime.Executor, error) { return m.open(g, i, bias, weight) }}
 				bySig[sig] = c
 				all = append(all, c)
 			}
@@ -221,11 +238,18 @@ func (m *Measured) differences(a, b *Graph) ([]*rival, error) {
 		}
 		var err error
 		if c.rt, c.s, err = c.load(); err != nil {
-			return nil, fmt.Errorf("load %s: %w", c.sig, err)
+			return differ, fmt.Errorf("load %s: %w", c.sig, err)
 		}
 		differ = append(differ, c)
 	}
 	return differ, nil
+}
+
+// closeRivals releases what the rivals' executors hold on their device.
+func closeRivals(differ []*rival) {
+	for _, c := range differ {
+		c.s.Close()
+	}
 }
 
 // timeRounds times every rival once a round, in alternating order, so that

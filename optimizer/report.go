@@ -33,7 +33,8 @@ type Report struct {
 	// estimate not comparable with times measured on a machine, "ms"
 	// for measured ones (see CostUnit).
 	CostUnit string `json:"cost_unit"`
-	// Device is what measured costs and the side-by-side runs ran on.
+	// Device is the device the costs are for: what measured costs ran
+	// on, or what the analytic model models ("cpu/2", "cuda/NVIDIA H200").
 	Device  string         `json:"device"`
 	Before  float64        `json:"cost_before_ms"`
 	After   float64        `json:"cost_after_ms"`
@@ -257,7 +258,7 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "rules %s (%.12s, %d rules); %s cost %.3f -> %.3f %s (%.2fx)\n",
 		r.Rules.Version, r.Rules.Hash, r.Rules.Count, r.CostModel, r.Before, r.After, unit, r.Speedup)
 	if unit != "ms" {
-		fmt.Fprintf(w, "  (%s: the analytic model's estimate, to compare graphs, not with measured times)\n", unit)
+		fmt.Fprintf(w, "  (%s: the analytic model's estimate%s, modelled, not measured: to compare graphs, not with measured times)\n", unit, forDevice(r.Device))
 	}
 	fmt.Fprintf(w, "search: %d graphs expanded, %d seen, %.1fs, stopped: %s\n", r.Search.Explored, r.Search.Seen, r.Search.Seconds, r.Search.Stopped)
 	for _, a := range r.Applied {
@@ -378,4 +379,12 @@ func backendName(b string) string {
 		return "ONNX Runtime"
 	}
 	return b + " backend"
+}
+
+// forDevice names the device an analytic model models, for the text.
+func forDevice(device string) string {
+	if device == "" {
+		return ""
+	}
+	return " for " + safetext.Name(device)
 }

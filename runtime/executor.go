@@ -73,6 +73,17 @@ func CPUDevice(threads int) string {
 	return fmt.Sprintf("cpu/%d", threads)
 }
 
+// CUDADevice names the GPU a CUDA session would run on as cost tables key
+// it, "cuda/NAME" (see CUDASession.DeviceKey), without opening a session;
+// where there is none, the error is CheckBackend's.
+func CUDADevice() (string, error) {
+	d, err := cuda.Probe()
+	if err != nil {
+		return "", fmt.Errorf("backend cuda: %w", err)
+	}
+	return "cuda/" + d.Name, nil
+}
+
 // DeviceKey is "cpu/N" for a session with N threads.
 func (s *Session) DeviceKey() string { return CPUDevice(s.workers.threads) }
 

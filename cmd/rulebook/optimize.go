@@ -24,6 +24,8 @@ type optimizeOptions struct {
 	weightsMode           runtime.WeightsMode // weights parsed
 	seed                  uint64
 	cost                  string
+	device                string // --device: cpu or cuda
+	costDevice            string // the device costs are for, as cost tables key it (check sets it)
 	memoryMiB             int64
 	threads, compare      int
 	tolerance             float64
@@ -43,7 +45,8 @@ func newOptimizeCmd() *cobra.Command {
 		Long:  help("optimize"),
 		Example: `  rulebook optimize ../shared/models/squeezenet1_1.onnx --rules optimizer/testdata/rules-3ops.json
   rulebook optimize ../shared/models/resnet50.onnx --rules optimizer/testdata/rules-3ops.json --timeout 10s -o resnet50.opt.onnx
-  rulebook optimize ../shared/models/bert_base.onnx --rules optimizer/testdata/rules-3ops.json --cost measured --budget 20 --compare 5`,
+  rulebook optimize ../shared/models/bert_base.onnx --rules optimizer/testdata/rules-3ops.json --cost measured --budget 20 --compare 5
+  rulebook optimize ../shared/models/resnet50.onnx --rules optimizer/testdata/rules-3ops.json --device cuda`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runOptimize(cmd, args[0], o)
@@ -57,13 +60,15 @@ func newOptimizeCmd() *cobra.Command {
 	f.IntVar(&o.opt.Budget, "budget", o.opt.Budget, "most graphs to expand")
 	f.DurationVar(&o.opt.Timeout, "timeout", o.opt.Timeout, "wall-clock limit of the search (a measured gain's confirmation and --compare come after it)")
 	f.StringVar(&o.cost, "cost", "analytic", "cost model: analytic or measured")
+	f.StringVar(&o.device, "device", runtime.BackendCPU,
+		"device the search prices graphs for: cpu (the CPU runtime) or cuda (a GPU: analytic costs model an H200, measured ones are timed on the CUDA backend)")
 	f.Float64Var(&o.opt.MinGain, "min-gain", 0, "smallest improvement that counts, a fraction of the cost (default 0 for analytic costs, 0.005 for measured ones, which are noisy)")
 	f.Int64Var(&o.memoryMiB, "memory-limit", 0, "most estimated peak memory of a rewritten model, in MiB (0: no limit)")
 	f.IntVar(&o.opt.ConfirmRounds, "confirm", o.opt.ConfirmRounds,
 		"with measured costs, rounds that time the search's changes against the original side by side before they are kept (0: keep them untimed)")
 	f.IntVar(&o.compare, "compare", 0, "time the original and the rewritten model this many runs each (0: do not)")
 	f.Float64Var(&o.tolerance, "tolerance", optimizer.DefaultTolerance, "with --compare, the largest output difference (relative to the output's largest magnitude) a rewrite may show and still be written")
-	f.StringVar(&o.compareOn, "compare-on", "cpu", "backends --compare runs on: cpu (our runtime), ort (ONNX Runtime) or both, cpu,ort")
+	f.StringVar(&o.compareOn, "compare-on", "cpu", "backends --compare runs on: cpu (our runtime), cuda (our runtime on the GPU), ort (ONNX Runtime), or a list, cpu,ort")
 	f.IntVar(&o.threads, "threads", 0, "CPU threads for measured costs and --compare (default: all cores)")
 	f.StringVar(&o.weights, "weights", "auto", "auto, file or random (see rulebook run)")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of generated weights and of --compare's input")
@@ -78,6 +83,8 @@ func (o *optimizeOptions) check() error {
 		return fmt.Errorf("--rules is required: a released version (see 'rulebook versions') or an exported bundle")
 	case o.cost != "analytic" && o.cost != "measured":
 		return fmt.Errorf("--cost must be analytic or measured, got %q", o.cost)
+	case o.device != runtime.BackendCPU && o.device != runtime.BackendCUDA:
+		return fmt.Errorf("--device must be cpu or cuda, got %q", o.device)
 	case !(o.opt.Alpha >= 1) || math.IsInf(o.opt.Alpha, 0):
 		return fmt.Errorf("--alpha must be at least 1 (1 keeps only improvements), got %g", o.opt.Alpha)
 	case o.opt.Budget < 1 || o.opt.Timeout <= 0:
@@ -90,6 +97,9 @@ func (o *optimizeOptions) check() error {
 		return fmt.Errorf("--tolerance must be a fraction in (0, 1], got %g", o.tolerance)
 	}
 	var err error
+	if o.costDevice, err = optimizer.CostDevice(o.device, o.cost, o.threads); err != nil {
+		return fmt.Errorf("--device %s --cost %s: %w", o.device, o.cost, err)
+	}
 	if o.weightsMode, err = backend.ParseWeights(o.weights); err != nil {
 		return err
 	}
@@ -169,7 +179,7 @@ func optimizeInputs(cmd *cobra.Command, model, rules string) []outfile.Named {
 // names one, or the default one exists; without one nothing is recorded
 // and measured costs last for this run only.
 func openRecording(cmd *cobra.Command, model string, o optimizeOptions) (*optimizer.Recording, error) {
-	device := runtime.CPUDevice(o.threads)
+	device := o.costDevice
 	optional := version.IsBundle(o.rules) && !cmd.Flag("db").Changed && os.Getenv("RULEBOOK_DB") == ""
 	settings := map[string]any{"model": model, "rules": o.rules, "cost": o.cost, "alpha": o.opt.Alpha,
 		"budget": o.opt.Budget, "timeout": o.opt.Timeout.String(), "memory_limit_mib": o.memoryMiB, "device": device}
@@ -183,12 +193,15 @@ func optimizeAndWrite(cmd *cobra.Command, path string, o optimizeOptions, rs *ve
 	opt := o.opt
 	opt.MemoryLimit = o.memoryMiB << 20
 	var measured *optimizer.Measured
-	if o.cost == "measured" {
-		measured = rec.Costs.Measured(cmd.Context(), o.threads)
+	switch {
+	case o.cost == "measured":
+		measured = rec.Costs.Measured(cmd.Context(), o.device, o.threads)
 		opt.Cost = measured
 		if !cmd.Flags().Changed("min-gain") {
 			opt.MinGain = 0.005
 		}
+	case o.device == runtime.BackendCUDA:
+		opt.Cost = optimizer.H200()
 	}
 	bar := progress.New(cmd.ErrOrStderr(), o.noProgress)
 	// The bar fills with whichever bound, --budget or --timeout, ends the
