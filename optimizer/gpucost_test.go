@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"rulebook/cluster"
@@ -224,5 +225,20 @@ func TestCostDevice(t *testing.T) {
 		if _, merr := CostDevice(runtime.BackendCUDA, "measured", 0); merr == nil || merr.Error() != err.Error() {
 			t.Errorf("cuda measured without a GPU: %v, want %v", merr, err)
 		}
+	}
+}
+
+// Measured times on the backend it is given: on CUDA without a GPU, each
+// node fails to be timed, the error says why, and the GPU model prices it
+// instead of the CPU's.
+func TestMeasuredOnCUDAWithoutGPU(t *testing.T) {
+	if runtime.CheckBackend(runtime.BackendCUDA) == nil {
+		t.Skip("a GPU is present")
+	}
+	g := mustGraph(t, []int{64, 256}, map[string][]int{"w": {256, 512}},
+		&onnx.Node{Name: "p", OpType: "MatMul", Inputs: []string{"x", "w"}, Outputs: []string{"y"}})
+	m := &Measured{Backend: runtime.BackendCUDA, Repeat: 1, Known: func(OpKey) (float64, bool) { return 0, false }}
+	if got, want := m.Cost(g), H200().Cost(g); got != want || m.Err() == nil || !strings.Contains(m.Err().Error(), "CUDA is not available") || m.Measurements() != 0 {
+		t.Errorf("cost %.6f ms (the GPU model's %.6f), %d measured, error %v", got, want, m.Measurements(), m.Err())
 	}
 }
