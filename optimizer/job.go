@@ -27,8 +27,8 @@ type Job struct {
 	Rules   *version.Set
 	Options Options
 	// CostModel and Device are how the report names Options.Cost
-	// ("analytic" or "measured") and what it and the side-by-side runs
-	// ran on.
+	// ("analytic" or "measured") and the device its costs are for
+	// (CostDevice: "cpu/2", "cuda/NVIDIA H200").
 	CostModel, Device string
 	// Output and Report are the files the rewritten model and the JSON
 	// report go to.

@@ -74,12 +74,33 @@ func TestNeighboursOnRandomWalks(t *testing.T) {
 	}
 }
 
+// The GPU model's prices depend on more of a node's operands than the
+// CPU model's (a bias or relu epilogue of a product, a view): neighbours
+// still price each neighbour as the built graph is priced.
+func TestNeighboursOnRandomWalksGPU(t *testing.T) {
+	vs, rws := releasedVariants(t)
+	r := rand.New(rand.NewPCG(29, 4))
+	for _, model := range sharedModels {
+		t.Run(model, func(t *testing.T) {
+			g := loadGraph(t, model)
+			for range 4 {
+				g = checkNeighboursPriced(t, H200(), g, vs, rws, 1, r)[0]
+			}
+		})
+	}
+}
+
 // checkNeighbours compares every neighbour of g as neighbours evaluates it
 // with the built one, and returns up to keep neighbours that type-check:
 // the first ones, or with r a sample drawn at random.
 func checkNeighbours(t *testing.T, g *Graph, vs []variant, rws []rewrite.Rewrite, keep int, r *rand.Rand) []*Graph {
 	t.Helper()
-	cost := DefaultCPU()
+	return checkNeighboursPriced(t, DefaultCPU(), g, vs, rws, keep, r)
+}
+
+// checkNeighboursPriced is checkNeighbours with the given cost model.
+func checkNeighboursPriced(t *testing.T, cost CostModel, g *Graph, vs []variant, rws []rewrite.Rewrite, keep int, r *rand.Rand) []*Graph {
+	t.Helper()
 	nb := newNeighbours(g, cost, map[rewrite.Hash]bool{})
 	var kept []*Graph
 	checked, priced, repeats := 0, 0, 0

@@ -20,12 +20,12 @@ import (
 type Recording struct {
 	db     *store.Store
 	RunID  int64
-	Device string // what costs are measured on
+	Device string // the device costs are for: measured on, or modelled (see CostDevice)
 	Costs  *CostCache
 }
 
 // BeginRecording starts an "optimize" run of db, which may be nil, with
-// its settings, seed and toolVersion; costs are measured on device.
+// its settings, seed and toolVersion; costs are for device (CostDevice).
 func BeginRecording(ctx context.Context, db *store.Store, device string, settings map[string]any, seed uint64, toolVersion string) (*Recording, error) {
 	if db == nil {
 		return &Recording{Device: device, Costs: NewCostCache(nil, device, 0)}, nil
