@@ -79,3 +79,35 @@ func TestOptimizeWithoutGPUWritesNothing(t *testing.T) {
 		}
 	}
 }
+
+// On a GPU, --device cuda --cost measured times operators on the CUDA
+// backend, stores them under the GPU's name, confirms on the GPU and
+// compares there too.
+func TestOptimizeDeviceCUDAMeasured(t *testing.T) {
+	device, err := runtime.CUDADevice()
+	if err != nil {
+		t.Skipf("no GPU: %v", err)
+	}
+	ctx := context.Background()
+	model := testfiles.Shared(t, "models", "squeezenet1_1.onnx")
+	dir := t.TempDir()
+	out, db := filepath.Join(dir, "sq.opt.onnx"), filepath.Join(dir, "r.db")
+	text, err := run(ctx, "optimize", model, "--rules", "../../optimizer/testdata/rules-3ops.json", "--budget", "3",
+		"--device", "cuda", "--cost", "measured", "--confirm", "2", "--compare", "2", "--compare-on", "cuda", "-o", out, "--db", db, "--no-progress")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	var rep optimizer.Report
+	data, err := os.ReadFile(strings.TrimSuffix(out, ".onnx") + ".json")
+	must(t, err)
+	must(t, json.Unmarshal(data, &rep))
+	if rep.Device != device || rep.CostModel != "measured" || rep.Before <= 0 || len(rep.MeasuredOn) != 1 || rep.MeasuredOn[0].Backend != runtime.BackendCUDA {
+		t.Errorf("report: device %q (want %q), cost model %q, cost %.4f, measured on %+v", rep.Device, device, rep.CostModel, rep.Before, rep.MeasuredOn)
+	}
+	s, err := store.Open(ctx, db)
+	must(t, err)
+	defer s.Close()
+	if costs, err := s.Costs(ctx, device); err != nil || len(costs) == 0 {
+		t.Errorf("%d operator costs stored for %s (%v)", len(costs), device, err)
+	}
+}
