@@ -259,6 +259,8 @@ func (r *Report) WriteText(w io.Writer) {
 		r.Rules.Version, r.Rules.Hash, r.Rules.Count, r.CostModel, r.Before, r.After, unit, r.Speedup)
 	if unit != "ms" {
 		fmt.Fprintf(w, "  (%s: the analytic model's estimate%s, modelled, not measured: to compare graphs, not with measured times)\n", unit, forDevice(r.Device))
+	} else if r.Device != "" {
+		fmt.Fprintf(w, "  (ms: operators' times measured on %s)\n", safetext.Name(r.Device))
 	}
 	fmt.Fprintf(w, "search: %d graphs expanded, %d seen, %.1fs, stopped: %s\n", r.Search.Explored, r.Search.Seen, r.Search.Seconds, r.Search.Stopped)
 	for _, a := range r.Applied {

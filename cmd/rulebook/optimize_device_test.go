@@ -101,6 +101,9 @@ func TestOptimizeDeviceCUDAMeasured(t *testing.T) {
 	data, err := os.ReadFile(strings.TrimSuffix(out, ".onnx") + ".json")
 	must(t, err)
 	must(t, json.Unmarshal(data, &rep))
+	if !strings.Contains(text, "measured on "+device) {
+		t.Errorf("the output does not name the GPU the costs were measured on:\n%s", text)
+	}
 	if rep.Device != device || rep.CostModel != "measured" || rep.Before <= 0 || len(rep.MeasuredOn) != 1 || rep.MeasuredOn[0].Backend != runtime.BackendCUDA {
 		t.Errorf("report: device %q (want %q), cost model %q, cost %.4f, measured on %+v", rep.Device, device, rep.CostModel, rep.Before, rep.MeasuredOn)
 	}
