@@ -380,6 +380,7 @@ func TestCUDAEmulated(t *testing.T) {
 			t.Error(err)
 		}
 	})
+	t.Run("no fallbacks", func(t *testing.T) { testCUDANoFallbacks(t, openPlain) })
 	t.Run("TimeNode", func(t *testing.T) {
 		testCUDATimeNode(t, openPlain, "squeezenet1_1.onnx")
 	})
@@ -438,6 +439,82 @@ func TestCUDAEmulated(t *testing.T) {
 			return m.newCUDASession(emu, false, cudaOptions{})
 		})
 	})
+}
+
+// cudaPlannedModels are the models whose every node must run on the GPU:
+// the torchvision classifiers that sent nodes to the CPU before issue 29
+// (Gather and Slice in shufflenet's channel split, LayerNormalization and
+// Gelu in the transformers and convnext, Einsum-free attention in swin_t)
+// and BERT. Whole runs on the emulator cover the small one.
+var cudaPlannedModels = []struct {
+	name  string
+	run   bool // also run it whole on the emulator and compare with the CPU
+	torch bool // a torchvision export (else a shared model only)
+}{
+	{"shufflenet_v2_x1_0", true, true},
+	{"convnext_tiny", false, true},
+	{"swin_t", false, true},
+	{"vit_b_16", false, true},
+	{"bert_base", false, false},
+}
+
+// cudaPlannedModelPath finds a model: ../shared/models/NAME.onnx, else
+// for a torchvision classifier NAME/model.onnx of an export (the folder
+// RULEBOOK_TORCHVISION_DIR names, or one exported now). "" when absent.
+func cudaPlannedModelPath(t *testing.T, name string, torch bool, export func() string) string {
+	shared := filepath.Join(testfiles.SharedDir(), "models", name+".onnx")
+	if _, err := os.Stat(shared); err == nil {
+		return shared
+	}
+	if !torch {
+		return ""
+	}
+	dir := os.Getenv("RULEBOOK_TORCHVISION_DIR")
+	if dir == "" {
+		dir = export()
+	}
+	path := filepath.Join(dir, name, "model.onnx")
+	if _, err := os.Stat(path); err != nil {
+		return ""
+	}
+	return path
+}
+
+// testCUDANoFallbacks opens each planned model on the backend and checks
+// that no node runs on the CPU; the small ones run whole against the CPU.
+func testCUDANoFallbacks(t *testing.T, open func(*testing.T, *Model) *CUDASession) {
+	var exported string
+	export := func() string {
+		if exported == "" {
+			var names []string
+			for _, tc := range cudaPlannedModels {
+				if tc.torch {
+					names = append(names, tc.name)
+				}
+			}
+			exported = testfiles.ExportTorchvision(t, names...)
+		}
+		return exported
+	}
+	for _, tc := range cudaPlannedModels {
+		t.Run(tc.name, func(t *testing.T) {
+			path := cudaPlannedModelPath(t, tc.name, tc.torch, export)
+			if path == "" {
+				t.Skipf("%s.onnx is not in the shared models (nor, for a torchvision classifier, in RULEBOOK_TORCHVISION_DIR)", tc.name)
+			}
+			m, _, err := Load(path, LoadOptions{Seed: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := open(t, m)
+			if fb := s.Fallbacks(); len(fb) > 0 {
+				t.Errorf("%d nodes run on the CPU:\n%s", len(fb), strings.Join(fb, "\n"))
+			}
+			if tc.run {
+				cudaCompareWithCPU(t, m, s, m.RandomInputs(3), 1e-3)
+			}
+		})
+	}
 }
 
 // testCUDAOps compares small graphs on the CUDA executor with the CPU:
@@ -602,7 +679,7 @@ func testCUDAOps(t *testing.T, open func(*testing.T, *Model) *CUDASession) {
 
 // TestCUDAOps checks CUDAOps against the runtime's operators and the GPU
 // plans: every listed op is one the runtime has, and everything but
-// Constant (folded at load) and the CPU-only ops (cpuOnlyOps) is listed.
+// Constant and the ops computed at load (foldedOps) is listed.
 func TestCUDAOps(t *testing.T) {
 	all := map[string]bool{}
 	for _, op := range Ops() {
@@ -618,7 +695,7 @@ func TestCUDAOps(t *testing.T) {
 		}
 	}
 	for op := range all {
-		if !slices.Contains(listed, op) && op != "Constant" && !cpuOnlyOps[op] {
+		if !slices.Contains(listed, op) && op != "Constant" && !foldedOps[op] {
 			t.Errorf("%s has no GPU kernel", op)
 		}
 	}
@@ -627,13 +704,18 @@ func TestCUDAOps(t *testing.T) {
 			t.Errorf("cudaOps names %s, which is not an operator", op)
 		}
 	}
-	for _, u := range []unaryOp{unaryRelu, unaryHardSigmoid} {
+	for _, u := range []unaryOp{unaryRelu, unaryHardSigmoid, unaryGeluTanh} {
 		if _, ok := cudaUnaryCodes[u]; !ok {
 			t.Errorf("unary op %d has no code", u)
 		}
 	}
-	if len(cudaUnaryCodes) != int(unaryHardSigmoid)+1 {
-		t.Errorf("%d unary codes for %d unary ops", len(cudaUnaryCodes), int(unaryHardSigmoid)+1)
+	if len(cudaUnaryCodes) != int(unaryGeluTanh)+1 {
+		t.Errorf("%d unary codes for %d unary ops", len(cudaUnaryCodes), int(unaryGeluTanh)+1)
+	}
+	for op := range foldedOps {
+		if cudaOps[op] {
+			t.Errorf("%s is both folded at load and a GPU op", op)
+		}
 	}
 	if len(cudaReduceCodes) != int(reduceSumSquare)+1 {
 		t.Errorf("%d reduce codes for %d reductions", len(cudaReduceCodes), int(reduceSumSquare)+1)
