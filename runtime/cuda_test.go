@@ -536,7 +536,7 @@ func testCUDAOps(t *testing.T, open func(*testing.T, *Model) *CUDASession) {
 		// Twice: the second Run must not see the first's buffers.
 		cudaCompareWithCPU(t, m, s, inputs, 1e-5)
 	}
-	graph := func(nodes, inits [][]byte, inputs map[string]*Tensor, outputs ...string) []byte {
+	graphAt := func(opset int64, nodes, inits [][]byte, inputs map[string]*Tensor, outputs ...string) []byte {
 		var infos, outInfos [][]byte
 		names := make([]string, 0, len(inputs))
 		for name := range inputs {
@@ -549,7 +549,10 @@ func testCUDAOps(t *testing.T, open func(*testing.T, *Model) *CUDASession) {
 		for _, o := range outputs {
 			outInfos = append(outInfos, pbValueInfo(o))
 		}
-		return pbModel(13, pbGraph(nodes, inits, infos, outInfos))
+		return pbModel(opset, pbGraph(nodes, inits, infos, outInfos))
+	}
+	graph := func(nodes, inits [][]byte, inputs map[string]*Tensor, outputs ...string) []byte {
+		return graphAt(13, nodes, inits, inputs, outputs...)
 	}
 	t.Run("Conv", func(t *testing.T) {
 		for i, tc := range []struct {
@@ -657,6 +660,11 @@ func testCUDAOps(t *testing.T, open func(*testing.T, *Model) *CUDASession) {
 		inits := [][]byte{pbInt64Tensor("shape", []int64{3}, []int64{4, 3, 2})}
 		check(t, graph(nodes, inits, inputs, "y1", "y2", "z", "xi", "y1", "sm"), inputs)
 	})
+	t.Run("LayerNormalization", func(t *testing.T) { testCUDALayerNorm(t, check, graphAt) })
+	t.Run("Slice", func(t *testing.T) { testCUDASlice(t, check, graphAt) })
+	t.Run("Gather", func(t *testing.T) { testCUDAGather(t, check, graphAt) })
+	t.Run("Gelu", func(t *testing.T) { testCUDAGelu(t, check, graphAt) })
+	t.Run("Einsum", func(t *testing.T) { testCUDAEinsum(t, check, graphAt) })
 	t.Run("Pad and Concat", func(t *testing.T) {
 		inputs := map[string]*Tensor{"x": randomTensor(6, 1, 2, 3, 3), "v": {Shape: []int{}, Data: []float32{-7}}}
 		nodes := [][]byte{
