@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -202,4 +204,28 @@ func TestGeluTanhAfterAdd(t *testing.T) {
 			t.Fatalf("y[%d] = %g, want Gelu(%g) = %g", i, g, p, want)
 		}
 	}
+}
+
+// testCUDASliceFallback: a slice over nine dimensions that do not merge
+// is more than the kernel's Shape8 holds, so it runs on the CPU, says so,
+// and still computes the slice.
+func testCUDASliceFallback(t *testing.T, open func(*testing.T, *Model) *CUDASession) {
+	x := randomTensor(1, 3, 3, 3, 3, 3, 3, 3, 3, 3)
+	axes := []int64{0, 1, 2, 3, 4, 5, 6, 7, 8}
+	inits := [][]byte{
+		pbInt64Tensor("starts", []int64{9}, make([]int64, 9)), pbInt64Tensor("ends", []int64{9}, slices.Repeat([]int64{3}, 9)),
+		pbInt64Tensor("axes", []int64{9}, axes), pbInt64Tensor("steps", []int64{9}, slices.Repeat([]int64{2}, 9)),
+	}
+	node := pbNode("Slice", []string{"x", "starts", "ends", "axes", "steps"}, []string{"y"})
+	model := pbModel(13, pbGraph([][]byte{node}, inits, [][]byte{pbValueInfoShape("x", x.Shape)}, [][]byte{pbValueInfo("y")}))
+	m, _, err := fromBytes(model, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, m)
+	fb := s.Fallbacks()
+	if len(fb) != 1 || !strings.Contains(fb[0], "slice over 9 merged dimensions (the kernel takes 8)") {
+		t.Errorf("fallbacks %q, want the Slice's, for its nine dimensions", fb)
+	}
+	cudaCompareWithCPU(t, m, s, map[string]*Tensor{"x": x}, 0)
 }
