@@ -13,10 +13,11 @@ import (
 // executor uses) and returns a plan whose bind queues the CUDA kernels of
 // package cuda's sources and cuBLAS products.
 
-// foldedOps never reach a CUDASession as nodes: the runtime computes
-// them at load, over constants only (shape arithmetic), and refuses a
-// model that applies them to activations, so there is nothing for the GPU
-// or the CPU to run. Cast over an activation is a view (a Cast to
+// foldedOps never reach a CUDASession as nodes: Shape is a constant
+// (every shape is known at load), and the others are computed at load
+// over constants (shape arithmetic); the runtime refuses a model that
+// applies them to activations. So there is nothing for the GPU or the CPU
+// to run. Cast over an activation is a view (a Cast to
 // float32, the runtime's one type), listed with the GPU ops.
 var foldedOps = map[string]bool{"Shape": true, "ConstantOfShape": true, "Equal": true, "Where": true,
 	"Mod": true, "Range": true, "Not": true, "ScatterND": true}
