@@ -468,7 +468,8 @@ var cudaPlannedModels = []struct {
 
 // cudaPlannedModelPath finds a model: ../shared/models/NAME.onnx, else
 // for a torchvision classifier NAME/model.onnx of an export (the folder
-// RULEBOOK_TORCHVISION_DIR names, or one exported now). "" when absent.
+// RULEBOOK_TORCHVISION_DIR names, or one exported now, except under
+// -short). "" when absent.
 func cudaPlannedModelPath(t *testing.T, name string, torch bool, export func() string) string {
 	shared := filepath.Join(testfiles.SharedDir(), "models", name+".onnx")
 	if _, err := os.Stat(shared); err == nil {
@@ -479,6 +480,9 @@ func cudaPlannedModelPath(t *testing.T, name string, torch bool, export func() s
 	}
 	dir := os.Getenv("RULEBOOK_TORCHVISION_DIR")
 	if dir == "" {
+		if testing.Short() {
+			t.Skipf("%s.onnx is not in the shared models; exporting it (20–45 s for the four on two cores) is skipped under -short: set RULEBOOK_TORCHVISION_DIR to an export_torchvision.py folder", name)
+		}
 		dir = export()
 	}
 	path := filepath.Join(dir, name, "model.onnx")
