@@ -13,29 +13,30 @@ import (
 // executor uses) and returns a plan whose bind queues the CUDA kernels of
 // package cuda's sources and cuBLAS products.
 
-// cpuOnlyOps run on the CPU inside a CUDASession (a download of their
-// inputs and an upload of their outputs, listed by Fallbacks): Gather and
-// Slice on activations, which exported models use for channel selections
-// and splits (over constants they fold at load), and LayerNormalization
-// and Gelu, which have no GPU kernel yet. Shape, ConstantOfShape, Equal, Where, Mod,
-// Range, Not and ScatterND always fold; Cast folds or is a copy.
-var cpuOnlyOps = map[string]bool{"Shape": true, "Gather": true, "Slice": true, "LayerNormalization": true,
-	"ConstantOfShape": true, "Equal": true, "Where": true, "Mod": true, "Cast": true, "Range": true, "Not": true, "ScatterND": true,
-	"Einsum": true, "Gelu": true}
+// foldedOps never reach a CUDASession as nodes: Shape is a constant
+// (every shape is known at load), and the others are computed at load
+// over constants (shape arithmetic); the runtime refuses a model that
+// applies them to activations. So there is nothing for the GPU or the CPU
+// to run. Cast over an activation is a view (a Cast to
+// float32, the runtime's one type), listed with the GPU ops.
+var foldedOps = map[string]bool{"Shape": true, "ConstantOfShape": true, "Equal": true, "Where": true,
+	"Mod": true, "Range": true, "Not": true, "ScatterND": true}
 
 // cudaOps are the op types a CUDASession runs on the GPU.
 var cudaOps = map[string]bool{
 	// Views: no work at all.
 	"Identity": true, "Reshape": true, "Flatten": true, "Squeeze": true, "Unsqueeze": true, "Dropout": true,
+	"Cast": true,
 	// Matrix products.
-	"Conv": true, "MatMul": true, "Gemm": true,
+	"Conv": true, "MatMul": true, "Gemm": true, "Einsum": true,
 	// Windows and reductions.
 	"MaxPool": true, "AveragePool": true, "GlobalAveragePool": true, "GlobalMaxPool": true,
-	"Softmax": true, "LogSoftmax": true,
+	"Softmax": true, "LogSoftmax": true, "LayerNormalization": true,
 	"ReduceMean": true, "ReduceSum": true, "ReduceMax": true, "ReduceMin": true, "ReduceProd": true,
 	"ReduceL1": true, "ReduceL2": true, "ReduceLogSum": true, "ReduceLogSumExp": true, "ReduceSumSquare": true,
 	// Layout.
 	"Concat": true, "Split": true, "Transpose": true, "Pad": true, "Expand": true,
+	"Slice": true, "Gather": true,
 	// Elementwise.
 	"Add": true, "Sub": true, "Mul": true, "Div": true, "Pow": true, "PRelu": true,
 	"Max": true, "Min": true, "Sum": true, "Mean": true, "Clip": true, "BatchNormalization": true,
@@ -44,13 +45,14 @@ var cudaOps = map[string]bool{
 	"Sign": true, "Softplus": true, "Softsign": true, "Sin": true, "Cos": true, "Tan": true,
 	"Asin": true, "Acos": true, "Atan": true, "Sinh": true, "Cosh": true, "Asinh": true,
 	"Acosh": true, "Atanh": true, "HardSwish": true, "LeakyRelu": true, "Elu": true, "Celu": true,
-	"Selu": true, "ThresholdedRelu": true, "HardSigmoid": true,
+	"Selu": true, "ThresholdedRelu": true, "HardSigmoid": true, "Gelu": true,
 }
 
 // CUDAOps lists the ONNX op types whose nodes a CUDASession runs on the
-// GPU, sorted. Nodes of other types (and the rare node whose shapes the
-// kernels do not take, such as a transpose of more than eight merged
-// dimensions) run their CPU kernel; CUDASession.Fallbacks lists them.
+// GPU, sorted: every operator that can be a node of a prepared model
+// (foldedOps are computed at load). A node whose shapes the kernels do
+// not take, such as a transpose of more than eight merged dimensions,
+// runs its CPU kernel; CUDASession.Fallbacks lists it with the reason.
 func CUDAOps() []string {
 	var ops []string
 	for op := range opTable {
@@ -73,7 +75,7 @@ var cudaUnaryCodes = map[unaryOp]int{
 	unaryAcosh: cuda.UnaryAcosh, unaryAtanh: cuda.UnaryAtanh, unaryHardSwish: cuda.UnaryHardSwish,
 	unaryLeakyRelu: cuda.UnaryLeakyRelu, unaryElu: cuda.UnaryElu, unaryCelu: cuda.UnaryCelu,
 	unarySelu: cuda.UnarySelu, unaryThresholdedRelu: cuda.UnaryThresholdedRelu,
-	unaryHardSigmoid: cuda.UnaryHardSigmoid,
+	unaryHardSigmoid: cuda.UnaryHardSigmoid, unaryGeluTanh: cuda.UnaryGeluTanh,
 }
 
 var cudaBinaryCodes = map[binaryOp]int{
@@ -161,6 +163,16 @@ func (s *CUDASession) gpuPlan(n *node) (*cudaNodePlan, string, error) {
 		return s.planSoftmax(n, k)
 	case *reduceKernel:
 		return s.planReduce(n, k)
+	case *layerNormKernel:
+		return s.planLayerNorm(n, k)
+	case *geluKernel:
+		return s.planGelu(n, k)
+	case *sliceStrides:
+		return s.planSlice(n, k)
+	case *gatherKernel:
+		return s.planGather(n, k)
+	case *einsumPlan:
+		return s.planEinsum(n, k)
 	}
 	return nil, fmt.Sprintf("no CUDA kernel for %s's CPU kernel %T", n.op, n.kernel), nil
 }
@@ -679,6 +691,188 @@ func (s *CUDASession) planReduce(n *node, k *reduceKernel) (*cudaNodePlan, strin
 			Shape(k.keptDims).Shape(k.keptStrides).Ptr(table)
 		return s.kernelBlocks(cuda.Reduce, cuda.KernelReduce, outputs, args)
 	}}, "", nil
+}
+
+// planLayerNorm runs one block per row; the optional Mean and InvStdDev
+// outputs are written when the node has them.
+func (s *CUDASession) planLayerNorm(n *node, k *layerNormKernel) (*cudaNodePlan, string, error) {
+	if k.rows > math.MaxInt32 {
+		return nil, fmt.Sprintf("%d rows exceed the grid", k.rows), nil
+	}
+	rows := k.rows
+	if k.size == 0 {
+		rows = 0 // nothing to normalise
+	}
+	return &cudaNodePlan{bind: func(in, out []cuda.Ptr) (func() error, error) {
+		var bias, mean, invStd cuda.Ptr
+		if k.bias {
+			bias = in[2]
+		}
+		if len(out) > 1 {
+			mean = out[1]
+		}
+		if len(out) > 2 {
+			invStd = out[2]
+		}
+		args := cuda.NewArgs().Ptr(in[0]).Ptr(in[1]).Ptr(bias).Ptr(out[0]).Ptr(mean).Ptr(invStd).
+			I64(k.size).F32(k.epsilon)
+		return s.kernelBlocks(cuda.Reduce, cuda.KernelLayerNorm, rows, args)
+	}}, "", nil
+}
+
+// planGelu is the exact (erf) Gelu; the tanh approximation is a unary
+// kernel (unaryGeluTanh).
+func (s *CUDASession) planGelu(n *node, k *geluKernel) (*cudaNodePlan, string, error) {
+	size := s.elems(n.out[0])
+	return &cudaNodePlan{bind: func(in, out []cuda.Ptr) (func() error, error) {
+		args := cuda.NewArgs().Ptr(in[0]).Ptr(out[0]).I64(size).F32(k.div).F32(k.add).F32(k.scale)
+		return s.kernel1D(cuda.Elementwise, cuda.KernelGelu, size, args)
+	}}, "", nil
+}
+
+// planSlice runs Slice as a transpose kernel: the output walked in order,
+// the input read from its first element taken through strides scaled by
+// the steps.
+func (s *CUDASession) planSlice(n *node, k *sliceStrides) (*cudaNodePlan, string, error) {
+	base := 0
+	for i := range k.shape {
+		base += k.start[i] * k.strides[i]
+	}
+	dims, strides := stridedLayout(k.shape, k.step, k.strides)
+	if len(dims) > cudaMaxRank {
+		return nil, fmt.Sprintf("slice over %d merged dimensions (the kernel takes %d)", len(dims), cudaMaxRank), nil
+	}
+	size := numElements(k.shape)
+	return &cudaNodePlan{bind: func(in, out []cuda.Ptr) (func() error, error) {
+		args := cuda.NewArgs().Ptr(in[0].Offset(base)).Ptr(out[0]).I64(size).I32(len(dims)).Shape(dims).Shape(strides)
+		return s.kernel1D(cuda.Layout, cuda.KernelTranspose, size, args)
+	}}, "", nil
+}
+
+// stridedLayout gives a strided view's dimensions without the ones of
+// size 1, merging neighbours that the view walks as one (the outer
+// stride the inner dimension's length times the inner stride), and each
+// one's input stride (step times the input's own stride).
+func stridedLayout(shape, step, inStrides []int) (dims, strides []int) {
+	for i, d := range shape {
+		if d == 1 {
+			continue
+		}
+		st := step[i] * inStrides[i]
+		if last := len(dims) - 1; last >= 0 && strides[last] == st*d {
+			dims[last] *= d
+			strides[last] = st
+			continue
+		}
+		dims, strides = append(dims, d), append(strides, st)
+	}
+	if len(dims) == 0 {
+		dims, strides = []int{1}, []int{0}
+	}
+	return dims, strides
+}
+
+// planGather uploads the resolved indices once.
+func (s *CUDASession) planGather(n *node, k *gatherKernel) (*cudaNodePlan, string, error) {
+	picks := make([]int64, len(k.picks))
+	for i, p := range k.picks {
+		picks[i] = int64(p)
+	}
+	table, err := s.res.uploadInt64s(picks)
+	if err != nil {
+		return nil, "", fmt.Errorf("uploading gather indices: %w", err)
+	}
+	size := k.outer * len(k.picks) * k.inner
+	return &cudaNodePlan{bind: func(in, out []cuda.Ptr) (func() error, error) {
+		args := cuda.NewArgs().Ptr(in[0]).Ptr(out[0]).I64(size).I64(k.inner).I64(k.axisLen).I64(len(k.picks)).Ptr(table)
+		return s.kernel1D(cuda.Layout, cuda.KernelGather, size, args)
+	}}, "", nil
+}
+
+// planEinsum mirrors the CPU plan: the operands transposed into the
+// session's workspace when their layout needs it, one strided-batched
+// product (or, with one operand, a sum over the contracted labels), and
+// the product transposed into the output.
+func (s *CUDASession) planEinsum(n *node, p *einsumPlan) (*cudaNodePlan, string, error) {
+	var tA, tB, tOut *transposeKernel
+	if p.permA != nil {
+		tA = newTransposeKernel(p.shapeA, p.permA)
+	}
+	if p.permB != nil && !p.unary {
+		tB = newTransposeKernel(p.shapeB, p.permB)
+	}
+	if p.permOut != nil {
+		tOut = newTransposeKernel(p.canonical, p.permOut)
+	}
+	for _, t := range []*transposeKernel{tA, tB, tOut} {
+		if t != nil && len(t.dims) > cudaMaxRank {
+			return nil, fmt.Sprintf("einsum transpose over %d merged dimensions (the kernel takes %d)", len(t.dims), cudaMaxRank), nil
+		}
+	}
+	if p.unary && p.m > math.MaxInt32 {
+		return nil, fmt.Sprintf("%d sums exceed the grid", p.m), nil
+	}
+	return &cudaNodePlan{scratch: p.scratchSize(0), bind: func(in, out []cuda.Ptr) (func() error, error) {
+		return s.einsumSteps(p, tA, tB, tOut, in, out[0])
+	}}, "", nil
+}
+
+func (s *CUDASession) einsumSteps(p *einsumPlan, tA, tB, tOut *transposeKernel, in []cuda.Ptr, y cuda.Ptr) (func() error, error) {
+	free := s.scratch
+	take := func(elems int) cuda.Ptr {
+		at := free
+		free = free.Offset(elems)
+		return at
+	}
+	var steps []func() error
+	transpose := func(t *transposeKernel, x, dst cuda.Ptr, size int) error {
+		args := cuda.NewArgs().Ptr(x).Ptr(dst).I64(size).I32(len(t.dims)).Shape(t.dims).Shape(t.strides)
+		st, err := s.kernel1D(cuda.Layout, cuda.KernelTranspose, size, args)
+		steps = append(steps, st)
+		return err
+	}
+	a, b, c := in[0], cuda.Ptr(0), y
+	if tA != nil {
+		a = take(p.batch * p.m * p.k)
+		if err := transpose(tA, in[0], a, p.batch*p.m*p.k); err != nil {
+			return nil, err
+		}
+	}
+	if !p.unary {
+		b = in[1]
+		if tB != nil {
+			b = take(p.batch * p.k * p.n)
+			if err := transpose(tB, in[1], b, p.batch*p.k*p.n); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if tOut != nil {
+		c = take(p.batch * p.m * p.n)
+	}
+	product, err := s.einsumProduct(p, a, b, c)
+	if err != nil {
+		return nil, err
+	}
+	steps = append(steps, product)
+	if tOut != nil {
+		if err := transpose(tOut, c, y, p.batch*p.m*p.n); err != nil {
+			return nil, err
+		}
+	}
+	return seq(steps...), nil
+}
+
+// einsumProduct is C = A·B per batch, or with one operand the sum of each
+// of A's m rows of k elements.
+func (s *CUDASession) einsumProduct(p *einsumPlan, a, b, c cuda.Ptr) (func() error, error) {
+	if p.unary {
+		args := cuda.NewArgs().Ptr(a).Ptr(c).I64(p.k).I32(cuda.ReduceSum).I32(1).
+			Shape([]int{p.m}).Shape([]int{p.k}).Ptr(0)
+		return s.kernelBlocks(cuda.Reduce, cuda.KernelReduce, p.m, args)
+	}
+	return s.gemmStep(cudaRowMajorGemm(false, false, p.m, p.n, p.k, 1,
+		a, p.m*p.k, b, p.k*p.n, 0, c, p.m*p.n, p.batch))
 }
 
 // fallbackPlan runs the node's CPU kernel: its non-constant inputs are

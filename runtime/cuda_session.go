@@ -22,9 +22,11 @@ import (
 // stream, and downloads the outputs, allocating nothing on the device.
 //
 // Reshape, Flatten, Squeeze, Unsqueeze, Identity and Dropout are views:
-// their output shares the input's device buffer. Operators without a GPU
-// kernel (see CUDAOps) run their CPU kernel between a download of their
-// inputs and an upload of their outputs; Fallbacks lists them.
+// their output shares the input's device buffer, as does a Cast of an
+// activation. Every other node has a GPU kernel (see CUDAOps), except one
+// whose shapes the kernels do not take: it runs its CPU kernel between a
+// download of its inputs and an upload of its outputs, and Fallbacks
+// lists it with the reason.
 //
 // Methods may be called from several goroutines; they run one at a time.
 // Close releases the device memory and the CUDA context.

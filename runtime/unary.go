@@ -46,6 +46,8 @@ const (
 	unarySelu
 	unaryThresholdedRelu
 	unaryHardSigmoid
+	// Gelu's tanh approximation (fn is geluTanh); no operator of its own.
+	unaryGeluTanh
 )
 
 // unaryMath are the unary operators that are one float64 function of the
@@ -222,7 +224,9 @@ func prepareGelu(c *nodeContext) (prepared, error) {
 	case "none":
 		return prepared{kernel: &geluKernel{div: math.Sqrt2, add: 1, scale: 0.5}, outputs: out}, nil
 	case "tanh":
-		return prepared{kernel: unaryKernel{fn: geluTanh}, outputs: out}, nil
+		// The op names the function: the zero op is Relu, which fusion
+		// and the GPU plans would read.
+		return prepared{kernel: unaryKernel{op: unaryGeluTanh, fn: geluTanh}, outputs: out}, nil
 	default:
 		return prepared{}, fmt.Errorf("approximate %q: ONNX's Gelu takes none or tanh", mode)
 	}

@@ -32,6 +32,9 @@ const (
 	KernelPad        = "rb_pad"
 	KernelSoftmax    = "rb_softmax"
 	KernelReduce     = "rb_reduce"
+	KernelLayerNorm  = "rb_layernorm"
+	KernelGelu       = "rb_gelu"
+	KernelGather     = "rb_gather"
 )
 
 // Unary operations of rb_unary (alpha and beta are the operators'
@@ -72,6 +75,7 @@ const (
 	UnaryThresholdedRelu // alpha
 	UnaryHardSigmoid     // alpha, beta
 	UnaryScale           // alpha·x
+	UnaryGeluTanh        // Gelu's tanh approximation
 )
 
 // Binary operations of rb_binary.
@@ -133,6 +137,7 @@ var sharedConstants = []cConst{
 	{"RB_UNARY_HARDSWISH", UnaryHardSwish}, {"RB_UNARY_LEAKYRELU", UnaryLeakyRelu}, {"RB_UNARY_ELU", UnaryElu},
 	{"RB_UNARY_CELU", UnaryCelu}, {"RB_UNARY_SELU", UnarySelu}, {"RB_UNARY_THRESHOLDEDRELU", UnaryThresholdedRelu},
 	{"RB_UNARY_HARDSIGMOID", UnaryHardSigmoid}, {"RB_UNARY_SCALE", UnaryScale},
+	{"RB_UNARY_GELU_TANH", UnaryGeluTanh},
 
 	{"RB_BINARY_ADD", BinaryAdd}, {"RB_BINARY_SUB", BinarySub}, {"RB_BINARY_MUL", BinaryMul},
 	{"RB_BINARY_DIV", BinaryDiv}, {"RB_BINARY_POW", BinaryPow}, {"RB_BINARY_MAX", BinaryMax},
@@ -240,8 +245,8 @@ func newSource(name, body string) *Source {
 	return &Source{Name: name, Code: prelude() + "\n// " + name + " kernels.\n" + body}
 }
 
-// Elementwise holds the unary, Clip, broadcasting binary, fill and
-// BatchNormalization kernels. Unary functions are evaluated in double, as
+// Elementwise holds the unary, Clip, broadcasting binary, fill,
+// BatchNormalization and erf Gelu kernels. Unary functions are evaluated in double, as
 // the CPU runtime does with Go's math package.
 var Elementwise = newSource("elementwise", `
 static __device__ double rb_unary_op(int op, double x, double a, double b) {
@@ -281,6 +286,7 @@ static __device__ double rb_unary_op(int op, double x, double a, double b) {
   case RB_UNARY_THRESHOLDEDRELU: return x > a ? x : 0.0;
   case RB_UNARY_HARDSIGMOID: return rb_maxd(0.0, rb_mind(1.0, a * x + b));
   case RB_UNARY_SCALE: return a * x;
+  case RB_UNARY_GELU_TANH: return x / 2.0 * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
   default: return x;
   }
 }
@@ -335,6 +341,15 @@ extern "C" __global__ void rb_binary(const float* a, const float* b, float* y, l
 
 extern "C" __global__ void rb_fill(float* y, long long n, float v) {
   for (long long i = rb_first(); i < n; i += rb_step()) y[i] = v;
+}
+
+// Gelu as the CPU kernel computes it, (x · (erf(x / div) + add)) · scale,
+// float operations in the same order.
+extern "C" __global__ void rb_gelu(const float* x, float* y, long long n, float div, float add, float scale) {
+  for (long long i = rb_first(); i < n; i += rb_step()) {
+    float v = x[i];
+    y[i] = (v * (erff(v / div) + add)) * scale;
+  }
 }
 
 // Inference batch normalisation over n elements of planes of size
@@ -441,7 +456,9 @@ extern "C" __global__ void rb_global_pool(const float* x, float* y, long long si
 // Layout holds the kernels that move elements: Transpose (the output walked
 // in order, the input read through permuted strides), Concat and Split
 // (one piece at a time: outer blocks of blockLen elements, the piece
-// pieceLen elements at offset in each), and Pad.
+// pieceLen elements at offset in each), Pad and Gather. Slice is a
+// transpose whose strides are the steps' (negative ones walk backwards)
+// from the first element taken.
 var Layout = newSource("layout", `
 extern "C" __global__ void rb_transpose(const float* x, float* y, long long n, int rank, Shape8 dims, Shape8 strides) {
   for (long long i = rb_first(); i < n; i += rb_step()) {
@@ -460,6 +477,19 @@ extern "C" __global__ void rb_split(const float* x, float* y, long long n, long 
   for (long long i = rb_first(); i < n; i += rb_step()) {
     long long b = i / pieceLen;
     y[i] = x[b * blockLen + offset + (i - b * pieceLen)];
+  }
+}
+
+// Gather along an axis with the indices resolved at load: output element
+// i is (outer block b, pick j, inner element r) and reads input element
+// (b·axisLen + picks[j])·inner + r.
+extern "C" __global__ void rb_gather(const float* x, float* y, long long n, long long inner, long long axisLen, long long count, const long long* picks) {
+  for (long long i = rb_first(); i < n; i += rb_step()) {
+    long long q = i / inner;
+    long long r = i - q * inner;
+    long long b = q / count;
+    long long j = q - b * count;
+    y[i] = x[(b * axisLen + picks[j]) * inner + r];
   }
 }
 
@@ -503,7 +533,8 @@ extern "C" __global__ void rb_pad(const float* x, float* y, long long n, int ran
 // at stride inner) and the reductions (one block per output element,
 // gathering count elements at base + j, or at base + offsets[j] when
 // offsets is not null, base found from the output index through the kept
-// dimensions). Sums are taken in double, as the CPU runtime does.
+// dimensions), and LayerNormalization (one block per row). Sums are taken
+// in double, as the CPU runtime does.
 var Reduce = newSource("reduce", `
 extern "C" __global__ void rb_softmax(const float* x, float* y, long long length, long long inner, int logMode) {
   __shared__ double buf[RB_THREADS];
@@ -525,6 +556,36 @@ extern "C" __global__ void rb_softmax(const float* x, float* y, long long length
     for (long long i = threadIdx.x; i < length; i += blockDim.x) {
       dst[i * inner] = (float)exp((double)(src[i * inner] - mf)) * inv;
     }
+  }
+}
+
+// LayerNormalization, one block per row of size elements: the mean and
+// the variance about it in double, then y = (float)((x − mean)·inv)·scale
+// (+ bias), as the CPU kernel computes it. bias, mean and invStd may be
+// null (no bias; outputs not wanted).
+extern "C" __global__ void rb_layernorm(const float* x, const float* scale, const float* bias, float* y, float* mean, float* invStd, long long size, float eps) {
+  __shared__ double buf[RB_THREADS];
+  long long row = blockIdx.x;
+  const float* src = x + row * size;
+  float* dst = y + row * size;
+  double sum = 0.0;
+  for (long long i = threadIdx.x; i < size; i += blockDim.x) sum += (double)src[i];
+  double mu = rb_block_reduce(buf, sum, RB_COMBINE_SUM) / (double)size;
+  double sq = 0.0;
+  for (long long i = threadIdx.x; i < size; i += blockDim.x) {
+    double d = (double)src[i] - mu;
+    sq += d * d;
+  }
+  sq = rb_block_reduce(buf, sq, RB_COMBINE_SUM);
+  double inv = 1.0 / sqrt(sq / (double)size + (double)eps);
+  if (threadIdx.x == 0) {
+    if (mean != 0) mean[row] = (float)mu;
+    if (invStd != 0) invStd[row] = (float)inv;
+  }
+  for (long long i = threadIdx.x; i < size; i += blockDim.x) {
+    float v = (float)(((double)src[i] - mu) * inv) * scale[i];
+    if (bias != 0) v += bias[i];
+    dst[i] = v;
   }
 }
 
@@ -581,9 +642,9 @@ func Sources() []*Source { return []*Source{Elementwise, Conv, Pool, Layout, Red
 
 // KernelNames lists, per source, the kernels the runtime launches.
 var KernelNames = map[*Source][]string{
-	Elementwise: {KernelUnary, KernelClip, KernelBinary, KernelFill, KernelBatchNorm},
+	Elementwise: {KernelUnary, KernelClip, KernelBinary, KernelFill, KernelBatchNorm, KernelGelu},
 	Conv:        {KernelIm2col},
 	Pool:        {KernelPool, KernelGlobalPool},
-	Layout:      {KernelTranspose, KernelConcat, KernelSplit, KernelPad},
-	Reduce:      {KernelSoftmax, KernelReduce},
+	Layout:      {KernelTranspose, KernelConcat, KernelSplit, KernelPad, KernelGather},
+	Reduce:      {KernelSoftmax, KernelReduce, KernelLayerNorm},
 }
