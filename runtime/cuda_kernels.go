@@ -401,7 +401,8 @@ func (s *CUDASession) planBatchNorm(n *node, k *batchNormKernel) (*cudaNodePlan,
 	}}, "", nil
 }
 
-// planConv runs a convolution as the CPU kernel does, one image at a time:
+// planConv runs a convolution through cuDNN where it can (planCuDNNConv),
+// else as the CPU kernel does, one image at a time:
 // im2col gathers the image's column matrix (all groups: group g's rows
 // are the g-th block of C/group·kh·kw) into the session's workspace, and
 // one strided-batched product over the groups computes
@@ -409,6 +410,9 @@ func (s *CUDASession) planBatchNorm(n *node, k *batchNormKernel) (*cudaNodePlan,
 // stride 1 and no padding needs no gathering. With a bias the output is
 // first filled with it and the product accumulates (beta = 1).
 func (s *CUDASession) planConv(n *node, k *convKernel) (*cudaNodePlan, string, error) {
+	if p := s.planCuDNNConv(k, n); p != nil {
+		return p, "", nil
+	}
 	outShape := s.model.values[n.out[0]].shape
 	plane := k.outH * k.outW
 	kg := k.channels / k.group * k.kh * k.kw
