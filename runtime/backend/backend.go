@@ -174,5 +174,10 @@ func Open(w io.Writer, m *runtime.Model, name string, o Options) (runtime.Execut
 	if gpu, ok := e.(*runtime.CUDASession); ok && len(gpu.Fallbacks()) > 0 {
 		fmt.Fprintf(w, "note: %d nodes run on the CPU: %s\n", len(gpu.Fallbacks()), strings.Join(gpu.Fallbacks(), "; "))
 	}
+	if gpu, ok := e.(*runtime.CUDASession); ok {
+		for _, n := range gpu.Notes() {
+			fmt.Fprintf(w, "note: %s\n", n)
+		}
+	}
 	return e, nil
 }
