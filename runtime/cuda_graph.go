@@ -230,7 +230,7 @@ func (s *CUDASession) planCuDNNConv(k *convKernel, n *node) *cudaNodePlan {
 	c := cuda.Convolution{Batch: k.batch, Channels: k.channels, Height: k.height, Width: k.width,
 		Filters: k.filters, KernelH: k.kh, KernelW: k.kw, Groups: k.group, PadH: k.pt, PadW: k.pl,
 		StrideH: k.sh, StrideW: k.sw, DilationH: k.dh, DilationW: k.dw, OutH: k.outH, OutW: k.outW,
-		Relu: s.fusedRelu[n]}
+		Relu: s.fusedRelu[n], Precision: s.opt.precision}
 	return &cudaNodePlan{bind: func(in, out []cuda.Ptr) (func() error, error) {
 		cv := c
 		cv.X, cv.Filter, cv.Y = in[0], in[1], out[0]

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -147,4 +148,58 @@ func TestCUDAGraphEmulated(t *testing.T) {
 			t.Errorf("fused %d, notes %v", len(s.fusedRelu), s.Notes())
 		}
 	})
+}
+
+// TestCUDAPrecisionEmulated runs convReluModel at TF32 and BF16 on the
+// emulator, through its Convolver and through im2col + cuBLAS, against
+// the CPU's float32. One product of operands rounded to a p-bit mantissa
+// is off by 2u at most (u = 2^-(p+1): 2^-11 for TF32, 2^-8 for BF16);
+// over a sum of K such products with random signs the error grows like
+// sqrt(K), as the sum itself does, so relative to the outputs' scale it
+// stays about 2u. Two products in a row double that; the bound, 16u,
+// leaves a margin of 4. The outputs must also differ from float32's,
+// else the operands were not rounded.
+func TestCUDAPrecisionEmulated(t *testing.T) {
+	emu, err := cuda.OpenEmulator(t.TempDir())
+	if errors.Is(err, cuda.ErrUnavailable) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { emu.Close() })
+	m, _, err := fromBytes(convReluModel(2), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs := m.RandomInputs(5)
+	cpu, err := m.NewSession(SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := cpu.Run(context.Background(), inputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []cuda.Precision{cuda.TF32, cuda.BF16} {
+		u := math.Ldexp(1, -p.MantissaBits()-1)
+		for _, im2col := range []bool{false, true} {
+			s, err := m.newCUDASession(emu, false, cudaOptions{precision: p, im2col: im2col})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Run(context.Background(), inputs)
+			s.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, w := range want {
+				d := cudaRelDiff(got[name].Data, w.Data)
+				t.Logf("%s (im2col %v), output %s: max|Δ|/max|cpu| = %.3g (u = %.3g)", p, im2col, name, d, u)
+				if d > 16*u || d < u/64 {
+					t.Errorf("%s (im2col %v), output %s: max|Δ|/max|cpu| = %.3g, want within (%.3g, %.3g]", p, im2col, name, d, u/64, 16*u)
+				}
+			}
+		}
+	}
 }

@@ -296,6 +296,7 @@ func (s *CUDASession) gemmStep(g *cuda.Gemm) (func() error, error) {
 		}
 		return s.unaryStep(cuda.UnaryScale, g.C, g.C, size, g.Beta, 0)
 	}
+	g.Precision = s.opt.precision
 	return func() error { return s.dev.Gemm(g) }, nil
 }
 

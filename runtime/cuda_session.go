@@ -78,6 +78,15 @@ type cudaOptions struct {
 	// noGraphs runs plain launches where the backend could capture
 	// (RULEBOOK_CUDA_GRAPHS=0).
 	noGraphs bool
+	// precision of the matrix products and convolutions.
+	precision cuda.Precision
+}
+
+// CUDAOptions are what a caller chooses about a CUDA session.
+type CUDAOptions struct {
+	// Precision of the matrix products and convolutions (cuda.FP32 by
+	// default); everything else computes in float32.
+	Precision cuda.Precision
 }
 
 // cudaResources is what a session holds on the device and must give back.
@@ -173,12 +182,16 @@ type cudaNodePlan struct {
 // NewCUDASession opens the GPU and prepares the model for it. Without a
 // usable GPU, driver, NVRTC or cuBLAS the error wraps cuda.ErrUnavailable
 // and names the libraries tried.
-func (m *Model) NewCUDASession() (*CUDASession, error) {
+func (m *Model) NewCUDASession() (*CUDASession, error) { return m.OpenCUDA(CUDAOptions{}) }
+
+// OpenCUDA is NewCUDASession with options.
+func (m *Model) OpenCUDA(o CUDAOptions) (*CUDASession, error) {
 	dev, err := cuda.Open()
 	if err != nil {
 		return nil, fmt.Errorf("runtime: NewCUDASession: %w", err)
 	}
-	opt := cudaOptions{syncEachNode: os.Getenv("RULEBOOK_CUDA_SYNC") == "1", noGraphs: os.Getenv("RULEBOOK_CUDA_GRAPHS") == "0"}
+	opt := cudaOptions{syncEachNode: os.Getenv("RULEBOOK_CUDA_SYNC") == "1", noGraphs: os.Getenv("RULEBOOK_CUDA_GRAPHS") == "0",
+		precision: o.Precision}
 	s, err := m.newCUDASession(dev, true, opt)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: NewCUDASession on %s: %w", dev.Device(), err)

@@ -30,6 +30,7 @@ type Context struct {
 	ctx     uintptr
 	stream  uintptr
 	handle  uintptr // cublasHandle_t
+	math    int32   // the handle's cublasMath_t
 	start   uintptr // CUevents for Time
 	stop    uintptr
 	modules map[*Source]*module
@@ -401,6 +402,12 @@ func (c *Context) Gemm(g *Gemm) error {
 		return cublasOpN
 	}
 	alpha, beta := g.Alpha, g.Beta
+	if g.Precision == BF16 {
+		return c.gemmBF16(g, op(g.TransA), op(g.TransB))
+	}
+	if err := c.setMath(g.Precision); err != nil {
+		return err
+	}
 	var rc int32
 	call := "cublasSgemm_v2"
 	if g.Batch == 1 {

@@ -27,6 +27,8 @@ type Convolution struct {
 	X, Filter, Y                   Ptr
 	Bias                           Ptr // Filters floats, or 0 for none
 	Relu                           bool
+	// Precision is how X and Filter are multiplied (FP32 by default).
+	Precision Precision
 }
 
 // ConvOutput is cuDNN's output size along one axis.
@@ -59,7 +61,7 @@ type shapeKey struct {
 
 func (c *Convolution) key() shapeKey {
 	return shapeKey{dims: [17]int{c.Batch, c.Channels, c.Height, c.Width, c.Filters, c.KernelH, c.KernelW,
-		c.Groups, c.PadH, c.PadW, c.StrideH, c.StrideW, c.DilationH, c.DilationW, c.OutH, c.OutW, 0},
+		c.Groups, c.PadH, c.PadW, c.StrideH, c.StrideW, c.DilationH, c.DilationW, c.OutH, c.OutW, int(c.Precision)},
 		bias: c.Bias != 0, relu: c.Relu}
 }
 
@@ -113,8 +115,10 @@ func (c *Convolution) check(allocs *allocTable) error {
 }
 
 // convolve computes c by its definition, accumulating in float64, over
-// host slices of X, Filter, Bias (nil for none) and Y.
+// host slices of X, Filter, Bias (nil for none) and Y, with X and Filter
+// rounded to c's precision first.
 func convolve(c *Convolution, x, w, bias, y []float32) {
+	x, w = c.Precision.rounded(x), c.Precision.rounded(w)
 	cg, kg := c.Channels/c.Groups, c.Filters/c.Groups
 	for n := range c.Batch {
 		for k := range c.Filters {

@@ -29,7 +29,9 @@ const (
 	cudnnTensorNCHW       = 0 // cudnnTensorFormat_t
 	cudnnDataFloat        = 0 // cudnnDataType_t
 	cudnnCrossCorrelation = 1 // cudnnConvolutionMode_t
-	cudnnDefaultMath      = 0 // cudnnMathType_t
+	cudnnTensorOpMath     = 1 // cudnnMathType_t
+	cudnnTensorOpMathConv = 2 // CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION
+	cudnnFMAMath          = 3
 	cudnnActivationRelu   = 1 // cudnnActivationMode_t
 	cudnnNotPropagateNaN  = 0 // cudnnNanPropagation_t
 )
@@ -254,8 +256,7 @@ func (d *dnn) describePlan(c *Convolution) (*convPlan, error) {
 				i32(c.DilationH), i32(c.DilationW), cudnnCrossCorrelation, cudnnDataFloat)
 		}},
 		{"cudnnSetConvolutionGroupCount", func() int32 { return l.cudnnSetConvolutionGroupCount(p.conv, i32(c.Groups)) }},
-		// Default math: fp32 throughout, no TF32 tensor cores.
-		{"cudnnSetConvolutionMathType", func() int32 { return l.cudnnSetConvolutionMathType(p.conv, cudnnDefaultMath) }},
+		{"cudnnSetConvolutionMathType", func() int32 { return l.cudnnSetConvolutionMathType(p.conv, cudnnMath(c.Precision)) }},
 	}
 	for _, s := range steps {
 		if err := d.check(s.call, s.rc()); err != nil {
@@ -273,6 +274,18 @@ func (d *dnn) describePlan(c *Convolution) (*convPlan, error) {
 		return nil, fmt.Errorf("cuda: cuDNN gives a %d×%d×%d×%d output for %s", n, k, h, w, c)
 	}
 	return p, nil
+}
+
+// cudnnMath is the math type of a precision. FP32 needs CUDNN_FMA_MATH:
+// the default math lets cuDNN use TF32 tensor cores for float32 data.
+func cudnnMath(p Precision) int32 {
+	switch p {
+	case TF32:
+		return cudnnTensorOpMath
+	case BF16:
+		return cudnnTensorOpMathConv
+	}
+	return cudnnFMAMath
 }
 
 // destroy releases a plan's descriptors (those created).

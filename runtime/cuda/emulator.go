@@ -312,7 +312,8 @@ func (e *Emulator) Launch(f *Function, grid, block Dim3, args *Args) error {
 }
 
 // Gemm computes the product by its definition, column-major, with BLAS's
-// rule that C is not read when beta is 0.
+// rule that C is not read when beta is 0, the operands rounded to the
+// product's precision.
 func (e *Emulator) Gemm(g *Gemm) error {
 	if g.M == 0 || g.N == 0 {
 		return nil
@@ -356,6 +357,8 @@ func (e *Emulator) gemm(g *Gemm) error {
 		if err != nil {
 			return err
 		}
+		// The tensor cores' operand rounding (Precision), on copies.
+		a, b = g.Precision.rounded(a), g.Precision.rounded(b)
 		for j := range g.N {
 			clear(acc)
 			for l := range g.K {

@@ -275,6 +275,9 @@ type fakeLib struct {
 	cudnnLive    func() int32 // live cuDNN descriptors and handles
 	findCalls    func() int32
 	liveGraphs   func() int32
+	blasMath     func() int32
+	gemmCompute  func() int32
+	convMath     func() int32
 }
 
 var (
@@ -299,7 +302,7 @@ func useFakeCUDA(t *testing.T) *fakeLib {
 			return
 		}
 		src, lib := filepath.Join(dir, "fake.c"), filepath.Join(dir, "libfakecuda.so")
-		if err := os.WriteFile(src, []byte(fakeCUDASource+fakeGraphSource+fakeCUDNNSource), 0o644); err != nil {
+		if err := os.WriteFile(src, []byte(fakeCUDASource+fakeGraphSource+fakeMathSource+fakeCUDNNSource), 0o644); err != nil {
 			fakeErr = err
 			return
 		}
@@ -327,6 +330,9 @@ func useFakeCUDA(t *testing.T) *fakeLib {
 		purego.RegisterLibFunc(&f.cudnnLive, h, "fake_cudnn_live")
 		purego.RegisterLibFunc(&f.findCalls, h, "fake_find_calls")
 		purego.RegisterLibFunc(&f.liveGraphs, h, "fake_live_graphs")
+		purego.RegisterLibFunc(&f.blasMath, h, "fake_blas_math")
+		purego.RegisterLibFunc(&f.gemmCompute, h, "fake_gemm_compute")
+		purego.RegisterLibFunc(&f.convMath, h, "fake_conv_math")
 		fake = f
 	})
 	if fakeErr != nil {
@@ -492,7 +498,12 @@ func TestFakeCUDA(t *testing.T) {
 	}
 }
 
-func testFakeGemm(t *testing.T, c *Context) {
+func testFakeGemm(t *testing.T, c *Context) { testFakeGemmAt(t, c, FP32) }
+
+// testFakeGemmAt runs the products at a precision; the operands are
+// small integers, exact in bfloat16, so every precision gives the
+// exact product.
+func testFakeGemmAt(t *testing.T, c *Context, p Precision) {
 	const m, n, k = 3, 2, 4
 	a := []float32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24}
 	b := []float32{1, -1, 2, 5, 3, -3, 4, 7}
@@ -503,7 +514,7 @@ func testFakeGemm(t *testing.T, c *Context) {
 	UploadFloats(c, pb, b)
 	for _, batch := range []int{1, 2} {
 		g := &Gemm{M: m, N: n, K: k, Alpha: 1, Beta: 0, A: pa, LDA: m, StrideA: m * k, B: pb, LDB: k, StrideB: 0,
-			C: pc, LDC: m, StrideC: m * n, Batch: batch}
+			C: pc, LDC: m, StrideC: m * n, Batch: batch, Precision: p}
 		if err := c.Gemm(g); err != nil {
 			t.Fatal(err)
 		}

@@ -63,6 +63,30 @@ CUresult cuGraphExecDestroy(CUgraphExec e) { NEED_CTX; free(e); live_graphs--; r
 CUresult cuGraphDestroy(CUgraph g) { NEED_CTX; free(g); live_graphs--; return 0; }
 `
 
+// fakeMathSource adds cuBLAS's math mode and the Ex products, which
+// record the compute type and check the data types before computing
+// the definition (gemm, of fakeCUDASource).
+const fakeMathSource = `
+static int blas_math, gemm_compute;
+int fake_blas_math(void) { return blas_math; }
+int fake_gemm_compute(void) { return gemm_compute; }
+cublasStatus_t cublasSetMathMode(cublasHandle_t h, int mode) { if (h != (cublasHandle_t)&blas_token) return 1; blas_math = mode; return 0; }
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+    const float* alpha, const float* A, int at, int lda, const float* B, int bt, int ldb, const float* beta,
+    float* C, int ct, int ldc, int compute, int algo) {
+  if (at != 0 || bt != 0 || ct != 0 || algo != -1) return 7;
+  gemm_compute = compute;
+  return gemm(h, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+}
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+    const float* alpha, const float* A, int at, int lda, long long sa, const float* B, int bt, int ldb, long long sb,
+    const float* beta, float* C, int ct, int ldc, long long sc, int batch, int compute, int algo) {
+  if (at != 0 || bt != 0 || ct != 0 || algo != -1) return 7;
+  gemm_compute = compute;
+  return gemm(h, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
+}
+`
+
 // fakeCUDNNSource is a stand-in for libcudnn's legacy convolution API,
 // written against cuDNN's documented prototypes: descriptors keep what
 // they are set to, cudnnFindConvolutionForwardAlgorithm offers algorithm
@@ -120,7 +144,9 @@ cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, in
   d->ph = ph; d->pw = pw; d->sh = sh; d->sw = sw; d->dh = dh; d->dw = dw; d->mode = mode; d->type = type; d->groups = 1; return 0;
 }
 cudnnStatus_t cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t d, int g) { if (g < 1) return 2000; d->groups = g; return 0; }
-cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t d, int m) { if (m < 0 || m > 3) return 2000; d->math = m; return 0; }
+static int conv_math = -1;
+int fake_conv_math(void) { return conv_math; }
+cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t d, int m) { if (m < 0 || m > 3) return 2000; d->math = conv_math = m; return 0; }
 cudnnStatus_t cudnnSetActivationDescriptor(cudnnActivationDescriptor_t d, int mode, int nan, double coef) {
   if (mode != 1 || nan != 0 || coef != 0) return 2000;
   d->mode = mode; d->nan = nan; d->coef = coef; return 0;
@@ -531,4 +557,112 @@ func TestEmulatorCapture(t *testing.T) {
 	if err := e.DestroyGraph(g); err != nil || e.Replay(g) == nil {
 		t.Errorf("DestroyGraph: %v; replay after it succeeded", err)
 	}
+}
+
+// TestFakePrecision: FP32 and TF32 products set cuBLAS's math mode (only
+// when it changes), BF16 ones call the Ex products with
+// CUBLAS_COMPUTE_32F_FAST_16BF, and each precision gives convolutions
+// their cuDNN math type and their own algorithm choice.
+func TestFakePrecision(t *testing.T) {
+	c, f, _ := openFake(t)
+	defer c.Close()
+	for _, tc := range []struct {
+		p             Precision
+		math, compute int32
+		convMath      int32
+	}{{TF32, 3, 0, 1}, {FP32, 0, 0, 3}, {BF16, 0, 75, 2}} {
+		testFakeGemmAt(t, c, tc.p)
+		if f.blasMath() != tc.math || (tc.compute != 0 && f.gemmCompute() != tc.compute) {
+			t.Errorf("%s: math mode %d, compute type %d; want %d, %d", tc.p, f.blasMath(), f.gemmCompute(), tc.math, tc.compute)
+		}
+		cv := smallConv(t, c)
+		cv.Precision = tc.p
+		finds := f.findCalls()
+		if err := c.Conv(cv); err != nil {
+			t.Fatal(err)
+		}
+		if f.convMath() != tc.convMath || f.findCalls() != finds+1 {
+			t.Errorf("%s: cuDNN math type %d, want %d; %d Find calls", tc.p, f.convMath(), tc.convMath, f.findCalls()-finds)
+		}
+	}
+	if p, err := ParsePrecision("bf16"); p != BF16 || err != nil {
+		t.Errorf("ParsePrecision(bf16) = %v, %v", p, err)
+	}
+	if _, err := ParsePrecision("fp16"); err == nil || !strings.Contains(err.Error(), "fp32, tf32 or bf16") {
+		t.Errorf("ParsePrecision(fp16): %v", err)
+	}
+}
+
+// TestPrecisionRound: rounding to nearest, ties to even, at the 10th
+// (TF32) and 7th (BF16) mantissa bit.
+func TestPrecisionRound(t *testing.T) {
+	for _, tc := range []struct {
+		p       Precision
+		x, want float32
+	}{
+		{TF32, 1 + 0x1p-11, 1},                     // a tie, to the even 1
+		{TF32, 1 + 3*0x1p-11, 1 + 0x1p-9},          // a tie, up to even
+		{TF32, 1 + 0x1p-11 + 0x1p-20, 1 + 0x1p-10}, // past the tie
+		{BF16, 1 + 0x1p-8, 1},
+		{BF16, -(1 + 3*0x1p-8), -(1 + 0x1p-6)},
+		{BF16, 3.1415927, 3.140625},
+		{FP32, 3.1415927, 3.1415927},
+	} {
+		if got := tc.p.Round(tc.x); got != tc.want {
+			t.Errorf("%s.Round(%v) = %v, want %v", tc.p, tc.x, got, tc.want)
+		}
+	}
+	if x := float32(math.Inf(1)); BF16.Round(x) != x {
+		t.Error("Round(+Inf) is not +Inf")
+	}
+}
+
+// TestEmulatorPrecision: the emulator's products and convolutions at
+// TF32 and BF16 differ from FP32 (the operands were rounded) by no more
+// than the rounding allows. Each product of two rounded operands is off
+// by a relative 2u at most (u = 2^-11 for TF32's 10-bit mantissa, 2^-8
+// for BF16's 7), and the K errors of a sum have random signs, so the sum
+// is off by about 2u·sqrt(K)·rms(a·b), while the sum itself is about
+// sqrt(K)·rms(a·b): relative to the outputs' scale the error is about
+// 2u whatever K. The bound, 8u of max|y|, leaves a margin of 4.
+func TestEmulatorPrecision(t *testing.T) {
+	e := openEmulator(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	const m, n, k = 16, 12, 300
+	a, b := make([]float32, m*k), make([]float32, k*n)
+	for _, xs := range [][]float32{a, b} {
+		for i := range xs {
+			xs[i] = float32(rng.NormFloat64())
+		}
+	}
+	pa, _ := e.Alloc(4 * len(a))
+	pb, _ := e.Alloc(4 * len(b))
+	pc, _ := e.Alloc(4 * m * n)
+	UploadFloats(e, pa, a)
+	UploadFloats(e, pb, b)
+	product := func(p Precision) []float32 {
+		if err := e.Gemm(&Gemm{M: m, N: n, K: k, Alpha: 1, A: pa, LDA: m, B: pb, LDB: k, C: pc, LDC: m, Batch: 1, Precision: p}); err != nil {
+			t.Fatal(err)
+		}
+		out := make([]float32, m*n)
+		DownloadFloats(e, out, pc)
+		return out
+	}
+	exact := product(FP32)
+	for _, p := range []Precision{TF32, BF16} {
+		u := math.Ldexp(1, -p.MantissaBits()-1)
+		d := relDiff(product(p), exact)
+		if d > 8*u || d < u/64 {
+			t.Errorf("%s product: max|Δ|/max|y| = %.3g, want within (%.3g, %.3g]", p, d, u/64, 8*u)
+		}
+	}
+}
+
+func relDiff(got, want []float32) float64 {
+	diff, scale := 0.0, 0.0
+	for i := range want {
+		diff = max(diff, math.Abs(float64(got[i]-want[i])))
+		scale = max(scale, math.Abs(float64(want[i])))
+	}
+	return diff / scale
 }
