@@ -78,14 +78,14 @@ type cudnnLib struct {
 
 // convPerf is cudnnConvolutionFwdAlgoPerf_t: algo and status (ints), the
 // time in ms (float), the workspace (size_t, after 4 bytes of padding),
-// determinism and math type (ints) and three reserved ints.
+// determinism and math type (ints) and three reserved ints. Find sorts
+// the results by time, so only their order is read.
 type convPerf struct {
 	algo, status int32
-	time         float32
+	_            float32 // time
 	_            int32
 	memory       uint64
-	determinism  int32
-	mathType     int32
+	_            [2]int32 // determinism, math type
 	_            [3]int32
 	_            int32 // the struct's 8-byte alignment
 }

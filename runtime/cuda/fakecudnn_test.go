@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // fakeGraphSource extends the fake driver with stream capture: launches
@@ -308,6 +309,9 @@ func TestFakeCUDNN(t *testing.T) {
 	}
 	if d := c.Describe(); !strings.Contains(d, "cuDNN 9.1.0") {
 		t.Errorf("Describe = %q", d)
+	}
+	if size := unsafe.Sizeof(convPerf{}); size != 48 {
+		t.Errorf("convPerf takes %d bytes; cudnnConvolutionFwdAlgoPerf_t takes 48", size)
 	}
 	before := f.findCalls()
 	testConvolver(t, c)
