@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"rulebook/runtime/cuda"
 )
@@ -33,6 +34,8 @@ func (s *CUDASession) captureReason() string {
 		return "RULEBOOK_CUDA_SYNC=1 waits for the GPU after every node"
 	case len(s.fallbacks) > 0:
 		return fmt.Sprintf("%d nodes run on the CPU mid-run (the fallbacks), which a graph cannot hold", len(s.fallbacks))
+	case !slices.ContainsFunc(s.steps, func(st func() error) bool { return st != nil }):
+		return "the model queues no GPU work"
 	}
 	return ""
 }

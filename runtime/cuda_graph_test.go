@@ -46,6 +46,13 @@ func (f failingCapture) EndCapture() (*cuda.Graph, error) {
 	return nil, errors.New("cuda: cuStreamEndCapture: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (901)")
 }
 
+// noCuDNN is the emulator as a GPU without cuDNN looks.
+type noCuDNN struct{ *cuda.Emulator }
+
+func (noCuDNN) ConvError() error {
+	return errors.New("CUDA is not available: no cuDNN library (tried libcudnn.so.9)")
+}
+
 // TestCUDAGraphEmulated: a session on the emulator fuses the Relu that
 // alone reads a convolution, captures its work on the second Run and
 // replays it on the later ones, with the outputs of plain launches each
@@ -135,6 +142,18 @@ func TestCUDAGraphEmulated(t *testing.T) {
 		}
 		if notes := s.Notes(); len(notes) != 1 || !strings.Contains(notes[0], "1 nodes run on the CPU mid-run") {
 			t.Errorf("notes: %v", notes)
+		}
+	})
+	t.Run("no cuDNN", func(t *testing.T) {
+		m, _, err := fromBytes(convReluModel(1), LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := open(t, noCuDNN{emu}, m, cudaOptions{})
+		cudaCompareWithCPU(t, m, s, m.RandomInputs(1), 1e-5)
+		want := "Conv: im2col + cuBLAS, not cuDNN: CUDA is not available: no cuDNN library (tried libcudnn.so.9)"
+		if len(s.fusedRelu) != 0 || !slices.Equal(s.Notes(), []string{want}) {
+			t.Errorf("fused %d, notes %v", len(s.fusedRelu), s.Notes())
 		}
 	})
 	t.Run("im2col", func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -104,7 +105,7 @@ func cudnnVersionString(v int) (string, int) {
 // another major version is passed over; if no cuDNN 9 turns up, the
 // error says what was found.
 func loadCUDNN() (*cudnnLib, error) {
-	names := libraryCandidates(cudnnLibraries, "libcudnn.so", append(toolkitDirs, cudnnDirs...), filepath.Glob)
+	names := libraryCandidates(cudnnLibraries, "libcudnn.so", slices.Concat(toolkitDirs, cudnnDirs), filepath.Glob)
 	var tried, wrong []string
 	for _, name := range names {
 		lib, t, err := openWithSiblings([]string{name}, "libcudnn_")
@@ -113,8 +114,8 @@ func loadCUDNN() (*cudnnLib, error) {
 			continue
 		}
 		d := &cudnnLib{file: name}
-		if err := register(lib, name, "cudnnGetVersion", &d.cudnnGetVersion); err != nil {
-			wrong = append(wrong, err.Error())
+		if !registerOptional(lib, "cudnnGetVersion", &d.cudnnGetVersion) {
+			wrong = append(wrong, name+" without cudnnGetVersion")
 			continue
 		}
 		d.version = int(d.cudnnGetVersion())
