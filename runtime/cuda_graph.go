@@ -218,8 +218,9 @@ func (s *CUDASession) isView(n *node) bool {
 
 // planCuDNNConv runs a convolution through the backend's Convolver
 // (cuDNN), with a fused Relu where reluFusions found one. It returns nil
-// where there is none or cuDNN's padding cannot express the node's;
-// then the convolution is im2col + cuBLAS.
+// where there is none, cuDNN's padding cannot express the node's, or
+// cuDNN finds no algorithm for it (with a note); then the convolution is
+// im2col + cuBLAS. Find runs here, before any buffer or capture exists.
 func (s *CUDASession) planCuDNNConv(k *convKernel, n *node) *cudaNodePlan {
 	conv, why := s.convolver()
 	if conv == nil {
@@ -234,15 +235,15 @@ func (s *CUDASession) planCuDNNConv(k *convKernel, n *node) *cudaNodePlan {
 		Filters: k.filters, KernelH: k.kh, KernelW: k.kw, Groups: k.group, PadH: k.pt, PadW: k.pl,
 		StrideH: k.sh, StrideW: k.sw, DilationH: k.dh, DilationW: k.dw, OutH: k.outH, OutW: k.outW,
 		Relu: s.fusedRelu[n], Precision: s.opt.precision}
+	if err := conv.PrepareConv(&c); err != nil {
+		s.note(fmt.Sprintf("Conv %q: im2col + cuBLAS, cuDNN failed: %v", n.name, err))
+		return nil
+	}
 	return &cudaNodePlan{bind: func(in, out []cuda.Ptr) (func() error, error) {
 		cv := c
 		cv.X, cv.Filter, cv.Y = in[0], in[1], out[0]
 		if k.hasBias {
 			cv.Bias = in[2]
-		}
-		// Find runs here, at bind time, before any capture.
-		if err := conv.PrepareConv(&cv); err != nil {
-			return nil, err
 		}
 		return func() error { return conv.Conv(&cv) }, nil
 	}}

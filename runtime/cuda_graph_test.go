@@ -53,6 +53,13 @@ func (noCuDNN) ConvError() error {
 	return errors.New("CUDA is not available: no cuDNN library (tried libcudnn.so.9)")
 }
 
+// noAlgorithm is the emulator as cuDNN looks when Find fails.
+type noAlgorithm struct{ *cuda.Emulator }
+
+func (noAlgorithm) PrepareConv(*cuda.Convolution) error {
+	return errors.New("cuda: cudnnFindConvolutionForwardAlgorithm: CUDNN_STATUS_NOT_SUPPORTED (3000)")
+}
+
 // TestCUDAGraphEmulated: a session on the emulator fuses the Relu that
 // alone reads a convolution, captures its work on the second Run and
 // replays it on the later ones, with the outputs of plain launches each
@@ -154,6 +161,20 @@ func TestCUDAGraphEmulated(t *testing.T) {
 		want := "Conv: im2col + cuBLAS, not cuDNN: CUDA is not available: no cuDNN library (tried libcudnn.so.9)"
 		if len(s.fusedRelu) != 0 || !slices.Equal(s.Notes(), []string{want}) {
 			t.Errorf("fused %d, notes %v", len(s.fusedRelu), s.Notes())
+		}
+	})
+	t.Run("Find fails", func(t *testing.T) {
+		m, _, err := fromBytes(convReluModel(1), LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := open(t, noAlgorithm{emu}, m, cudaOptions{})
+		// The Relu stays fused, so im2col applies it.
+		cudaCompareWithCPU(t, m, s, m.RandomInputs(1), 1e-5)
+		// One note: both Convs are named Conv_node.
+		if notes := s.Notes(); len(s.fusedRelu) != 2 || len(notes) != 1 ||
+			!strings.Contains(notes[0], "im2col + cuBLAS, cuDNN failed: cuda: cudnnFindConvolutionForwardAlgorithm: CUDNN_STATUS_NOT_SUPPORTED") {
+			t.Errorf("fused %d, notes %v", len(s.fusedRelu), notes)
 		}
 	})
 	t.Run("im2col", func(t *testing.T) {

@@ -462,6 +462,14 @@ func (s *CUDASession) planConv(n *node, k *convKernel) (*cudaNodePlan, string, e
 			}
 			steps = append(steps, st)
 		}
+		if s.fusedRelu[n] {
+			// cuDNN was to apply the Relu, whose node is a view now.
+			st, err := s.unaryStep(cuda.UnaryRelu, out[0], out[0], numElements(outShape), 0, 0)
+			if err != nil {
+				return nil, err
+			}
+			steps = append(steps, st)
+		}
 		return seq(steps...), nil
 	}}, "", nil
 }

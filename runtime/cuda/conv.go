@@ -44,25 +44,22 @@ type Convolver interface {
 	// wrong version of it).
 	ConvError() error
 	// PrepareConv chooses the algorithm for c's shape and sizes the
-	// workspace; the choice is kept per shape. It runs convolutions to
-	// time them, so it must come before a capture that replays c.
+	// workspace; the choice is kept per shape and precision. It reads no
+	// address of c (they may be 0). It runs convolutions to time them,
+	// so it must come before a capture that replays c.
 	PrepareConv(c *Convolution) error
 	// Conv queues c, preparing it first if needed.
 	Conv(c *Convolution) error
 }
 
-// shapeKey is the part of a Conv that decides the algorithm: everything
-// but the addresses.
-type shapeKey struct {
-	dims [17]int
-	bias bool
-	relu bool
-}
+// shapeKey is the part of a Convolution that decides the algorithm: the
+// sizes and the precision. A bias and a ReLU do not: the fused call
+// takes the algorithm Find chose for the convolution alone.
+type shapeKey [17]int
 
 func (c *Convolution) key() shapeKey {
-	return shapeKey{dims: [17]int{c.Batch, c.Channels, c.Height, c.Width, c.Filters, c.KernelH, c.KernelW,
-		c.Groups, c.PadH, c.PadW, c.StrideH, c.StrideW, c.DilationH, c.DilationW, c.OutH, c.OutW, int(c.Precision)},
-		bias: c.Bias != 0, relu: c.Relu}
+	return shapeKey{c.Batch, c.Channels, c.Height, c.Width, c.Filters, c.KernelH, c.KernelW,
+		c.Groups, c.PadH, c.PadW, c.StrideH, c.StrideW, c.DilationH, c.DilationW, c.OutH, c.OutW, int(c.Precision)}
 }
 
 func (c *Convolution) String() string {
@@ -78,10 +75,10 @@ func (c *Convolution) elems() (x, w, y int) {
 		c.Batch * c.Filters * c.OutH * c.OutW
 }
 
-// check validates c the way cuDNN's descriptors would (it answers
-// CUDNN_STATUS_BAD_PARAM) and that every operand lies in one allocation.
-func (c *Convolution) check(allocs *allocTable) error {
-	dims := c.key().dims
+// checkShape validates c's sizes the way cuDNN's descriptors would (it
+// answers CUDNN_STATUS_BAD_PARAM).
+func (c *Convolution) checkShape() error {
+	dims := c.key()
 	for _, v := range dims[:16] {
 		if v < 0 || v > math.MaxInt32 {
 			return fmt.Errorf("cuda: %s: a size is negative or exceeds a C int", c)
@@ -97,6 +94,15 @@ func (c *Convolution) check(allocs *allocTable) error {
 	case c.OutH != ConvOutput(c.Height, c.KernelH, c.PadH, c.StrideH, c.DilationH) ||
 		c.OutW != ConvOutput(c.Width, c.KernelW, c.PadW, c.StrideW, c.DilationW) || c.OutH < 1 || c.OutW < 1:
 		return fmt.Errorf("cuda: %s: the output is not what the other sizes give", c)
+	}
+	return nil
+}
+
+// check validates c's sizes and that every operand lies in one
+// allocation.
+func (c *Convolution) check(allocs *allocTable) error {
+	if err := c.checkShape(); err != nil {
+		return err
 	}
 	x, w, y := c.elems()
 	for _, op := range []struct {

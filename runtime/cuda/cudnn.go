@@ -35,6 +35,8 @@ const (
 	cudnnFMAMath          = 3
 	cudnnActivationRelu   = 1 // cudnnActivationMode_t
 	cudnnNotPropagateNaN  = 0 // cudnnNanPropagation_t
+	// cudnnStatusNotSupported is CUDNN_STATUS_NOT_SUPPORTED.
+	cudnnStatusNotSupported = 3000
 )
 
 // cudnnLib holds the cuDNN entry points. Handles and descriptors are
@@ -202,6 +204,9 @@ type convPlan struct {
 	x, w, y, bias, conv uintptr // descriptors
 	algo                int32
 	wsBytes             int
+	// unfused is set once the fused bias + ReLU call answered
+	// CUDNN_STATUS_NOT_SUPPORTED for this shape.
+	unfused bool
 }
 
 func (d *dnn) check(call string, rc int32) error {
@@ -355,7 +360,7 @@ func (c *Context) convPlan(cv *Convolution) (*convPlan, error) {
 	if d.lib == nil {
 		return nil, d.err
 	}
-	if err := cv.check(&c.allocs); err != nil {
+	if err := cv.checkShape(); err != nil {
 		return nil, err
 	}
 	key := cv.key()
@@ -419,15 +424,23 @@ func (c *Context) Conv(cv *Convolution) error {
 	if err != nil {
 		return err
 	}
+	if err := cv.check(&c.allocs); err != nil {
+		return err
+	}
 	d, l := &c.dnn, c.dnn.lib
 	one, zero := float32(1), float32(0)
 	ws, wsBytes := uintptr(d.ws), uintptr(p.wsBytes)
 	x, w, y, b := uintptr(cv.X), uintptr(cv.Filter), uintptr(cv.Y), uintptr(cv.Bias)
-	if cv.Bias != 0 && cv.Relu {
-		// alpha2 = 0: z (given as y) does not contribute.
+	if cv.Bias != 0 && cv.Relu && !p.unfused {
+		// alpha2 = 0: z (given as y) does not contribute. A shape the
+		// fused kernels do not take (it fails before queueing anything)
+		// takes the three calls below from then on.
 		rc := l.cudnnConvolutionBiasActivationForward(d.h, &one, p.x, x, p.w, w, p.conv, p.algo, ws, wsBytes,
 			&zero, p.y, y, p.bias, b, d.relu, p.y, y)
-		return wrapConv(d.check("cudnnConvolutionBiasActivationForward", rc), cv)
+		if rc != cudnnStatusNotSupported {
+			return wrapConv(d.check("cudnnConvolutionBiasActivationForward", rc), cv)
+		}
+		p.unfused = true
 	}
 	rc := l.cudnnConvolutionForward(d.h, &one, p.x, x, p.w, w, p.conv, p.algo, ws, wsBytes, &zero, p.y, y)
 	if err := d.check("cudnnConvolutionForward", rc); err != nil {

@@ -454,13 +454,13 @@ func (e *Emulator) notCapturing(call string) error {
 // ConvError is nil: the emulator always convolves.
 func (e *Emulator) ConvError() error { return nil }
 
-// PrepareConv only checks c: the emulator has one algorithm.
+// PrepareConv only checks c's sizes: the emulator has one algorithm.
 func (e *Emulator) PrepareConv(c *Convolution) error {
 	if err := e.lock(); err != nil {
 		return err
 	}
 	defer e.mu.Unlock()
-	return c.check(&e.allocs)
+	return c.checkShape()
 }
 
 // Conv computes the convolution by cuDNN's definition.
