@@ -50,8 +50,8 @@ type CUDASession struct {
 	plans     []*cudaNodePlan
 	steps     []func() error // per node; nil for a view
 	fallbacks []string
-	// notes say how the session runs where it could run faster: no
-	// cuDNN, no graph capture.
+	// notes say where the session runs slower than it could, and why
+	// (Notes adds graph capture's reason).
 	notes []string
 	// fusedRelu marks the Conv nodes whose only reader, a Relu, is fused
 	// into them; that Relu is a view of the Conv's output.
@@ -380,8 +380,8 @@ func (s *CUDASession) Device() cuda.Device { return s.dev.Device() }
 // operator without a GPU kernel or a shape the kernels do not take.
 func (s *CUDASession) Fallbacks() []string { return slices.Clone(s.fallbacks) }
 
-// Notes say what the session does without that it could do with: no
-// cuDNN (convolutions as im2col + cuBLAS), no graph capture, and why.
+// Notes list what the session goes without, and why: cuDNN for some or
+// all convolutions (they are im2col + cuBLAS then), graph capture.
 func (s *CUDASession) Notes() []string {
 	notes := slices.Clone(s.notes)
 	if s.graphs.reason != "" {
