@@ -23,8 +23,10 @@ const (
 	// accumulates in float32, as PyTorch's autocast does: cuBLAS's
 	// CUBLAS_COMPUTE_32F_FAST_16BF on float32 matrices. cuDNN's legacy
 	// API has no such mode for float32 tensors; convolutions get
-	// CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, whose down-conversion keeps
-	// at least bfloat16's precision.
+	// CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, which lets cuDNN convert the
+	// operands for its tensor cores: to TF32 or half precision, with a
+	// longer mantissa than bfloat16 but, for half, a range that ends at
+	// 65504.
 	BF16
 )
 
