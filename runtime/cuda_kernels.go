@@ -308,6 +308,7 @@ func (s *CUDASession) gemmStep(g *cuda.Gemm) (func() error, error) {
 		}
 		return s.unaryStep(cuda.UnaryScale, g.C, g.C, size, g.Beta, 0)
 	}
+	g.Precision = s.opt.precision
 	return func() error { return s.dev.Gemm(g) }, nil
 }
 
@@ -413,7 +414,8 @@ func (s *CUDASession) planBatchNorm(n *node, k *batchNormKernel) (*cudaNodePlan,
 	}}, "", nil
 }
 
-// planConv runs a convolution as the CPU kernel does, one image at a time:
+// planConv runs a convolution through cuDNN where it can (planCuDNNConv),
+// else as the CPU kernel does, one image at a time:
 // im2col gathers the image's column matrix (all groups: group g's rows
 // are the g-th block of C/group·kh·kw) into the session's workspace, and
 // one strided-batched product over the groups computes
@@ -421,6 +423,9 @@ func (s *CUDASession) planBatchNorm(n *node, k *batchNormKernel) (*cudaNodePlan,
 // stride 1 and no padding needs no gathering. With a bias the output is
 // first filled with it and the product accumulates (beta = 1).
 func (s *CUDASession) planConv(n *node, k *convKernel) (*cudaNodePlan, string, error) {
+	if p := s.planCuDNNConv(k, n); p != nil {
+		return p, "", nil
+	}
 	outShape := s.model.values[n.out[0]].shape
 	plane := k.outH * k.outW
 	kg := k.channels / k.group * k.kh * k.kw
@@ -464,6 +469,14 @@ func (s *CUDASession) planConv(n *node, k *convKernel) (*cudaNodePlan, string, e
 			}
 			st, err := s.gemmStep(cudaRowMajorGemm(false, false, mg, plane, kg, 1,
 				in[1], mg*kg, cols, kg*plane, beta, y, mg*plane, k.group))
+			if err != nil {
+				return nil, err
+			}
+			steps = append(steps, st)
+		}
+		if s.fusedRelu[n] {
+			// cuDNN was to apply the Relu, whose node is a view now.
+			st, err := s.unaryStep(cuda.UnaryRelu, out[0], out[0], numElements(outShape), 0, 0)
 			if err != nil {
 				return nil, err
 			}

@@ -28,6 +28,13 @@ import (
 // download of its inputs and an upload of its outputs, and Fallbacks
 // lists it with the reason.
 //
+// Convolutions go to cuDNN where the backend has it (cuda.Convolver),
+// a Relu that alone reads a convolution's output fused into it; else
+// they are im2col + cuBLAS, and Notes says why. Where the backend can
+// capture (cuda.Capturer) and no node falls back to the CPU, the second
+// Run records the queued work as a graph, and later Runs replay it
+// between the copies of the inputs and outputs, which stay outside it.
+//
 // Methods may be called from several goroutines; they run one at a time.
 // Close releases the device memory and the CUDA context.
 type CUDASession struct {
@@ -45,8 +52,15 @@ type CUDASession struct {
 	plans     []*cudaNodePlan
 	steps     []func() error // per node; nil for a view
 	fallbacks []string
+	// notes say where the session runs slower than it could, and why
+	// (Notes adds graph capture's reason).
+	notes []string
+	// fusedRelu marks the Conv nodes whose only reader, a Relu, is fused
+	// into them; that Relu is a view of the Conv's output.
+	fusedRelu map[*node]bool
 	scratch   cuda.Ptr // im2col workspace shared by all Conv nodes
 	env       *env     // for CPU fallbacks
+	graphs    cudaGraphs
 	closed    bool
 }
 
@@ -60,6 +74,21 @@ type cudaOptions struct {
 	syncEachNode bool
 	// threads for CPU fallbacks; 0 means GOMAXPROCS.
 	threads int
+	// im2col keeps convolutions on im2col + cuBLAS where the backend
+	// convolves (cuDNN).
+	im2col bool
+	// noGraphs runs plain launches where the backend could capture
+	// (RULEBOOK_CUDA_GRAPHS=0).
+	noGraphs bool
+	// precision of the matrix products and convolutions.
+	precision cuda.Precision
+}
+
+// CUDAOptions are what a caller chooses about a CUDA session.
+type CUDAOptions struct {
+	// Precision of the matrix products and convolutions (cuda.FP32 by
+	// default); everything else computes in float32.
+	Precision cuda.Precision
 }
 
 // cudaResources is what a session holds on the device and must give back.
@@ -155,12 +184,16 @@ type cudaNodePlan struct {
 // NewCUDASession opens the GPU and prepares the model for it. Without a
 // usable GPU, driver, NVRTC or cuBLAS the error wraps cuda.ErrUnavailable
 // and names the libraries tried.
-func (m *Model) NewCUDASession() (*CUDASession, error) {
+func (m *Model) NewCUDASession() (*CUDASession, error) { return m.OpenCUDA(CUDAOptions{}) }
+
+// OpenCUDA is NewCUDASession with options.
+func (m *Model) OpenCUDA(o CUDAOptions) (*CUDASession, error) {
 	dev, err := cuda.Open()
 	if err != nil {
 		return nil, fmt.Errorf("runtime: NewCUDASession: %w", err)
 	}
-	opt := cudaOptions{syncEachNode: os.Getenv("RULEBOOK_CUDA_SYNC") == "1"}
+	opt := cudaOptions{syncEachNode: os.Getenv("RULEBOOK_CUDA_SYNC") == "1", noGraphs: os.Getenv("RULEBOOK_CUDA_GRAPHS") == "0",
+		precision: o.Precision}
 	s, err := m.newCUDASession(dev, true, opt)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: NewCUDASession on %s: %w", dev.Device(), err)
@@ -187,8 +220,9 @@ func (s *CUDASession) prepare() error {
 	for id := range s.root {
 		s.root[id] = id
 	}
+	s.fusedRelu = s.reluFusions()
 	for _, n := range m.nodes {
-		if _, ok := n.kernel.(viewKernel); ok && n.in[0] >= 0 {
+		if s.isView(n) && n.in[0] >= 0 {
 			s.root[n.out[0]] = s.root[n.in[0]]
 		}
 	}
@@ -196,7 +230,7 @@ func (s *CUDASession) prepare() error {
 	s.plans = make([]*cudaNodePlan, len(m.nodes))
 	fallbackScratch, scratch := 0, 0
 	for i, n := range m.nodes {
-		if _, ok := n.kernel.(viewKernel); ok {
+		if s.isView(n) {
 			continue
 		}
 		p, err := s.planNode(n)
@@ -234,6 +268,7 @@ func (s *CUDASession) prepare() error {
 		}
 		s.steps[i] = step
 	}
+	s.graphs.reason = s.captureReason()
 	return nil
 }
 
@@ -347,6 +382,23 @@ func (s *CUDASession) Device() cuda.Device { return s.dev.Device() }
 // operator without a GPU kernel or a shape the kernels do not take.
 func (s *CUDASession) Fallbacks() []string { return slices.Clone(s.fallbacks) }
 
+// Notes list what the session goes without, and why: cuDNN for some or
+// all convolutions (they are im2col + cuBLAS then), graph capture.
+func (s *CUDASession) Notes() []string {
+	notes := slices.Clone(s.notes)
+	if s.graphs.reason != "" {
+		notes = append(notes, "no CUDA graph: "+s.graphs.reason)
+	}
+	return notes
+}
+
+// note records a note once.
+func (s *CUDASession) note(text string) {
+	if !slices.Contains(s.notes, text) {
+		s.notes = append(s.notes, text)
+	}
+}
+
 // Run computes the graph outputs for the given inputs, which must match
 // the model's input names and shapes. It allocates the returned tensors
 // and nothing on the device.
@@ -365,21 +417,8 @@ func (s *CUDASession) Run(ctx context.Context, inputs map[string]*Tensor) (map[s
 			return nil, fmt.Errorf("runtime: Run: uploading input %q: %w", m.values[id].name, err)
 		}
 	}
-	for i, step := range s.steps {
-		if err := ctx.Err(); err != nil {
-			s.dev.Synchronize()
-			return nil, fmt.Errorf("runtime: Run: stopped before node %d (%s %q): %w", i, m.nodes[i].op, m.nodes[i].name, err)
-		}
-		if step == nil {
-			continue
-		}
-		err := step()
-		if err == nil && s.opt.syncEachNode {
-			err = s.dev.Synchronize()
-		}
-		if err != nil {
-			return nil, fmt.Errorf("runtime: Run: node %d (%s %q): %w", i, m.nodes[i].op, m.nodes[i].name, err)
-		}
+	if err := s.runGraph(ctx); err != nil {
+		return nil, fmt.Errorf("runtime: Run: %w", err)
 	}
 	results := make(map[string]*Tensor, len(m.outputs))
 	for i, id := range m.outputs {
@@ -477,7 +516,7 @@ func (s *CUDASession) Close() error {
 		return nil
 	}
 	s.closed = true
-	return s.res.release()
+	return errors.Join(s.graphs.destroy(s.dev), s.res.release())
 }
 
 // fallbackThreads is how many CPU threads run the nodes that fall back to

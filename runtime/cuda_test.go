@@ -354,6 +354,11 @@ func TestCUDAEmulated(t *testing.T) {
 	openPlain := func(t *testing.T, m *Model) *CUDASession { return open(t, m, cudaOptions{}) }
 
 	t.Run("ops", func(t *testing.T) { testCUDAOps(t, openPlain) })
+	// The convolutions above went to the emulator's Convolver (cuDNN's
+	// stand-in); these take im2col + cuBLAS.
+	t.Run("ops im2col", func(t *testing.T) {
+		testCUDAOps(t, func(t *testing.T, m *Model) *CUDASession { return open(t, m, cudaOptions{im2col: true}) })
+	})
 	t.Run("models", func(t *testing.T) {
 		for _, tc := range cudaModelCases {
 			t.Run(tc.file, func(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 // modelOptions are the flags every command that loads a model shares.
 type modelOptions struct {
 	backend, weights, ortLib string
+	precision                string
 	seed                     uint64
 	threads                  int
 	dims                     []string
@@ -28,6 +29,7 @@ type modelOptions struct {
 func (o *modelOptions) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&o.backend, "backend", "cpu", "cpu, cuda or ort (ONNX Runtime); run takes a list, cpu,ort, to time them side by side")
+	f.StringVar(&o.precision, "precision", "fp32", "fp32, tf32 or bf16: how --backend cuda multiplies and convolves (tf32 and bf16 round the operands, accumulating in fp32)")
 	f.StringVar(&o.ortLib, "ort-lib", "", "libonnxruntime.so for --backend ort (default: $ONNXRUNTIME_LIB, then python3's onnxruntime package, then the library directories)")
 	f.StringVar(&o.weights, "weights", "auto", "auto (the model's weights file, else random), file, or random")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of generated weights and inputs")
@@ -38,7 +40,7 @@ func (o *modelOptions) register(cmd *cobra.Command) {
 // load reads a model and opens an executor on each backend named, in
 // order; notes (generated weights) go to stderr. The caller closes them.
 func (o *modelOptions) load(cmd *cobra.Command, path string) (*runtime.Model, []runtime.Executor, []string, error) {
-	opt := backend.Options{Threads: o.threads, ORTLibrary: o.ortLib, Load: runtime.LoadOptions{Seed: o.seed}}
+	opt := backend.Options{Threads: o.threads, ORTLibrary: o.ortLib, Precision: o.precision, Load: runtime.LoadOptions{Seed: o.seed}}
 	names, err := opt.Check(cmd.Context(), o.backend)
 	if err == nil {
 		opt.Load.Weights, err = backend.ParseWeights(o.weights)

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"rulebook/runtime"
+	"rulebook/runtime/cuda"
 	"rulebook/runtime/ort"
 )
 
@@ -32,6 +33,9 @@ type Options struct {
 	// or "" to search (ort.DefaultSearch). Check sets it to the library
 	// found.
 	ORTLibrary string
+	// Precision of the cuda backend's products and convolutions
+	// (--precision): fp32, tf32 or bf16; "" is fp32.
+	Precision string
 }
 
 // Check splits a comma-separated list of backends and checks each cheaply,
@@ -42,6 +46,9 @@ func (o *Options) Check(ctx context.Context, list string) ([]string, error) {
 		return nil, fmt.Errorf("--threads %d: expected 0 (all cores) to %d", o.Threads, MaxThreads)
 	}
 	names := strings.Split(list, ",")
+	if err := o.checkPrecision(names); err != nil {
+		return nil, err
+	}
 	for i, name := range names {
 		names[i] = strings.TrimSpace(name)
 		if slices.Contains(names[:i], names[i]) {
@@ -163,9 +170,15 @@ func CloseAll(execs []runtime.Executor) error {
 func Open(w io.Writer, m *runtime.Model, name string, o Options) (runtime.Executor, error) {
 	var e runtime.Executor
 	var err error
-	if name == ORT {
+	switch name {
+	case ORT:
 		e, err = ort.Open(m, ort.Options{Library: o.ORTLibrary, Threads: o.Threads})
-	} else {
+	case runtime.BackendCUDA:
+		var p cuda.Precision
+		if p, err = o.precision(); err == nil {
+			e, err = m.OpenCUDA(runtime.CUDAOptions{Precision: p})
+		}
+	default:
 		e, err = m.Open(name, o.Threads)
 	}
 	if err != nil {
@@ -174,5 +187,35 @@ func Open(w io.Writer, m *runtime.Model, name string, o Options) (runtime.Execut
 	if gpu, ok := e.(*runtime.CUDASession); ok && len(gpu.Fallbacks()) > 0 {
 		fmt.Fprintf(w, "note: %d nodes run on the CPU: %s\n", len(gpu.Fallbacks()), strings.Join(gpu.Fallbacks(), "; "))
 	}
+	if gpu, ok := e.(*runtime.CUDASession); ok {
+		for _, n := range gpu.Notes() {
+			fmt.Fprintf(w, "note: %s\n", n)
+		}
+	}
 	return e, nil
+}
+
+// precision parses --precision ("" is fp32).
+func (o *Options) precision() (cuda.Precision, error) {
+	if o.Precision == "" {
+		return cuda.FP32, nil
+	}
+	p, err := cuda.ParsePrecision(o.Precision)
+	if err != nil {
+		return p, fmt.Errorf("--%w", err)
+	}
+	return p, nil
+}
+
+// checkPrecision refuses a bad --precision, and one other than fp32
+// where no backend listed is cuda: only the CUDA backend honours it.
+func (o *Options) checkPrecision(names []string) error {
+	p, err := o.precision()
+	if err != nil {
+		return err
+	}
+	if p != cuda.FP32 && !slices.ContainsFunc(names, func(n string) bool { return strings.TrimSpace(n) == runtime.BackendCUDA }) {
+		return fmt.Errorf("--precision %s applies to --backend cuda only", p)
+	}
+	return nil
 }

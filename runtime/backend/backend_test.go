@@ -114,3 +114,25 @@ func TestSideBySide(t *testing.T) {
 		t.Errorf("outputs on 1 and 2 threads differ by %g of the largest", d)
 	}
 }
+
+// TestCheckPrecision: --precision takes fp32, tf32 or bf16, and other
+// than fp32 only with the cuda backend.
+func TestCheckPrecision(t *testing.T) {
+	for _, c := range []struct{ precision, list, err string }{
+		{"", "cpu", ""},
+		{"fp32", "cpu", ""},
+		{"fp16", "cpu", "--precision must be fp32, tf32 or bf16, got \"fp16\""},
+		{"tf32", "cpu", "--precision tf32 applies to --backend cuda only"},
+		{"bf16", "cpu,tpu", "--precision bf16 applies to --backend cuda only"},
+	} {
+		o := Options{Precision: c.precision}
+		_, err := o.Check(context.Background(), c.list)
+		if (c.err == "") != (err == nil) || (err != nil && err.Error() != c.err) {
+			t.Errorf("--precision %q --backend %s: %v, want %q", c.precision, c.list, err, c.err)
+		}
+	}
+	o := Options{Precision: "tf32"}
+	if _, err := o.Check(context.Background(), "cpu,cuda"); err != nil && strings.Contains(err.Error(), "precision") {
+		t.Errorf("tf32 with cuda listed: %v", err)
+	}
+}

@@ -238,6 +238,8 @@ type Gemm struct {
 	LDA, LDB, LDC             int
 	StrideA, StrideB, StrideC int
 	Batch                     int
+	// Precision is how the operands are multiplied (FP32 by default).
+	Precision Precision
 }
 
 // check validates dimensions the way cuBLAS does (it would answer

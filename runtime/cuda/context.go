@@ -30,14 +30,21 @@ type Context struct {
 	ctx     uintptr
 	stream  uintptr
 	handle  uintptr // cublasHandle_t
+	math    int32   // the handle's cublasMath_t
 	start   uintptr // CUevents for Time
 	stop    uintptr
 	modules map[*Source]*module
-	cache   ptxCache
-	allocs  allocTable
-	arch    int  // compute capability NVRTC compiles for, e.g. 90
-	exact   bool // arch is the device's own (CUBIN possible)
-	closed  bool
+	dnn     dnn             // cuDNN, when there is one
+	graphs  map[*Graph]bool // live graphs, destroyed by Close
+	// capturing says the stream is recording into a graph: whatever
+	// would wait for it (copies to the host, Synchronize, Time) or run
+	// work at once (cuDNN's Find) is refused meanwhile.
+	capturing bool
+	cache     ptxCache
+	allocs    allocTable
+	arch      int  // compute capability NVRTC compiles for, e.g. 90
+	exact     bool // arch is the device's own (CUBIN possible)
+	closed    bool
 }
 
 type module struct {
@@ -72,7 +79,9 @@ func open(cache ptxCache) (*Context, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (found %s)", err, dev)
 	}
-	c := &Context{drv: drv, nvrtc: nv, blas: blas, dev: dev, device: device, cache: cache, modules: map[*Source]*module{}}
+	c := &Context{drv: drv, nvrtc: nv, blas: blas, dev: dev, device: device, cache: cache, modules: map[*Source]*module{}, graphs: map[*Graph]bool{}}
+	// Without cuDNN convolutions stay im2col + cuBLAS: ConvError says why.
+	c.dnn.lib, c.dnn.err = loadCUDNN()
 	arch, exact, ok := pickArch(10*dev.Major+dev.Minor, nv.supportedArchs())
 	if !ok {
 		return nil, fmt.Errorf("%w: NVRTC %s (%s) compiles for none of the architectures up to the GPU's compute %d.%d",
@@ -111,12 +120,22 @@ func (c *Context) init() error {
 			return c.fail("cuEventCreate", rc)
 		}
 	}
+	if c.dnn.lib != nil {
+		if err := c.dnn.open(c.stream); err != nil {
+			c.dnn.close()
+			c.dnn = dnn{err: fmt.Errorf("%w: %w", ErrUnavailable, err)}
+		}
+	}
 	return nil
 }
 
 // Describe says what the context runs on and with.
 func (c *Context) Describe() string {
-	return fmt.Sprintf("%s; NVRTC %s (%s) compiling for compute_%d; cuBLAS %s", c.dev, c.nvrtc.version(), c.nvrtc.file, c.arch, c.blas.file)
+	conv := "no cuDNN: " + fmt.Sprint(c.dnn.err)
+	if c.dnn.lib != nil {
+		conv = fmt.Sprintf("cuDNN %s (%s)", c.dnn.lib.Version(), c.dnn.lib.file)
+	}
+	return fmt.Sprintf("%s; NVRTC %s (%s) compiling for compute_%d; cuBLAS %s; %s", c.dev, c.nvrtc.version(), c.nvrtc.file, c.arch, c.blas.file, conv)
 }
 
 // Device describes the GPU.
@@ -200,6 +219,9 @@ func (c *Context) HostToDevice(dst Ptr, src unsafe.Pointer, bytes int) error {
 		return err
 	}
 	defer leave()
+	if err := c.notCapturing("HostToDevice"); err != nil {
+		return err
+	}
 	if !c.allocs.contains(dst, bytes) {
 		return fmt.Errorf("cuda: HostToDevice: %d bytes at %#x are not inside one allocation", bytes, uint64(dst))
 	}
@@ -220,6 +242,9 @@ func (c *Context) DeviceToHost(dst unsafe.Pointer, src Ptr, bytes int) error {
 		return err
 	}
 	defer leave()
+	if err := c.notCapturing("DeviceToHost"); err != nil {
+		return err
+	}
 	if !c.allocs.contains(src, bytes) {
 		return fmt.Errorf("cuda: DeviceToHost: %d bytes at %#x are not inside one allocation", bytes, uint64(src))
 	}
@@ -377,6 +402,12 @@ func (c *Context) Gemm(g *Gemm) error {
 		return cublasOpN
 	}
 	alpha, beta := g.Alpha, g.Beta
+	if g.Precision == BF16 {
+		return c.gemmBF16(g, op(g.TransA), op(g.TransB))
+	}
+	if err := c.setMath(g.Precision); err != nil {
+		return err
+	}
 	var rc int32
 	call := "cublasSgemm_v2"
 	if g.Batch == 1 {
@@ -401,6 +432,9 @@ func (c *Context) Synchronize() error {
 		return err
 	}
 	defer leave()
+	if err := c.notCapturing("Synchronize"); err != nil {
+		return err
+	}
 	if rc := c.drv.cuStreamSynchronize(c.stream); rc != 0 {
 		return c.fail("cuStreamSynchronize", rc)
 	}
@@ -416,6 +450,9 @@ func (c *Context) Time(fn func() error) (time.Duration, error) {
 			return err
 		}
 		defer leave()
+		if err := c.notCapturing("Time"); err != nil {
+			return err
+		}
 		if rc := c.drv.cuEventRecord(e, c.stream); rc != 0 {
 			return c.fail("cuEventRecord", rc)
 		}
@@ -477,6 +514,8 @@ func (c *Context) Close() error {
 		check("cuModuleUnload", c.drv.cuModuleUnload(m.handle))
 	}
 	c.modules = nil
+	errs = append(errs, c.closeGraphs()...)
+	errs = append(errs, c.dnn.close()...)
 	if c.handle != 0 {
 		if rc := c.blas.cublasDestroy(c.handle); rc != 0 {
 			errs = append(errs, fmt.Errorf("cuda: cublasDestroy_v2: %s", c.blas.describe(rc)))

@@ -62,9 +62,19 @@ type driver struct {
 	cuEventElapsedTime        func(ms *float32, start, end uintptr) int32
 	cuEventDestroy            func(e uintptr) int32
 
+	// CUDA graphs (CUDA 11.4 and later); a driver without them runs
+	// plain launches.
+	cuStreamBeginCapture        func(s uintptr, mode int32) int32
+	cuStreamEndCapture          func(s uintptr, g *uintptr) int32
+	cuGraphInstantiateWithFlags func(exec *uintptr, g uintptr, flags uint64) int32
+	cuGraphLaunch               func(exec uintptr, s uintptr) int32
+	cuGraphExecDestroy          func(exec uintptr) int32
+	cuGraphDestroy              func(g uintptr) int32
+
 	// missing names the execution entry points the library lacks; Open
-	// refuses such a driver, Probe does not need them.
-	missing []string
+	// refuses such a driver, Probe does not need them. missingGraph
+	// names the graph entry points it lacks.
+	missing, missingGraph []string
 }
 
 // Device attributes (CUdevice_attribute).
@@ -192,6 +202,21 @@ func loadDriver() (*driver, error) {
 		}
 		if !found {
 			d.missing = append(d.missing, s.names[0])
+		}
+	}
+	for _, s := range []struct {
+		name string
+		fn   any
+	}{
+		{"cuStreamBeginCapture_v2", &d.cuStreamBeginCapture},
+		{"cuStreamEndCapture", &d.cuStreamEndCapture},
+		{"cuGraphInstantiateWithFlags", &d.cuGraphInstantiateWithFlags},
+		{"cuGraphLaunch", &d.cuGraphLaunch},
+		{"cuGraphExecDestroy", &d.cuGraphExecDestroy},
+		{"cuGraphDestroy", &d.cuGraphDestroy},
+	} {
+		if !registerOptional(lib, s.name, s.fn) {
+			d.missingGraph = append(d.missingGraph, s.name)
 		}
 	}
 	return d, nil

@@ -40,7 +40,11 @@ type Emulator struct {
 	maps    map[Ptr][]byte // allocation start → the whole mapping
 	libs    map[*Source]*emuLib
 	entries map[*Function]emuEntry
-	closed  bool
+	// recording is the graph being captured: Launch, Gemm, Conv and
+	// DeviceToDevice append to it instead of running.
+	recording *Graph
+	graphs    map[*Graph]bool
+	closed    bool
 }
 
 type emuLib struct {
@@ -71,7 +75,7 @@ func OpenEmulator(dir string) (*Emulator, error) {
 		return nil, fmt.Errorf("%w: the emulator needs a C++ compiler (g++, c++ or clang++, or $CXX)", ErrUnavailable)
 	}
 	return &Emulator{dir: dir, cxx: cxx, mem: map[Ptr][]byte{}, maps: map[Ptr][]byte{},
-		libs: map[*Source]*emuLib{}, entries: map[*Function]emuEntry{}}, nil
+		libs: map[*Source]*emuLib{}, entries: map[*Function]emuEntry{}, graphs: map[*Graph]bool{}}, nil
 }
 
 // Device describes the emulator.
@@ -172,6 +176,9 @@ func (e *Emulator) HostToDevice(dst Ptr, src unsafe.Pointer, bytes int) error {
 		return err
 	}
 	defer e.mu.Unlock()
+	if err := e.notCapturing("HostToDevice"); err != nil {
+		return err
+	}
 	d, err := e.bytesAt(dst, bytes)
 	if err != nil {
 		return err
@@ -189,6 +196,9 @@ func (e *Emulator) DeviceToHost(dst unsafe.Pointer, src Ptr, bytes int) error {
 		return err
 	}
 	defer e.mu.Unlock()
+	if err := e.notCapturing("DeviceToHost"); err != nil {
+		return err
+	}
 	s, err := e.bytesAt(src, bytes)
 	if err != nil {
 		return err
@@ -214,8 +224,10 @@ func (e *Emulator) DeviceToDevice(dst, src Ptr, bytes int) error {
 	if err != nil {
 		return err
 	}
-	copy(d, s)
-	return nil
+	return e.queue(func() error {
+		copy(d, s)
+		return nil
+	})
 }
 
 // Function compiles the source with the host compiler on first use.
@@ -290,15 +302,18 @@ func (e *Emulator) Launch(f *Function, grid, block Dim3, args *Args) error {
 	if f.Syncs {
 		threaded = 1
 	}
-	rc := entry(grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z, threaded, args.pointer())
-	if rc != 0 {
-		return fmt.Errorf("cuda: emulator: launching %s failed (%d)", f.Name, rc)
-	}
-	return nil
+	return e.queue(func() error {
+		rc := entry(grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z, threaded, args.pointer())
+		if rc != 0 {
+			return fmt.Errorf("cuda: emulator: launching %s failed (%d)", f.Name, rc)
+		}
+		return nil
+	})
 }
 
 // Gemm computes the product by its definition, column-major, with BLAS's
-// rule that C is not read when beta is 0.
+// rule that C is not read when beta is 0, the operands rounded to the
+// product's precision.
 func (e *Emulator) Gemm(g *Gemm) error {
 	if g.M == 0 || g.N == 0 {
 		return nil
@@ -310,6 +325,11 @@ func (e *Emulator) Gemm(g *Gemm) error {
 	if err := g.check(&e.allocs); err != nil {
 		return err
 	}
+	copied := *g
+	return e.queue(func() error { return e.gemm(&copied) })
+}
+
+func (e *Emulator) gemm(g *Gemm) error {
 	rowsA, colsA, rowsB, colsB := g.M, g.K, g.K, g.N
 	if g.TransA {
 		rowsA, colsA = g.K, g.M
@@ -337,6 +357,8 @@ func (e *Emulator) Gemm(g *Gemm) error {
 		if err != nil {
 			return err
 		}
+		// The tensor cores' operand rounding (Precision), on copies.
+		a, b = g.Precision.rounded(a), g.Precision.rounded(b)
 		for j := range g.N {
 			clear(acc)
 			for l := range g.K {
@@ -373,8 +395,8 @@ func (e *Emulator) Synchronize() error {
 	if err := e.lock(); err != nil {
 		return err
 	}
-	e.mu.Unlock()
-	return nil
+	defer e.mu.Unlock()
+	return e.notCapturing("Synchronize")
 }
 
 // Time measures fn on the wall clock.
@@ -392,6 +414,7 @@ func (e *Emulator) Close() error {
 		return nil
 	}
 	e.closed = true
+	e.recording, e.graphs = nil, nil
 	var errs []error
 	for _, p := range e.allocs.all() {
 		errs = append(errs, e.free(p))
@@ -411,3 +434,121 @@ func (e *Emulator) Allocations() int {
 }
 
 var _ Backend = (*Emulator)(nil)
+
+// queue runs op now, or records it while a capture is under way.
+func (e *Emulator) queue(op func() error) error {
+	if e.recording != nil {
+		e.recording.ops = append(e.recording.ops, op)
+		return nil
+	}
+	return op()
+}
+
+func (e *Emulator) notCapturing(call string) error {
+	if e.recording != nil {
+		return fmt.Errorf("cuda: emulator: %s while the stream is being captured", call)
+	}
+	return nil
+}
+
+// ConvError is nil: the emulator always convolves.
+func (e *Emulator) ConvError() error { return nil }
+
+// PrepareConv only checks c's sizes: the emulator has one algorithm.
+func (e *Emulator) PrepareConv(c *Convolution) error {
+	if err := e.lock(); err != nil {
+		return err
+	}
+	defer e.mu.Unlock()
+	return c.checkShape()
+}
+
+// Conv computes the convolution by cuDNN's definition.
+func (e *Emulator) Conv(c *Convolution) error {
+	if err := e.lock(); err != nil {
+		return err
+	}
+	defer e.mu.Unlock()
+	if err := c.check(&e.allocs); err != nil {
+		return err
+	}
+	nx, nw, ny := c.elems()
+	x, _ := e.floatsAt(c.X, nx)
+	w, _ := e.floatsAt(c.Filter, nw)
+	y, _ := e.floatsAt(c.Y, ny)
+	var bias []float32
+	if c.Bias != 0 {
+		bias, _ = e.floatsAt(c.Bias, c.Filters)
+	}
+	copied := *c
+	return e.queue(func() error {
+		convolve(&copied, x, w, bias, y)
+		return nil
+	})
+}
+
+// CaptureError is nil: the emulator records launches to replay them.
+func (e *Emulator) CaptureError() error { return nil }
+
+// BeginCapture starts recording.
+func (e *Emulator) BeginCapture() error {
+	if err := e.lock(); err != nil {
+		return err
+	}
+	defer e.mu.Unlock()
+	if e.recording != nil {
+		return errors.New("cuda: emulator: BeginCapture: a capture is already under way")
+	}
+	e.recording = &Graph{}
+	return nil
+}
+
+// EndCapture stops recording and returns what was recorded.
+func (e *Emulator) EndCapture() (*Graph, error) {
+	if err := e.lock(); err != nil {
+		return nil, err
+	}
+	defer e.mu.Unlock()
+	g := e.recording
+	if g == nil {
+		return nil, errors.New("cuda: emulator: EndCapture: no capture is under way")
+	}
+	e.recording = nil
+	e.graphs[g] = true
+	return g, nil
+}
+
+// Replay runs the recorded work in order.
+func (e *Emulator) Replay(g *Graph) error {
+	if err := e.lock(); err != nil {
+		return err
+	}
+	defer e.mu.Unlock()
+	if !e.graphs[g] {
+		return errors.New("cuda: emulator: Replay: not a live graph of this emulator")
+	}
+	for _, op := range g.ops {
+		if err := op(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DestroyGraph forgets a graph.
+func (e *Emulator) DestroyGraph(g *Graph) error {
+	if err := e.lock(); err != nil {
+		return err
+	}
+	defer e.mu.Unlock()
+	if !e.graphs[g] {
+		return errors.New("cuda: emulator: DestroyGraph: not a live graph of this emulator")
+	}
+	delete(e.graphs, g)
+	return nil
+}
+
+var (
+	_ Convolver = (*Emulator)(nil)
+	_ Capturer  = (*Emulator)(nil)
+)

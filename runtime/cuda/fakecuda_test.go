@@ -82,9 +82,12 @@ CUresult cuStreamCreate(CUstream* s, unsigned int flags) { NEED_CTX; *s = (CUstr
 CUresult cuStreamDestroy_v2(CUstream s) { NEED_CTX; return s == (CUstream)&stream_token ? 0 : 400; }
 CUresult cuStreamSynchronize(CUstream s) { NEED_CTX; return s == (CUstream)&stream_token ? 0 : 400; }
 
+static size_t alloc_limit = (size_t)1 << 32;
+void fake_alloc_limit(size_t n) { alloc_limit = n; }
 CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t bytes) {
   NEED_CTX;
   if (bytes == 0) return 1;
+  if (bytes > alloc_limit) return 2;
   void* m = malloc(bytes);
   memset(m, 0xff, bytes);
   live_allocs++;
@@ -140,6 +143,18 @@ long fake_live_allocs(void) { return live_allocs; }
 int fake_primary_refs(void) { return primary_refs; }
 int fake_modules(void) { return modules_loaded; }
 
+// Stream capture records rb_fill launches; a graph replays them.
+static int capturing;
+struct fill { float* y; long long n; float v; };
+static struct fill captured[16];
+static int ncaptured;
+static int capture_fill(float* y, long long n, float v) {
+  if (ncaptured == 16) return 1;
+  captured[ncaptured].y = y; captured[ncaptured].n = n; captured[ncaptured].v = v;
+  ncaptured++;
+  return 0;
+}
+
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shared, CUstream s, void** params, void** extra) {
   NEED_CTX;
@@ -155,6 +170,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
     float* y = *(float**)params[0];
     long long n = *(long long*)params[1];
     float v = *(float*)params[2];
+    if (capturing) return capture_fill(y, n, v);
     for (long long i = 0; i < n; i++) y[i] = v;
   }
   return 0;
@@ -252,6 +268,16 @@ type fakeLib struct {
 	liveAllocs  func() int64
 	primaryRefs func() int32
 	modules     func() int32
+	// fail makes the entry point named fail with rc ("" for none).
+	fail         func(name string, rc int32)
+	allocLimit   func(bytes uintptr)
+	cudnnVersion func(v uintptr)
+	cudnnLive    func() int32 // live cuDNN descriptors and handles
+	findCalls    func() int32
+	liveGraphs   func() int32
+	blasMath     func() int32
+	gemmCompute  func() int32
+	convMath     func() int32
 }
 
 var (
@@ -276,7 +302,7 @@ func useFakeCUDA(t *testing.T) *fakeLib {
 			return
 		}
 		src, lib := filepath.Join(dir, "fake.c"), filepath.Join(dir, "libfakecuda.so")
-		if err := os.WriteFile(src, []byte(fakeCUDASource), 0o644); err != nil {
+		if err := os.WriteFile(src, []byte(fakeCUDASource+fakeGraphSource+fakeMathSource+fakeCUDNNSource), 0o644); err != nil {
 			fakeErr = err
 			return
 		}
@@ -298,15 +324,29 @@ func useFakeCUDA(t *testing.T) *fakeLib {
 		purego.RegisterLibFunc(&f.liveAllocs, h, "fake_live_allocs")
 		purego.RegisterLibFunc(&f.primaryRefs, h, "fake_primary_refs")
 		purego.RegisterLibFunc(&f.modules, h, "fake_modules")
+		purego.RegisterLibFunc(&f.fail, h, "fake_fail")
+		purego.RegisterLibFunc(&f.allocLimit, h, "fake_alloc_limit")
+		purego.RegisterLibFunc(&f.cudnnVersion, h, "fake_cudnn_version")
+		purego.RegisterLibFunc(&f.cudnnLive, h, "fake_cudnn_live")
+		purego.RegisterLibFunc(&f.findCalls, h, "fake_find_calls")
+		purego.RegisterLibFunc(&f.liveGraphs, h, "fake_live_graphs")
+		purego.RegisterLibFunc(&f.blasMath, h, "fake_blas_math")
+		purego.RegisterLibFunc(&f.gemmCompute, h, "fake_gemm_compute")
+		purego.RegisterLibFunc(&f.convMath, h, "fake_conv_math")
 		fake = f
 	})
 	if fakeErr != nil {
 		t.Skipf("cannot build the fake CUDA library: %v", fakeErr)
 	}
-	saved := [4][]string{driverLibraries, nvrtcLibraries, cublasLibraries, toolkitDirs}
+	saved := [6][]string{driverLibraries, nvrtcLibraries, cublasLibraries, toolkitDirs, cudnnLibraries, cudnnDirs}
 	driverLibraries, nvrtcLibraries, cublasLibraries, toolkitDirs = []string{fake.path}, []string{fake.path}, []string{fake.path}, nil
+	cudnnLibraries, cudnnDirs = []string{fake.path}, nil
 	t.Cleanup(func() {
 		driverLibraries, nvrtcLibraries, cublasLibraries, toolkitDirs = saved[0], saved[1], saved[2], saved[3]
+		cudnnLibraries, cudnnDirs = saved[4], saved[5]
+		fake.fail("", 0)
+		fake.allocLimit(1 << 32)
+		fake.cudnnVersion(90100)
 	})
 	return fake
 }
@@ -458,7 +498,12 @@ func TestFakeCUDA(t *testing.T) {
 	}
 }
 
-func testFakeGemm(t *testing.T, c *Context) {
+func testFakeGemm(t *testing.T, c *Context) { testFakeGemmAt(t, c, FP32) }
+
+// testFakeGemmAt runs the products at a precision; the operands are
+// small integers, exact in bfloat16, so every precision gives the
+// exact product.
+func testFakeGemmAt(t *testing.T, c *Context, p Precision) {
 	const m, n, k = 3, 2, 4
 	a := []float32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24}
 	b := []float32{1, -1, 2, 5, 3, -3, 4, 7}
@@ -469,7 +514,7 @@ func testFakeGemm(t *testing.T, c *Context) {
 	UploadFloats(c, pb, b)
 	for _, batch := range []int{1, 2} {
 		g := &Gemm{M: m, N: n, K: k, Alpha: 1, Beta: 0, A: pa, LDA: m, StrideA: m * k, B: pb, LDB: k, StrideB: 0,
-			C: pc, LDC: m, StrideC: m * n, Batch: batch}
+			C: pc, LDC: m, StrideC: m * n, Batch: batch, Precision: p}
 		if err := c.Gemm(g); err != nil {
 			t.Fatal(err)
 		}

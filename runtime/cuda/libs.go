@@ -280,6 +280,14 @@ type cublasLib struct {
 		beta *float32, c uintptr, ldc int32, strideC int64, batch int32) int32
 	// Optional (cuBLAS 11.4.2 and later).
 	cublasGetStatusName func(rc int32) string
+	// Optional (cuBLAS 11 and later), for TF32 and BF16 products.
+	cublasSetMathMode func(h uintptr, mode int32) int32
+	cublasGemmEx      func(h uintptr, transa, transb int32, m, n, k int32,
+		alpha *float32, a uintptr, atype, lda int32, b uintptr, btype, ldb int32,
+		beta *float32, c uintptr, ctype, ldc int32, compute, algo int32) int32
+	cublasGemmStridedBatchedEx func(h uintptr, transa, transb int32, m, n, k int32,
+		alpha *float32, a uintptr, atype, lda int32, strideA int64, b uintptr, btype, ldb int32, strideB int64,
+		beta *float32, c uintptr, ctype, ldc int32, strideC int64, batch, compute, algo int32) int32
 
 	file string
 }
@@ -288,6 +296,17 @@ type cublasLib struct {
 const (
 	cublasOpN = 0
 	cublasOpT = 1
+)
+
+// cuBLAS math modes (cublasMath_t), the float32 data type
+// (cudaDataType_t), the bfloat16-operand compute type
+// (cublasComputeType_t) and the default algorithm (cublasGemmAlgo_t).
+const (
+	cublasDefaultMath        = 0
+	cublasTF32Math           = 3
+	cudaR32F                 = 0
+	cublasCompute32FFast16BF = 75
+	cublasGemmDefault        = -1
 )
 
 func loadCUBLAS() (*cublasLib, error) {
@@ -313,6 +332,9 @@ func loadCUBLAS() (*cublasLib, error) {
 		}
 	}
 	registerOptional(lib, "cublasGetStatusName", &b.cublasGetStatusName)
+	registerOptional(lib, "cublasSetMathMode", &b.cublasSetMathMode)
+	registerOptional(lib, "cublasGemmEx", &b.cublasGemmEx)
+	registerOptional(lib, "cublasGemmStridedBatchedEx", &b.cublasGemmStridedBatchedEx)
 	return b, nil
 }
 
