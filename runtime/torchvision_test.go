@@ -2,11 +2,14 @@ package runtime
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"rulebook/internal/testfiles"
+	"rulebook/runtime/cuda"
 )
 
 // TestTorchvisionExports: scripts/export_torchvision.py exports each model
@@ -51,5 +54,49 @@ func TestTorchvisionExports(t *testing.T) {
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestCUDAPlansTorchvision opens every export of the folder
+// RULEBOOK_TORCHVISION_DIR names (all 80 classifiers when
+// scripts/export_torchvision.py made it without names) on the kernel
+// emulator and checks that no node would leave the GPU and that no
+// convolution would leave cuDNN. It plans only: running the large models
+// under the emulator takes minutes each. Without the folder it skips.
+func TestCUDAPlansTorchvision(t *testing.T) {
+	dir := os.Getenv("RULEBOOK_TORCHVISION_DIR")
+	if dir == "" {
+		t.Skip("set RULEBOOK_TORCHVISION_DIR to a scripts/export_torchvision.py folder to plan its models on the emulator")
+	}
+	folders, err := filepath.Glob(filepath.Join(dir, "*", "model.onnx"))
+	if err != nil || len(folders) == 0 {
+		t.Fatalf("no NAME/model.onnx in %s (%v)", dir, err)
+	}
+	emu, err := cuda.OpenEmulator(t.TempDir())
+	if err != nil {
+		t.Skip(err)
+	}
+	defer emu.Close()
+	for _, path := range folders {
+		name := filepath.Base(filepath.Dir(path))
+		t.Run(name, func(t *testing.T) {
+			m, _, err := Load(path, LoadOptions{Weights: WeightsFile})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := m.newCUDASession(emu, false, cudaOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if fb := s.Fallbacks(); len(fb) > 0 {
+				t.Errorf("%d nodes run on the CPU:\n%s", len(fb), strings.Join(fb, "\n"))
+			}
+			for _, note := range s.Notes() {
+				if strings.Contains(note, "im2col") {
+					t.Errorf("a convolution leaves cuDNN: %s", note)
+				}
+			}
+		})
 	}
 }
