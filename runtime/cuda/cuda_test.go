@@ -2,6 +2,9 @@ package cuda
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -169,5 +172,33 @@ func TestDescribeWithoutDriver(t *testing.T) {
 	}
 	if got := cublasStatusName(7); got != "CUBLAS_STATUS_INVALID_VALUE" {
 		t.Errorf("cublasStatusName(7) = %q", got)
+	}
+}
+
+// TestPythonWheelDirs: a virtual environment's python3 on PATH adds its
+// NVIDIA wheel directories (PyTorch's cuDNN lives there), and a real
+// library in one is found.
+func TestPythonWheelDirs(t *testing.T) {
+	venv := t.TempDir()
+	bin, lib := filepath.Join(venv, "bin"), filepath.Join(venv, "lib", "python3.12", "site-packages", "nvidia", "cudnn", "lib")
+	for _, d := range []string{bin, lib} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{filepath.Join(bin, "python3"), filepath.Join(lib, "libcudnn.so.9")} {
+		if err := os.WriteFile(f, nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := strings.Join([]string{"", t.TempDir(), bin, bin + "/"}, string(filepath.ListSeparator))
+	dirs := pythonWheelDirs(path)
+	want := []string{filepath.Join(venv, "lib/python3*/site-packages/nvidia/*/lib"), filepath.Join(venv, "lib/python3*/dist-packages/nvidia/*/lib")}
+	if !slices.Equal(dirs, want) {
+		t.Fatalf("dirs %v, want %v", dirs, want)
+	}
+	got := libraryCandidates(cudnnLibraries, "libcudnn.so", dirs, filepath.Glob)
+	if !slices.Contains(got, filepath.Join(lib, "libcudnn.so.9")) {
+		t.Errorf("candidates %v lack the environment's cuDNN", got)
 	}
 }

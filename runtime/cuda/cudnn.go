@@ -107,7 +107,7 @@ func cudnnVersionString(v int) (string, int) {
 // another major version is passed over; if no cuDNN 9 turns up, the
 // error says what was found.
 func loadCUDNN() (*cudnnLib, error) {
-	names := libraryCandidates(cudnnLibraries, "libcudnn.so", slices.Concat(toolkitDirs, cudnnDirs), filepath.Glob)
+	names := libraryCandidates(cudnnLibraries, "libcudnn.so", slices.Concat(searchDirs(), cudnnDirs), filepath.Glob)
 	var tried, wrong []string
 	for _, name := range names {
 		lib, t, err := openWithSiblings([]string{name}, "libcudnn_")

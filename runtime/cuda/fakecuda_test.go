@@ -341,7 +341,10 @@ func useFakeCUDA(t *testing.T) *fakeLib {
 	saved := [6][]string{driverLibraries, nvrtcLibraries, cublasLibraries, toolkitDirs, cudnnLibraries, cudnnDirs}
 	driverLibraries, nvrtcLibraries, cublasLibraries, toolkitDirs = []string{fake.path}, []string{fake.path}, []string{fake.path}, nil
 	cudnnLibraries, cudnnDirs = []string{fake.path}, nil
+	savedPath := pathEnv
+	pathEnv = func() string { return "" }
 	t.Cleanup(func() {
+		pathEnv = savedPath
 		driverLibraries, nvrtcLibraries, cublasLibraries, toolkitDirs = saved[0], saved[1], saved[2], saved[3]
 		cudnnLibraries, cudnnDirs = saved[4], saved[5]
 		fake.fail("", 0)

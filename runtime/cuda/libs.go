@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,7 +14,8 @@ import (
 // through the dynamic loader's search path (LD_LIBRARY_PATH, ldconfig's
 // cache), and then by full path in the CUDA toolkit directories and the
 // directories of NVIDIA's Python wheels (nvidia-cuda-nvrtc-cu12,
-// nvidia-cublas-cu12, which PyTorch installs).
+// nvidia-cublas-cu12, which PyTorch installs), system-wide and in the
+// environment of each python3 on PATH.
 var (
 	nvrtcLibraries  = []string{"libnvrtc.so", "libnvrtc.so.12", "libnvrtc.so.13", "libnvrtc.so.11.2"}
 	cublasLibraries = []string{"libcublas.so", "libcublas.so.12", "libcublas.so.13", "libcublas.so.11"}
@@ -25,6 +27,38 @@ var (
 		"/usr/lib/python3/dist-packages/nvidia/*/lib",
 	}
 )
+
+// pathEnv reads PATH for pythonWheelDirs; tests that load the fake
+// libraries empty it.
+var pathEnv = func() string { return os.Getenv("PATH") }
+
+// pythonWheelDirs are the NVIDIA wheel directories of the Python
+// environments whose python3 is on path: PyTorch's CUDA wheels in a
+// virtual environment (such as /opt/torch/.venv) are on no loader path
+// and in none of toolkitDirs.
+func pythonWheelDirs(path string) []string {
+	var dirs []string
+	for _, bin := range filepath.SplitList(path) {
+		if bin == "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(bin, "python3")); err != nil {
+			continue
+		}
+		prefix := filepath.Dir(filepath.Clean(bin))
+		for _, site := range []string{"site-packages", "dist-packages"} {
+			d := filepath.Join(prefix, "lib", "python3*", site, "nvidia", "*", "lib")
+			if !slices.Contains(dirs, d) && !slices.Contains(toolkitDirs, d) {
+				dirs = append(dirs, d)
+			}
+		}
+	}
+	return dirs
+}
+
+// searchDirs are the directory patterns the libraries are looked for in
+// by full path.
+func searchDirs() []string { return slices.Concat(toolkitDirs, pythonWheelDirs(pathEnv())) }
 
 // libraryCandidates returns the names to try for a library: the plain
 // names, then, directory pattern by pattern, the files whose names start
@@ -108,7 +142,7 @@ func openWithSiblings(names []string, sibling string) (uintptr, []string, error)
 }
 
 func loadNVRTC() (*nvrtcLib, error) {
-	names := libraryCandidates(nvrtcLibraries, "libnvrtc.so", toolkitDirs, filepath.Glob)
+	names := libraryCandidates(nvrtcLibraries, "libnvrtc.so", searchDirs(), filepath.Glob)
 	lib, tried, err := openWithSiblings(names, "libnvrtc-builtins.so")
 	if err != nil {
 		return nil, fmt.Errorf("%w: no NVRTC library (tried %s: %v); install the CUDA toolkit's NVRTC (e.g. the cuda-nvrtc package) or add its directory to LD_LIBRARY_PATH",
@@ -310,7 +344,7 @@ const (
 )
 
 func loadCUBLAS() (*cublasLib, error) {
-	names := libraryCandidates(cublasLibraries, "libcublas.so", toolkitDirs, filepath.Glob)
+	names := libraryCandidates(cublasLibraries, "libcublas.so", searchDirs(), filepath.Glob)
 	lib, tried, err := openWithSiblings(names, "libcublasLt.so")
 	if err != nil {
 		return nil, fmt.Errorf("%w: no cuBLAS library (tried %s: %v); install the CUDA toolkit's cuBLAS (e.g. the libcublas package) or add its directory to LD_LIBRARY_PATH",
