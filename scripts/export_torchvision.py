@@ -1,6 +1,6 @@
 """Export torchvision's classification models to ONNX with PyTorch's output.
 
-    python3 scripts/export_torchvision.py OUT_DIR [NAME ...] [--opset 17]
+    python3 scripts/export_torchvision.py OUT_DIR [NAME ...] [--opset 17] [--batch 1] [--bert]
 
 For each architecture (all of torchvision.models' classifiers by default),
 with random weights (torch.manual_seed(0)) in eval mode, writes
@@ -9,8 +9,12 @@ ONNX's test-data layout, so that
 
     rulebook run OUT_DIR/NAME/model.onnx --input .../input_0.pb --expect .../output_0.pb
 
-checks our runtime against PyTorch. The input is one image (299 × 299 for
-inception_v3, 224 × 224 otherwise), seeded. Weight matrices torchvision
+checks our runtime against PyTorch. The input is --batch images (one by
+default; 299 × 299 for inception_v3, 224 × 224 otherwise), seeded; the
+model's input has that fixed batch, and the reference output is PyTorch's
+at that batch. --bert also exports bert_base, the BERT-base encoder of
+scripts/torch_latency.py (12 layers, hidden 768, sequence length 64; input
+[batch, 64, 768]), alone when no NAME is given. Weight matrices torchvision
 initialises to zeros (the ViTs' heads) get seeded values, and a model whose
 output is still constant is refused: a constant reference checks nothing.
 The files are large and stay out of git; this script makes them. Prints one
@@ -27,17 +31,29 @@ import torch
 import torchvision
 from onnx import numpy_helper
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_latency import BertLayer  # noqa: E402  (the encoder of ../shared/models/bert_base.onnx)
+
 
 def side(name):
     return 299 if name == "inception_v3" else 224
 
 
-def export(name, out, opset):
+def build(name, batch):
+    """The model in eval mode and its seeded input of batch samples."""
     torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(1)
+    if name == "bert_base":
+        model = torch.nn.Sequential(*[BertLayer() for _ in range(12)])
+        return model.eval(), torch.randn(batch, 64, 768, generator=gen)
     kwargs = {"aux_logits": False, "init_weights": True} if name in ("inception_v3", "googlenet") else {}
     model = torchvision.models.get_model(name, weights=None, **kwargs).eval()
+    return model, torch.randn(batch, 3, side(name), side(name), generator=gen)
+
+
+def export(name, out, opset, batch=1):
+    model, x = build(name, batch)
     filled = fill_zero_weights(model)
-    x = torch.randn(1, 3, side(name), side(name), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         y = model(x)
     if constant(y):
@@ -81,13 +97,17 @@ def main():
     ap.add_argument("out")
     ap.add_argument("names", nargs="*")
     ap.add_argument("--opset", type=int, default=17)
+    ap.add_argument("--batch", type=int, default=1, help="images per input (the model's fixed batch)")
+    ap.add_argument("--bert", action="store_true", help="also export bert_base (scripts/torch_latency.py's encoder)")
     args = ap.parse_args()
-    names = args.names or torchvision.models.list_models(module=torchvision.models)
+    names = args.names or ([] if args.bert else torchvision.models.list_models(module=torchvision.models))
+    if args.bert and "bert_base" not in names:
+        names = names + ["bert_base"]
     failed = 0
     for name in names:
         start = time.monotonic()
         try:
-            filled = export(name, args.out, args.opset)
+            filled = export(name, args.out, args.opset, args.batch)
             note = f" (zero weights given seeded values: {', '.join(filled)})" if filled else ""
             print(f"{name}: exported in {time.monotonic() - start:.1f} s{note}")
         except Exception as e:  # one line per model, whatever went wrong
