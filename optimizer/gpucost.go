@@ -74,12 +74,11 @@ func (m GPU) price(g *Graph, i, _ int, weight []bool) float64 {
 	return (m.Launch + max(m.MinKernel, flops/m.FLOPS, bytes/m.Bandwidth)) * 1e3
 }
 
-// views are the ONNX operators a GPU runtime runs as no kernel.
-var views = map[string]bool{"Reshape": true, "Flatten": true, "Squeeze": true, "Unsqueeze": true, "Identity": true, "Dropout": true}
-
+// isView reports whether n is an operator a GPU runtime runs as no
+// kernel (runtime.IsView).
 func isView(g *Graph, n *rules.Node) bool {
 	o, ok := g.opaqueOf(n)
-	return ok && views[o.node.OpType]
+	return ok && runtime.IsView(o.node.OpType)
 }
 
 // fusedEpilogue reports whether node n runs inside the kernel that

@@ -22,6 +22,15 @@ import (
 var foldedOps = map[string]bool{"Shape": true, "ConstantOfShape": true, "Equal": true, "Where": true,
 	"Mod": true, "Range": true, "Not": true, "ScatterND": true}
 
+// viewOps are the op types whose output shares their input's memory:
+// no kernel runs for them on the GPU, and none on the CPU unless a
+// buffer cannot be shared.
+var viewOps = map[string]bool{"Identity": true, "Reshape": true, "Flatten": true, "Squeeze": true, "Unsqueeze": true, "Dropout": true}
+
+// IsView reports whether nodes of the ONNX op type are views, which cost
+// a device nothing: the GPU cost model prices them so.
+func IsView(op string) bool { return viewOps[op] }
+
 // cudaOps are the op types a CUDASession runs on the GPU.
 var cudaOps = map[string]bool{
 	// Views: no work at all.
