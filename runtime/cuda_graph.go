@@ -208,12 +208,26 @@ func (s *CUDASession) reluFusions() map[*node]bool {
 }
 
 // isView reports whether a node's output is its input's buffer: a view
-// operator, or a Relu fused into the convolution before it.
+// operator, a Relu fused into the convolution before it, or a node fused
+// into a product's epilogue.
 func (s *CUDASession) isView(n *node) bool {
 	if _, ok := n.kernel.(viewKernel); ok {
 		return true
 	}
+	if _, ok := s.absorbed[n]; ok {
+		return true
+	}
 	return s.fusedRelu[n] && isRelu(n.kernel)
+}
+
+// viewInput is the value whose buffer a view's output is: its first
+// input, or for a node fused into a product's epilogue, what it read
+// of the product.
+func (s *CUDASession) viewInput(n *node) int {
+	if id, ok := s.absorbed[n]; ok {
+		return id
+	}
+	return n.in[0]
 }
 
 // planCuDNNConv runs a convolution through the backend's Convolver

@@ -192,7 +192,7 @@ func (l *lt) describe(g *EpilogueGemm) (*ltPlan, error) {
 			return f.cublasLtMatmulDescSetAttribute(p.desc, ltDescTransB, b, n)
 		}},
 		{"cublasLtMatmulDescSetAttribute(EPILOGUE)", func() int32 {
-			b, n := u32Bytes(ltEpilogue(g.Bias != 0, g.Act))
+			b, n := u32Bytes(ltEpilogue(g.HasBias, g.Act))
 			return f.cublasLtMatmulDescSetAttribute(p.desc, ltDescEpilogue, b, n)
 		}},
 		{"cublasLtMatrixLayoutCreate(A)", func() int32 {
@@ -333,7 +333,7 @@ func (c *Context) EpilogueGemm(g *EpilogueGemm) error {
 		return err
 	}
 	l := &c.lt
-	if g.Bias != 0 {
+	if g.HasBias {
 		b, n := u64Bytes(uint64(g.Bias))
 		if err := l.check("cublasLtMatmulDescSetAttribute(BIAS_POINTER)", l.lib.cublasLtMatmulDescSetAttribute(p.desc, ltDescBiasPointer, b, n)); err != nil {
 			return fmt.Errorf("%w (%s)", err, g)

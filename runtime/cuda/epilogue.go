@@ -33,14 +33,15 @@ func (a Activation) String() string {
 }
 
 // EpilogueGemm is a single product (Batch 1) with cuBLASLt's
-// epilogue: D = Act(Alpha·op(A)·op(B) + Bias), Bias (when set) holding
-// M floats, one per row of the column-major D, broadcast over its
-// columns. In the runtime's row-major view that is one per output
+// epilogue: D = Act(Alpha·op(A)·op(B) + Bias), Bias (when HasBias)
+// holding M floats, one per row of the column-major D, broadcast over
+// its columns. In the runtime's row-major view that is one per output
 // feature. Beta must be 0 and C is D.
 type EpilogueGemm struct {
 	Gemm
-	Bias Ptr // M floats, or 0 for none
-	Act  Activation
+	HasBias bool
+	Bias    Ptr // M floats when HasBias
+	Act     Activation
 }
 
 // EpilogueGemmer is a Backend that fuses a bias and an activation into a
@@ -51,9 +52,9 @@ type EpilogueGemmer interface {
 	// cuBLASLt).
 	EpilogueError() error
 	// PrepareEpilogue chooses the algorithm for g's shape, epilogue and
-	// precision, once per such shape; it reads no address of g. An error
-	// wrapping ErrNoEpilogue says the shape is to run unfused. It must
-	// come before a capture that replays g.
+	// precision, once per such shape; it reads no address of g (they may
+	// be 0). An error wrapping ErrNoEpilogue says the shape is to run
+	// unfused. It must come before a capture that replays g.
 	PrepareEpilogue(g *EpilogueGemm) error
 	// EpilogueGemm queues g; its shape must have been prepared.
 	EpilogueGemm(g *EpilogueGemm) error
@@ -76,7 +77,7 @@ func (g *EpilogueGemm) key() epilogueKey {
 		}
 		return 0
 	}
-	return epilogueKey{g.M, g.N, g.K, g.LDA, g.LDB, g.LDC, b(g.TransA), b(g.TransB), b(g.Bias != 0), int(g.Act), int(g.Precision)}
+	return epilogueKey{g.M, g.N, g.K, g.LDA, g.LDB, g.LDC, b(g.TransA), b(g.TransB), b(g.HasBias), int(g.Act), int(g.Precision)}
 }
 
 func (g *EpilogueGemm) String() string {
@@ -87,7 +88,7 @@ func (g *EpilogueGemm) String() string {
 		return ""
 	}
 	bias := ""
-	if g.Bias != 0 {
+	if g.HasBias {
 		bias = " + bias"
 	}
 	return fmt.Sprintf("%s(A%s·B%s%s) m=%d n=%d k=%d lda=%d ldb=%d ldc=%d %s", g.Act, t(g.TransA), t(g.TransB), bias,
@@ -117,7 +118,7 @@ func (g *EpilogueGemm) check(allocs *allocTable) error {
 	if err := g.Gemm.check(allocs); err != nil {
 		return fmt.Errorf("%w (%s)", err, g)
 	}
-	if g.Bias != 0 && !allocs.contains(g.Bias, 4*g.M) {
+	if g.HasBias && !allocs.contains(g.Bias, 4*g.M) {
 		return fmt.Errorf("cuda: %s: Bias (%#x, %d floats) is not inside one allocation", g, uint64(g.Bias), g.M)
 	}
 	return nil
@@ -175,7 +176,7 @@ func (e *Emulator) EpilogueGemm(g *EpilogueGemm) error {
 			return err
 		}
 		var bias []float32
-		if copied.Bias != 0 {
+		if copied.HasBias {
 			if bias, err = e.floatsAt(copied.Bias, copied.M); err != nil {
 				return err
 			}
