@@ -99,9 +99,9 @@ cublasStatus_t cublasLtMatmul(void* h, lt_desc* d, const float* alpha, const flo
 // uploaded: op(A) 3×4, op(B) 4×2, small integers so that every
 // precision computes it exactly.
 type ltProblem struct {
-	g       EpilogueGemm
-	a, b, d []float32
-	bias    []float32
+	g    EpilogueGemm
+	a, b []float32
+	bias []float32
 }
 
 func newLtProblem(t *testing.T, c Backend, transA bool, bias bool, act Activation, p Precision) *ltProblem {
