@@ -345,3 +345,19 @@ func TestEmulatorEpilogue(t *testing.T) {
 		t.Error("beta 1 accepted")
 	}
 }
+
+// TestLtEpilogue: cublasLtEpilogue_t's values (cublasLt.h).
+func TestLtEpilogue(t *testing.T) {
+	for _, tc := range []struct {
+		bias bool
+		act  Activation
+		want uint32
+	}{
+		{false, ActNone, 1}, {true, ActNone, 4}, {false, ActRelu, 2}, {true, ActRelu, 6},
+		{false, ActGeluTanh, 32}, {true, ActGeluTanh, 36},
+	} {
+		if got := ltEpilogue(tc.bias, tc.act); got != tc.want {
+			t.Errorf("bias %v, %s: %d, want %d", tc.bias, tc.act, got, tc.want)
+		}
+	}
+}
