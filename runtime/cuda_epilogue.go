@@ -19,25 +19,41 @@ type productEpilogue struct {
 	absorbed []*node // the Add and activation nodes fused, in order
 }
 
-// readerCounts counts, per value, the nodes reading it and the graph
-// outputs it is, and finds each value's producer.
-func (m *Model) readerCounts() (readers []int, producer map[int]*node) {
-	readers = make([]int, len(m.values))
-	producer = map[int]*node{}
+// valueReaders counts, per value, the nodes reading it and the graph
+// outputs it is, and keeps a node reading it (the only one when the
+// count is 1) and its producer.
+type valueReaders struct {
+	count    []int
+	reader   map[int]*node
+	producer map[int]*node
+}
+
+func (m *Model) valueReaders() valueReaders {
+	r := valueReaders{count: make([]int, len(m.values)), reader: map[int]*node{}, producer: map[int]*node{}}
 	for _, n := range m.nodes {
 		for _, id := range n.in {
 			if id >= 0 {
-				readers[id]++
+				r.count[id]++
+				r.reader[id] = n
 			}
 		}
 		for _, id := range n.out {
-			producer[id] = n
+			r.producer[id] = n
 		}
 	}
 	for _, id := range m.outputs {
-		readers[id]++
+		r.count[id]++
 	}
-	return readers, producer
+	return r
+}
+
+// sole returns the node that alone reads value id, which is no graph
+// output, or nil.
+func (r valueReaders) sole(id int) *node {
+	if r.count[id] != 1 {
+		return nil
+	}
+	return r.reader[id]
 }
 
 // epilogueGemmer returns the backend's epilogue entry, or nil and why
@@ -62,7 +78,7 @@ func (s *CUDASession) epilogueGemmer() (cuda.EpilogueGemmer, string) {
 // absorbed node the value whose buffer its output is.
 func (s *CUDASession) epilogueFusions() (map[*node]*productEpilogue, map[*node]int) {
 	lt, why := s.epilogueGemmer()
-	readers, _ := s.model.readerCounts()
+	readers := s.model.valueReaders()
 	fused, absorbed := map[*node]*productEpilogue{}, map[*node]int{}
 	for _, n := range s.model.nodes {
 		ep, g := s.matchEpilogue(n, readers)
@@ -89,7 +105,7 @@ func (s *CUDASession) epilogueFusions() (map[*node]*productEpilogue, map[*node]i
 
 // matchEpilogue returns what of node n's readers its epilogue can take,
 // and the product's shape, or nil.
-func (s *CUDASession) matchEpilogue(n *node, readers []int) (*productEpilogue, *cuda.EpilogueGemm) {
+func (s *CUDASession) matchEpilogue(n *node, readers valueReaders) (*productEpilogue, *cuda.EpilogueGemm) {
 	if s.opt.cpuOps[n.op] || len(n.out) != 1 {
 		return nil, nil
 	}
@@ -115,13 +131,13 @@ func (s *CUDASession) matchEpilogue(n *node, readers []int) (*productEpilogue, *
 	}
 	last := n.out[0]
 	if _, ok := n.kernel.(*matMulKernel); ok {
-		if add := s.soleReader(last, readers); add != nil && s.isBiasAdd(add, last, g.M) {
+		if add := readers.sole(last); add != nil && s.isBiasAdd(add, last, g.M) {
 			ep.bias = other(add, last)
 			ep.absorbed = append(ep.absorbed, add)
 			last = add.out[0]
 		}
 	}
-	if next := s.soleReader(last, readers); next != nil && !s.opt.cpuOps[next.op] {
+	if next := readers.sole(last); next != nil && !s.opt.cpuOps[next.op] {
 		if act, ok := epilogueActivation(next.kernel); ok {
 			ep.act = act
 			ep.absorbed = append(ep.absorbed, next)
@@ -132,22 +148,6 @@ func (s *CUDASession) matchEpilogue(n *node, readers []int) (*productEpilogue, *
 	}
 	g.Precision = s.opt.precision
 	return ep, &cuda.EpilogueGemm{Gemm: *g, HasBias: ep.gemmBias || ep.bias >= 0, Act: ep.act}
-}
-
-// soleReader returns the node that alone reads value id, which is no
-// graph output, or nil.
-func (s *CUDASession) soleReader(id int, readers []int) *node {
-	if readers[id] != 1 {
-		return nil
-	}
-	for _, n := range s.model.nodes {
-		for _, in := range n.in {
-			if in == id {
-				return n
-			}
-		}
-	}
-	return nil
 }
 
 // isBiasAdd reports whether node add adds a constant row of n elements

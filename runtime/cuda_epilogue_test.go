@@ -261,3 +261,35 @@ func TestCUDAEpilogueTimeNode(t *testing.T) {
 		}
 	}
 }
+
+// recordingLt is the emulator, recording the epilogue products prepared.
+type recordingLt struct {
+	*cuda.Emulator
+	prepared *[]cuda.EpilogueGemm
+}
+
+func (r recordingLt) PrepareEpilogue(g *cuda.EpilogueGemm) error {
+	*r.prepared = append(*r.prepared, *g)
+	return r.Emulator.PrepareEpilogue(g)
+}
+
+// TestCUDAEpiloguePrecision: the session prepares each epilogue product
+// once, at plan time, at the session's precision, and a bf16 session
+// stays within bfloat16's rounding of the CPU runtime.
+func TestCUDAEpiloguePrecision(t *testing.T) {
+	emu := openEmulator(t)
+	tc := epilogueCases[3] // matmul add relu
+	for _, p := range []cuda.Precision{cuda.TF32, cuda.BF16} {
+		var prepared []cuda.EpilogueGemm
+		m, s := openOn(t, recordingLt{emu, &prepared}, epilogueModel(tc.nodes, tc.inits, tc.inputs, tc.outputs), cudaOptions{precision: p})
+		if len(prepared) != 1 || prepared[0].Precision != p || !prepared[0].HasBias || prepared[0].Act != cuda.ActRelu {
+			t.Fatalf("%s: prepared %+v", p, prepared)
+		}
+		for range 3 {
+			cudaCompareWithCPU(t, m, s, tc.inputs, 1e-2)
+		}
+		if len(prepared) != 1 {
+			t.Errorf("%s: %d preparations after the runs, want 1", p, len(prepared))
+		}
+	}
+}
