@@ -129,17 +129,19 @@ func (l *lt) check(call string, rc int32) error {
 
 // ltEpilogue is cublasLtEpilogue_t for a bias and an activation.
 func ltEpilogue(bias bool, act Activation) uint32 {
-	e := uint32(ltEpilogueDefault)
-	switch act {
-	case ActRelu:
-		e = ltEpilogueRelu
-	case ActGeluTanh:
-		e = ltEpilogueGelu
+	switch {
+	case bias && act == ActRelu:
+		return ltEpilogueReluBias
+	case bias && act == ActGeluTanh:
+		return ltEpilogueGeluBias
+	case bias:
+		return ltEpilogueBias
+	case act == ActRelu:
+		return ltEpilogueRelu
+	case act == ActGeluTanh:
+		return ltEpilogueGelu
 	}
-	if bias {
-		e = e&^ltEpilogueDefault | ltEpilogueBias // RELU_BIAS, GELU_BIAS, or BIAS alone
-	}
-	return e
+	return ltEpilogueDefault
 }
 
 // ltCompute is the compute type of a precision, as the cuBLAS path uses:
