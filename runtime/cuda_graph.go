@@ -177,29 +177,13 @@ func (s *CUDASession) reluFusions() map[*node]bool {
 	if conv, _ := s.convolver(); conv == nil || s.opt.cpuOps["Conv"] || s.opt.cpuOps["Relu"] {
 		return nil
 	}
-	readers := make([]int, len(m.values))
-	for _, n := range m.nodes {
-		for _, id := range n.in {
-			if id >= 0 {
-				readers[id]++
-			}
-		}
-	}
-	for _, id := range m.outputs {
-		readers[id]++
-	}
-	producer := map[int]*node{}
-	for _, n := range m.nodes {
-		for _, id := range n.out {
-			producer[id] = n
-		}
-	}
+	readers := m.valueReaders()
 	fused := map[*node]bool{}
 	for _, n := range m.nodes {
-		if !isRelu(n.kernel) || n.in[0] < 0 || readers[n.in[0]] != 1 || producer[n.in[0]] == nil {
+		if !isRelu(n.kernel) || n.in[0] < 0 || readers.sole(n.in[0]) != n || readers.producer[n.in[0]] == nil {
 			continue
 		}
-		conv := producer[n.in[0]]
+		conv := readers.producer[n.in[0]]
 		if k, ok := conv.kernel.(*convKernel); ok && cudnnPads(k) {
 			fused[conv], fused[n] = true, true
 		}
@@ -208,12 +192,26 @@ func (s *CUDASession) reluFusions() map[*node]bool {
 }
 
 // isView reports whether a node's output is its input's buffer: a view
-// operator, or a Relu fused into the convolution before it.
+// operator, a Relu fused into the convolution before it, or a node fused
+// into a product's epilogue.
 func (s *CUDASession) isView(n *node) bool {
 	if _, ok := n.kernel.(viewKernel); ok {
 		return true
 	}
+	if _, ok := s.absorbed[n]; ok {
+		return true
+	}
 	return s.fusedRelu[n] && isRelu(n.kernel)
+}
+
+// viewInput is the value whose buffer a view's output is: its first
+// input, or for a node fused into a product's epilogue, what it read
+// of the product.
+func (s *CUDASession) viewInput(n *node) int {
+	if id, ok := s.absorbed[n]; ok {
+		return id
+	}
+	return n.in[0]
 }
 
 // planCuDNNConv runs a convolution through the backend's Convolver

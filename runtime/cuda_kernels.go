@@ -499,6 +499,9 @@ func (s *CUDASession) planConv(n *node, k *convKernel) (*cudaNodePlan, string, e
 // operand is a fixed stride from the previous (all batches, or one matrix
 // broadcast), else one product per batch.
 func (s *CUDASession) planMatMul(n *node, k *matMulKernel) (*cudaNodePlan, string, error) {
+	if ep := s.epilogues[n]; ep != nil {
+		return s.planEpilogue(ep, false, false, k.m, k.n, k.k, 1), "", nil
+	}
 	uniform := len(k.layout.dims) == 1
 	aSize, bSize, cSize := k.m*k.k, k.k*k.n, k.m*k.n
 	return &cudaNodePlan{bind: func(in, out []cuda.Ptr) (func() error, error) {
@@ -522,6 +525,9 @@ func (s *CUDASession) planMatMul(n *node, k *matMulKernel) (*cudaNodePlan, strin
 
 // planGemm: Y = alpha·op(A)·op(B) + beta·C, C broadcast into Y first.
 func (s *CUDASession) planGemm(n *node, k *gemmKernel) (*cudaNodePlan, string, error) {
+	if ep := s.epilogues[n]; ep != nil {
+		return s.planEpilogue(ep, k.transA, k.transB, k.m, k.n, k.k, k.alpha), "", nil
+	}
 	if k.hasC && len(k.layout.dims) > cudaMaxRank {
 		return nil, "C broadcast over too many dimensions", nil
 	}

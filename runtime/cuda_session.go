@@ -58,6 +58,11 @@ type CUDASession struct {
 	// fusedRelu marks the Conv nodes whose only reader, a Relu, is fused
 	// into them; that Relu is a view of the Conv's output.
 	fusedRelu map[*node]bool
+	// epilogues are the products whose bias and activation the backend's
+	// epilogue applies; absorbed maps each node fused so to the value
+	// whose buffer its output is (it is a view of it).
+	epilogues map[*node]*productEpilogue
+	absorbed  map[*node]int
 	scratch   cuda.Ptr // im2col workspace shared by all Conv nodes
 	env       *env     // for CPU fallbacks
 	graphs    cudaGraphs
@@ -221,9 +226,10 @@ func (s *CUDASession) prepare() error {
 		s.root[id] = id
 	}
 	s.fusedRelu = s.reluFusions()
+	s.epilogues, s.absorbed = s.epilogueFusions()
 	for _, n := range m.nodes {
-		if s.isView(n) && n.in[0] >= 0 {
-			s.root[n.out[0]] = s.root[n.in[0]]
+		if id := s.viewInput(n); s.isView(n) && id >= 0 {
+			s.root[n.out[0]] = s.root[id]
 		}
 	}
 	// Plan the nodes: kernels chosen, tables uploaded, fallbacks decided.
@@ -288,6 +294,11 @@ func (s *CUDASession) placeValues() error {
 			if id >= 0 {
 				onDevice[s.root[id]] = true
 			}
+		}
+	}
+	for _, ep := range s.epilogues {
+		if ep.bias >= 0 {
+			onDevice[s.root[ep.bias]] = true
 		}
 	}
 	planned := make([]bool, len(m.values))

@@ -35,6 +35,7 @@ type Context struct {
 	stop    uintptr
 	modules map[*Source]*module
 	dnn     dnn             // cuDNN, when there is one
+	lt      lt              // cuBLASLt, when there is one
 	graphs  map[*Graph]bool // live graphs, destroyed by Close
 	// capturing says the stream is recording into a graph: whatever
 	// would wait for it (copies to the host, Synchronize, Time) or run
@@ -82,6 +83,9 @@ func open(cache ptxCache) (*Context, error) {
 	c := &Context{drv: drv, nvrtc: nv, blas: blas, dev: dev, device: device, cache: cache, modules: map[*Source]*module{}, graphs: map[*Graph]bool{}}
 	// Without cuDNN convolutions stay im2col + cuBLAS: ConvError says why.
 	c.dnn.lib, c.dnn.err = loadCUDNN()
+	// Without cuBLASLt products keep separate bias and activation work:
+	// EpilogueError says why.
+	c.lt.lib, c.lt.err = loadCUBLASLt()
 	arch, exact, ok := pickArch(10*dev.Major+dev.Minor, nv.supportedArchs())
 	if !ok {
 		return nil, fmt.Errorf("%w: NVRTC %s (%s) compiles for none of the architectures up to the GPU's compute %d.%d",
@@ -126,6 +130,11 @@ func (c *Context) init() error {
 			c.dnn = dnn{err: fmt.Errorf("%w: %w", ErrUnavailable, err)}
 		}
 	}
+	if c.lt.lib != nil {
+		if err := c.lt.check("cublasLtCreate", c.lt.lib.cublasLtCreate(&c.lt.h)); err != nil {
+			c.lt = lt{err: fmt.Errorf("%w: %w", ErrUnavailable, err)}
+		}
+	}
 	return nil
 }
 
@@ -135,7 +144,11 @@ func (c *Context) Describe() string {
 	if c.dnn.lib != nil {
 		conv = fmt.Sprintf("cuDNN %s (%s)", c.dnn.lib.Version(), c.dnn.lib.file)
 	}
-	return fmt.Sprintf("%s; NVRTC %s (%s) compiling for compute_%d; cuBLAS %s; %s", c.dev, c.nvrtc.version(), c.nvrtc.file, c.arch, c.blas.file, conv)
+	blasLt := "no cuBLASLt: " + fmt.Sprint(c.lt.err)
+	if c.lt.lib != nil {
+		blasLt = "cuBLASLt " + c.lt.lib.file
+	}
+	return fmt.Sprintf("%s; NVRTC %s (%s) compiling for compute_%d; cuBLAS %s; %s; %s", c.dev, c.nvrtc.version(), c.nvrtc.file, c.arch, c.blas.file, blasLt, conv)
 }
 
 // Device describes the GPU.
@@ -516,6 +529,7 @@ func (c *Context) Close() error {
 	c.modules = nil
 	errs = append(errs, c.closeGraphs()...)
 	errs = append(errs, c.dnn.close()...)
+	errs = append(errs, c.lt.close()...)
 	if c.handle != 0 {
 		if rc := c.blas.cublasDestroy(c.handle); rc != 0 {
 			errs = append(errs, fmt.Errorf("cuda: cublasDestroy_v2: %s", c.blas.describe(rc)))

@@ -143,6 +143,14 @@ func TestLibraryOrder(t *testing.T) {
 	if cublas[len(cublas)-1] != "/x/libcublas.so.12" || len(cublas) != len(cublasLibraries)+1 {
 		t.Errorf("cuBLAS candidates %v: the Lt library must be skipped", cublas)
 	}
+	// cuBLASLt's own search keeps its files (the glob gives only names
+	// starting with the base).
+	lt := libraryCandidates(ltLibraries, "libcublasLt.so", []string{"/x"}, func(string) ([]string, error) {
+		return []string{"/x/libcublasLt.so.12"}, nil
+	})
+	if lt[len(lt)-1] != "/x/libcublasLt.so.12" || len(lt) != len(ltLibraries)+1 {
+		t.Errorf("cuBLASLt candidates %v", lt)
+	}
 }
 
 func TestPickArch(t *testing.T) {

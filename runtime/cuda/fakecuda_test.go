@@ -278,6 +278,11 @@ type fakeLib struct {
 	blasMath     func() int32
 	gemmCompute  func() int32
 	convMath     func() int32
+	ltLive       func() int32 // live cuBLASLt handles, descriptors, layouts, preferences
+	ltCompute    func() int32
+	ltAlgo       func() int32
+	ltHeuristics func() int32
+	ltSetup      func(n int32, ws0, ws1 uint64, unsupported uint32)
 }
 
 var (
@@ -302,11 +307,11 @@ func useFakeCUDA(t *testing.T) *fakeLib {
 			return
 		}
 		src, lib := filepath.Join(dir, "fake.c"), filepath.Join(dir, "libfakecuda.so")
-		if err := os.WriteFile(src, []byte(fakeCUDASource+fakeGraphSource+fakeMathSource+fakeCUDNNSource), 0o644); err != nil {
+		if err := os.WriteFile(src, []byte(fakeCUDASource+fakeGraphSource+fakeMathSource+fakeCUDNNSource+fakeLtSource), 0o644); err != nil {
 			fakeErr = err
 			return
 		}
-		if out, err := exec.Command(cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-Wno-unused-parameter", "-o", lib, src).CombinedOutput(); err != nil {
+		if out, err := exec.Command(cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-Wno-unused-parameter", "-o", lib, src, "-lm").CombinedOutput(); err != nil {
 			fakeErr = errors.New(string(out))
 			return
 		}
@@ -333,23 +338,29 @@ func useFakeCUDA(t *testing.T) *fakeLib {
 		purego.RegisterLibFunc(&f.blasMath, h, "fake_blas_math")
 		purego.RegisterLibFunc(&f.gemmCompute, h, "fake_gemm_compute")
 		purego.RegisterLibFunc(&f.convMath, h, "fake_conv_math")
+		purego.RegisterLibFunc(&f.ltLive, h, "fake_lt_live")
+		purego.RegisterLibFunc(&f.ltCompute, h, "fake_lt_compute")
+		purego.RegisterLibFunc(&f.ltAlgo, h, "fake_lt_algo")
+		purego.RegisterLibFunc(&f.ltHeuristics, h, "fake_lt_heuristics")
+		purego.RegisterLibFunc(&f.ltSetup, h, "fake_lt_setup")
 		fake = f
 	})
 	if fakeErr != nil {
 		t.Skipf("cannot build the fake CUDA library: %v", fakeErr)
 	}
-	saved := [6][]string{driverLibraries, nvrtcLibraries, cublasLibraries, toolkitDirs, cudnnLibraries, cudnnDirs}
+	saved := [7][]string{driverLibraries, nvrtcLibraries, cublasLibraries, toolkitDirs, cudnnLibraries, cudnnDirs, ltLibraries}
 	driverLibraries, nvrtcLibraries, cublasLibraries, toolkitDirs = []string{fake.path}, []string{fake.path}, []string{fake.path}, nil
-	cudnnLibraries, cudnnDirs = []string{fake.path}, nil
+	cudnnLibraries, cudnnDirs, ltLibraries = []string{fake.path}, nil, []string{fake.path}
 	savedPath := pathEnv
 	pathEnv = func() string { return "" }
 	t.Cleanup(func() {
 		pathEnv = savedPath
 		driverLibraries, nvrtcLibraries, cublasLibraries, toolkitDirs = saved[0], saved[1], saved[2], saved[3]
-		cudnnLibraries, cudnnDirs = saved[4], saved[5]
+		cudnnLibraries, cudnnDirs, ltLibraries = saved[4], saved[5], saved[6]
 		fake.fail("", 0)
 		fake.allocLimit(1 << 32)
 		fake.cudnnVersion(90100)
+		fake.ltSetup(1, 0, 0, 0)
 	})
 	return fake
 }

@@ -72,7 +72,9 @@ func libraryCandidates(names []string, base string, dirs []string, glob func(str
 		for _, m := range matches {
 			// Skip NVRTC's builtins library and cuBLAS's Lt library,
 			// which share the prefix.
-			if strings.Contains(filepath.Base(m), "builtins") || strings.HasPrefix(filepath.Base(m), "libcublasLt") {
+			// (unless cuBLASLt itself is looked for).
+			lt := strings.HasPrefix(filepath.Base(m), "libcublasLt") && !strings.HasPrefix(base, "libcublasLt")
+			if strings.Contains(filepath.Base(m), "builtins") || lt {
 				continue
 			}
 			found = append(found, m)
