@@ -141,7 +141,7 @@ func (drv *driver) device0() (Device, int32, error) {
 func loadDriver() (*driver, error) {
 	lib, tried, err := openFirst(driverLibraries)
 	if err != nil {
-		return nil, fmt.Errorf("%w: no NVIDIA driver library (tried %s: %v); install the NVIDIA driver or use --backend cpu",
+		return nil, fmt.Errorf("%w: no NVIDIA driver library (tried %s: %v); install the NVIDIA driver, or run on the CPU",
 			ErrUnavailable, strings.Join(tried, ", "), err)
 	}
 	d := &driver{}
