@@ -48,6 +48,7 @@ type Measured struct {
 	Ctx     context.Context
 
 	cache    map[string]float64 // by node signature
+	gpu      *runtime.GPU       // with Backend cuda, opened on first use
 	measured int
 	err      error
 }
@@ -163,8 +164,37 @@ func (m *Measured) open(g *Graph, i, bias int, weight []bool) (*runtime.Model, r
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := rt.Open(cmp.Or(m.Backend, runtime.BackendCPU), m.Threads)
+	s, err := m.session(rt)
 	return rt, s, err
+}
+
+// session opens rt on the backend: on the CPU, or on the GPU, which
+// Measured opens once and keeps for every node it times (Close gives it
+// back), so that kernels, library handles and cuDNN's algorithm choices
+// are not made again for each.
+func (m *Measured) session(rt *runtime.Model) (runtime.Executor, error) {
+	if m.Backend != runtime.BackendCUDA {
+		return rt.Open(cmp.Or(m.Backend, runtime.BackendCPU), m.Threads)
+	}
+	if m.gpu == nil {
+		gpu, err := runtime.OpenGPU()
+		if err != nil {
+			return nil, err
+		}
+		m.gpu = gpu
+	}
+	return m.gpu.Open(rt, runtime.CUDAOptions{})
+}
+
+// Close gives back the GPU the measurements opened, if they did; the
+// sessions on it are closed by then.
+func (m *Measured) Close() error {
+	if m.gpu == nil {
+		return nil
+	}
+	err := m.gpu.Close()
+	m.gpu = nil
+	return err
 }
 
 func (m *Measured) context() context.Context {

@@ -243,3 +243,40 @@ func TestCUDAPrecisionEmulated(t *testing.T) {
 		}
 	}
 }
+
+// TestGPUSharedBySessions: sessions opened on one GPU in turn (as a
+// measured search opens one per node it times) each compute what the CPU
+// does, give back their buffers when closed, and leave the device open
+// for the next.
+func TestGPUSharedBySessions(t *testing.T) {
+	emu, err := cuda.OpenEmulator(t.TempDir())
+	if errors.Is(err, cuda.ErrUnavailable) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu := &GPU{dev: emu}
+	for batch := 1; batch <= 3; batch++ {
+		m, _, err := fromBytes(convReluModel(batch), LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := gpu.Open(m, CUDAOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for seed := range uint64(2) {
+			cudaCompareWithCPU(t, m, s, m.RandomInputs(seed), 1e-5)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n := emu.Allocations(); n != 0 {
+			t.Errorf("batch %d: %d allocations outlive the session", batch, n)
+		}
+	}
+	if err := gpu.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -197,14 +197,51 @@ func (m *Model) OpenCUDA(o CUDAOptions) (*CUDASession, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runtime: NewCUDASession: %w", err)
 	}
-	opt := cudaOptions{syncEachNode: os.Getenv("RULEBOOK_CUDA_SYNC") == "1", noGraphs: os.Getenv("RULEBOOK_CUDA_GRAPHS") == "0",
-		precision: o.Precision}
-	s, err := m.newCUDASession(dev, true, opt)
+	s, err := m.newCUDASession(dev, true, o.session())
 	if err != nil {
 		return nil, fmt.Errorf("runtime: NewCUDASession on %s: %w", dev.Device(), err)
 	}
 	return s, nil
 }
+
+// session is the options a session runs with: o's, and the environment's
+// switches (RULEBOOK_CUDA_SYNC, RULEBOOK_CUDA_GRAPHS).
+func (o CUDAOptions) session() cudaOptions {
+	return cudaOptions{syncEachNode: os.Getenv("RULEBOOK_CUDA_SYNC") == "1", noGraphs: os.Getenv("RULEBOOK_CUDA_GRAPHS") == "0",
+		precision: o.Precision}
+}
+
+// GPU is one GPU context that many sessions use in turn, such as
+// the one-node models a measured search times: the kernels are compiled
+// and loaded once, and cuBLAS's, cuBLASLt's and cuDNN's handles and
+// algorithm choices are kept, where a session of its own would redo them
+// all. Its sessions must not run at the same time.
+type GPU struct {
+	dev cuda.Backend
+}
+
+// OpenGPU opens the GPU; without one the error wraps
+// cuda.ErrUnavailable.
+func OpenGPU() (*GPU, error) {
+	dev, err := cuda.Open()
+	if err != nil {
+		return nil, fmt.Errorf("runtime: OpenGPU: %w", err)
+	}
+	return &GPU{dev: dev}, nil
+}
+
+// Open prepares m for the device. Closing the session leaves the device
+// open.
+func (d *GPU) Open(m *Model, o CUDAOptions) (*CUDASession, error) {
+	s, err := m.newCUDASession(d.dev, false, o.session())
+	if err != nil {
+		return nil, fmt.Errorf("runtime: a CUDA session on %s: %w", d.dev.Device(), err)
+	}
+	return s, nil
+}
+
+// Close releases the device; close its sessions first.
+func (d *GPU) Close() error { return d.dev.Close() }
 
 // newCUDASession prepares the model on a backend; owned says whether the
 // session closes it.

@@ -225,6 +225,11 @@ func optimizeAndWrite(cmd *cobra.Command, path string, o optimizeOptions, rs *ve
 		err = fmt.Errorf("--compare: %w", sbs.Err)
 	}
 	var warnings []string
+	if measured != nil {
+		if cerr := measured.Close(); cerr != nil {
+			warnings = append(warnings, fmt.Sprintf("closing the GPU the costs were timed on: %v", cerr))
+		}
+	}
 	if measured != nil && measured.Err() != nil && cmd.Context().Err() == nil {
 		warnings = append(warnings, fmt.Sprintf("some nodes could not be timed and were priced analytically: %v", measured.Err()))
 	}
