@@ -26,19 +26,6 @@ func (ltUnsupported) PrepareEpilogue(g *cuda.EpilogueGemm) error {
 	return fmt.Errorf("cuda: cublasLtMatmulAlgoGetHeuristic: %w: CUBLAS_STATUS_NOT_SUPPORTED (%s)", cuda.ErrNoEpilogue, g)
 }
 
-func openEmulator(t *testing.T) *cuda.Emulator {
-	t.Helper()
-	emu, err := cuda.OpenEmulator(t.TempDir())
-	if errors.Is(err, cuda.ErrUnavailable) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { emu.Close() })
-	return emu
-}
-
 func openOn(t *testing.T, dev cuda.Backend, model []byte, opt cudaOptions) (*Model, *CUDASession) {
 	t.Helper()
 	m, _, err := fromBytes(model, LoadOptions{})

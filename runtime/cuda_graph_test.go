@@ -66,14 +66,7 @@ func (noAlgorithm) PrepareConv(*cuda.Convolution) error {
 // time; a model of another batch captures its own graph; a capture that
 // fails, or CPU fallbacks, leave plain launches and a note saying why.
 func TestCUDAGraphEmulated(t *testing.T) {
-	emu, err := cuda.OpenEmulator(t.TempDir())
-	if errors.Is(err, cuda.ErrUnavailable) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { emu.Close() })
+	emu := openEmulator(t)
 	open := func(t *testing.T, dev cuda.Backend, m *Model, opt cudaOptions) *CUDASession {
 		s, err := m.newCUDASession(dev, false, opt)
 		if err != nil {
@@ -200,14 +193,7 @@ func TestCUDAGraphEmulated(t *testing.T) {
 // leaves a margin of 4. The outputs must also differ from float32's,
 // else the operands were not rounded.
 func TestCUDAPrecisionEmulated(t *testing.T) {
-	emu, err := cuda.OpenEmulator(t.TempDir())
-	if errors.Is(err, cuda.ErrUnavailable) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { emu.Close() })
+	emu := openEmulator(t)
 	m, _, err := fromBytes(convReluModel(2), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -249,13 +235,7 @@ func TestCUDAPrecisionEmulated(t *testing.T) {
 // does, give back their buffers when closed, and leave the device open
 // for the next.
 func TestGPUSharedBySessions(t *testing.T) {
-	emu, err := cuda.OpenEmulator(t.TempDir())
-	if errors.Is(err, cuda.ErrUnavailable) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	emu := openEmulator(t)
 	gpu := &GPU{dev: emu}
 	for batch := 1; batch <= 3; batch++ {
 		m, _, err := fromBytes(convReluModel(batch), LoadOptions{})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	goruntime "runtime"
 	"slices"
@@ -55,18 +56,20 @@ type CUDASession struct {
 	// notes say where the session runs slower than it could, and why
 	// (Notes adds graph capture's reason).
 	notes []string
-	// fusedRelu marks the Conv nodes whose only reader, a Relu, is fused
-	// into them; that Relu is a view of the Conv's output.
+	// fusedRelu marks each Conv whose only reader, a Relu, is fused into
+	// it, and that Relu.
 	fusedRelu map[*node]bool
 	// epilogues are the products whose bias and activation the backend's
-	// epilogue applies; absorbed maps each node fused so to the value
-	// whose buffer its output is (it is a view of it).
+	// epilogue applies.
 	epilogues map[*node]*productEpilogue
-	absorbed  map[*node]int
-	scratch   cuda.Ptr // im2col workspace shared by all Conv nodes
-	env       *env     // for CPU fallbacks
-	graphs    cudaGraphs
-	closed    bool
+	// absorbed maps each node fused into the node before it (a Conv's
+	// Relu, a product's bias and activation) to the value whose buffer
+	// its output is: it is a view of it.
+	absorbed map[*node]int
+	scratch  cuda.Ptr // im2col workspace shared by all Conv nodes
+	env      *env     // for CPU fallbacks
+	graphs   cudaGraphs
+	closed   bool
 }
 
 // cudaOptions steer a CUDA session; NewCUDASession takes them from the
@@ -263,7 +266,15 @@ func (s *CUDASession) prepare() error {
 		s.root[id] = id
 	}
 	s.fusedRelu = s.reluFusions()
-	s.epilogues, s.absorbed = s.epilogueFusions()
+	var fromEpilogues map[*node]int
+	s.epilogues, fromEpilogues = s.epilogueFusions()
+	s.absorbed = map[*node]int{}
+	for n := range s.fusedRelu {
+		if isRelu(n.kernel) {
+			s.absorbed[n] = n.in[0]
+		}
+	}
+	maps.Copy(s.absorbed, fromEpilogues)
 	for _, n := range m.nodes {
 		if id := s.viewInput(n); s.isView(n) && id >= 0 {
 			s.root[n.out[0]] = s.root[id]

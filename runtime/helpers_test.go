@@ -1,11 +1,13 @@
 package runtime
 
 import (
+	"errors"
 	"math"
 	"testing"
 
 	"rulebook/internal/testfiles"
 	"rulebook/onnx"
+	"rulebook/runtime/cuda"
 )
 
 // sharedModel returns the path of a shared model (see testfiles.Shared).
@@ -37,4 +39,19 @@ func firstNonFinite(data []float32) int {
 		}
 	}
 	return -1
+}
+
+// openEmulator opens the kernel emulator for a test and closes it after;
+// without a C++ compiler the test skips.
+func openEmulator(t *testing.T) *cuda.Emulator {
+	t.Helper()
+	emu, err := cuda.OpenEmulator(t.TempDir())
+	if errors.Is(err, cuda.ErrUnavailable) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { emu.Close() })
+	return emu
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"rulebook/internal/testfiles"
-	"rulebook/runtime/cuda"
 )
 
 // TestTorchvisionExports: scripts/export_torchvision.py exports each model
@@ -72,11 +71,7 @@ func TestCUDAPlansTorchvision(t *testing.T) {
 	if err != nil || len(folders) == 0 {
 		t.Fatalf("no NAME/model.onnx in %s (%v)", dir, err)
 	}
-	emu, err := cuda.OpenEmulator(t.TempDir())
-	if err != nil {
-		t.Skip(err)
-	}
-	defer emu.Close()
+	emu := openEmulator(t)
 	for _, path := range folders {
 		name := filepath.Base(filepath.Dir(path))
 		t.Run(name, func(t *testing.T) {

@@ -238,18 +238,10 @@ func TestFakeCUBLASLt(t *testing.T) {
 // NOT_SUPPORTED and workspaces that do not fit wrap ErrNoEpilogue.
 func TestFakeCUBLASLtErrors(t *testing.T) {
 	f := useFakeCUDA(t)
-	open := func(t *testing.T) *Context {
-		c, err := open(ptxCache{dir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
 	t.Run("absent", func(t *testing.T) {
 		ltLibraries = []string{"libcublasLt-absent.so"}
 		defer func() { ltLibraries = []string{f.path} }()
-		c := open(t)
+		c := openFakeContext(t)
 		err := c.EpilogueError()
 		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "no cuBLASLt library (tried libcublasLt-absent.so") {
 			t.Errorf("EpilogueError = %v", err)
@@ -264,7 +256,7 @@ func TestFakeCUBLASLtErrors(t *testing.T) {
 	t.Run("create", func(t *testing.T) {
 		f.fail("cublasLtCreate", 1)
 		defer f.fail("", 0)
-		if err := open(t).EpilogueError(); err == nil || !strings.Contains(err.Error(), "cublasLtCreate: CUBLAS_STATUS_NOT_INITIALIZED (1)") {
+		if err := openFakeContext(t).EpilogueError(); err == nil || !strings.Contains(err.Error(), "cublasLtCreate: CUBLAS_STATUS_NOT_INITIALIZED (1)") {
 			t.Errorf("EpilogueError = %v", err)
 		}
 	})
@@ -284,7 +276,7 @@ func TestFakeCUBLASLtErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f.ltSetup(int32(tc.setup[0]), tc.setup[1], tc.setup[2], uint32(tc.setup[3]))
 			defer f.ltSetup(1, 0, 0, 0)
-			c := open(t)
+			c := openFakeContext(t)
 			pr := newLtProblem(t, c, false, true, ActRelu, FP32)
 			if tc.call == "cublasLtMatmul" {
 				if err := c.PrepareEpilogue(&pr.g); err != nil {
@@ -306,7 +298,7 @@ func TestFakeCUBLASLtErrors(t *testing.T) {
 	t.Run("workspace allocation", func(t *testing.T) {
 		f.ltSetup(1, 64, 0, 0)
 		defer f.ltSetup(1, 0, 0, 0)
-		c := open(t)
+		c := openFakeContext(t)
 		pr := newLtProblem(t, c, false, false, ActRelu, FP32)
 		f.allocLimit(8)
 		defer f.allocLimit(1 << 32)

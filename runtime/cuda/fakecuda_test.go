@@ -376,6 +376,18 @@ func openFake(t *testing.T) (*Context, *fakeLib, string) {
 	return c, f, dir
 }
 
+// openFakeContext opens a Context over the fake libraries useFakeCUDA
+// installed, as they are set now, and closes it after the test.
+func openFakeContext(t *testing.T) *Context {
+	t.Helper()
+	c, err := open(ptxCache{dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // TestFakeCUDA drives a Context through the fake libraries.
 func TestFakeCUDA(t *testing.T) {
 	c, f, cacheDir := openFake(t)

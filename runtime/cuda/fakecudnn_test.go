@@ -359,18 +359,10 @@ func smallConv(t *testing.T, b Backend) *Convolution {
 // forward call is an error naming the call, cuDNN's status and the shape.
 func TestFakeCUDNNErrors(t *testing.T) {
 	f := useFakeCUDA(t)
-	open := func(t *testing.T) *Context {
-		c, err := open(ptxCache{dir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
 	t.Run("absent", func(t *testing.T) {
 		cudnnLibraries = []string{"libcudnn-absent.so.9"}
 		defer func() { cudnnLibraries = []string{f.path} }()
-		c := open(t)
+		c := openFakeContext(t)
 		err := c.ConvError()
 		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "no cuDNN library (tried libcudnn-absent.so.9)") {
 			t.Errorf("ConvError = %v", err)
@@ -385,7 +377,7 @@ func TestFakeCUDNNErrors(t *testing.T) {
 	t.Run("version", func(t *testing.T) {
 		f.cudnnVersion(8905)
 		defer f.cudnnVersion(90100)
-		err := open(t).ConvError()
+		err := openFakeContext(t).ConvError()
 		if err == nil || strings.Contains(err.Error(), "\n") || !strings.HasSuffix(err.Error(), "found cuDNN 8.9.5 in "+f.path+", need cuDNN 9") {
 			t.Errorf("ConvError = %v", err)
 		}
@@ -393,7 +385,7 @@ func TestFakeCUDNNErrors(t *testing.T) {
 	t.Run("create", func(t *testing.T) {
 		f.fail("cudnnCreate", 4000)
 		defer f.fail("", 0)
-		if err := open(t).ConvError(); err == nil || !strings.Contains(err.Error(), "cudnnCreate: CUDNN_STATUS_INTERNAL_ERROR (4000)") {
+		if err := openFakeContext(t).ConvError(); err == nil || !strings.Contains(err.Error(), "cudnnCreate: CUDNN_STATUS_INTERNAL_ERROR (4000)") {
 			t.Errorf("ConvError = %v", err)
 		}
 	})
@@ -406,7 +398,7 @@ func TestFakeCUDNNErrors(t *testing.T) {
 		{"cudnnCreateFilterDescriptor", "cudnnCreateFilterDescriptor: CUDNN_STATUS_NOT_SUPPORTED (3000)", 3000},
 	} {
 		t.Run(tc.call, func(t *testing.T) {
-			c := open(t)
+			c := openFakeContext(t)
 			live := f.cudnnLive()
 			f.fail(tc.call, tc.rc)
 			defer f.fail("", 0)
@@ -419,7 +411,7 @@ func TestFakeCUDNNErrors(t *testing.T) {
 		})
 	}
 	t.Run("workspace", func(t *testing.T) {
-		c := open(t)
+		c := openFakeContext(t)
 		cv := smallConv(t, c)
 		f.allocLimit(8)
 		defer f.allocLimit(1 << 32)
